@@ -1,0 +1,4 @@
+import { busContract } from "./bus.contract.ts"
+import { MemoryBusLive } from "./memory.ts"
+
+busContract("in-memory", () => MemoryBusLive())

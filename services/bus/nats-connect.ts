@@ -1,0 +1,77 @@
+import { readFileSync } from "node:fs"
+import {
+  type ConnectionOptions,
+  connect,
+  credsAuthenticator,
+  type NatsConnection,
+} from "@nats-io/transport-node"
+import { Effect, Schedule, type Scope } from "effect"
+import { BusUnavailable, reasonOf } from "./errors.ts"
+
+export interface NatsConnectOptions {
+  /** One URL or several, comma-separated or as an array. */
+  readonly servers: string | ReadonlyArray<string>
+  readonly name?: string
+  readonly user?: string
+  readonly pass?: string
+  readonly token?: string
+  /** Path of a NATS .creds file (JWT + nkey seed). */
+  readonly credsFile?: string
+  readonly tls?: { readonly caFile?: string; readonly certFile?: string; readonly keyFile?: string }
+  /** Attempts of the first connect before giving up; later drops reconnect forever. */
+  readonly connectAttempts?: number
+  readonly connectBackoffMs?: number
+}
+
+const serverList = (servers: NatsConnectOptions["servers"]): string[] =>
+  (typeof servers === "string" ? servers.split(",") : [...servers])
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
+
+const connectionOptions = (options: NatsConnectOptions): ConnectionOptions => {
+  const opts: ConnectionOptions = {
+    servers: serverList(options.servers),
+    name: options.name ?? "t1",
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 500,
+    waitOnFirstConnect: false,
+  }
+  if (options.user !== undefined) opts.user = options.user
+  if (options.pass !== undefined) opts.pass = options.pass
+  if (options.token !== undefined) opts.token = options.token
+  if (options.credsFile !== undefined) {
+    opts.authenticator = credsAuthenticator(readFileSync(options.credsFile))
+  }
+  if (options.tls !== undefined) opts.tls = { ...options.tls }
+  return opts
+}
+
+/**
+ * A connection that is drained when the scope closes. The first connect retries with
+ * jittered exponential backoff and logs each failure, then fails with BusUnavailable.
+ */
+export const connectNats = (
+  options: NatsConnectOptions,
+): Effect.Effect<NatsConnection, BusUnavailable, Scope.Scope> => {
+  const servers = serverList(options.servers).join(",")
+  const attempts = Math.max(1, options.connectAttempts ?? 10)
+  const backoff = Schedule.min([
+    Schedule.exponential(`${options.connectBackoffMs ?? 250} millis`),
+    Schedule.spaced("5 seconds"),
+  ]).pipe(
+    Schedule.jittered,
+    Schedule.upTo({ times: attempts - 1 }),
+    Schedule.tap((meta) =>
+      Effect.logWarning(
+        `NATS at ${servers} unreachable; retrying (attempt ${meta.attempt + 1}/${attempts})`,
+      ),
+    ),
+  )
+  const once = Effect.tryPromise({
+    try: () => connect(connectionOptions(options)),
+    catch: (cause) => new BusUnavailable({ servers, reason: reasonOf(cause) }),
+  })
+  return Effect.acquireRelease(Effect.retry(once, backoff), (nc) =>
+    Effect.promise(() => (nc.isClosed() ? Promise.resolve() : nc.drain().catch(() => undefined))),
+  )
+}

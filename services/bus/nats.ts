@@ -1,0 +1,277 @@
+import {
+  AckPolicy,
+  DeliverPolicy,
+  type JetStreamManager,
+  type JsMsg,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+} from "@nats-io/jetstream"
+import { Kvm } from "@nats-io/kv"
+import {
+  ClosedConnectionError,
+  DrainingConnectionError,
+  InvalidSubjectError,
+  type Msg,
+  type MsgHdrs,
+  NoRespondersError,
+  nanos,
+  headers as natsHeaders,
+  TimeoutError,
+} from "@nats-io/nats-core"
+import { Objm } from "@nats-io/obj"
+import { Effect, Layer, type Scope, Stream } from "effect"
+import { Bus, type BusMessage, type BusShape, type Headers, type WorkItem } from "./bus.ts"
+import {
+  BusClosed,
+  type BusError,
+  InvalidSubject,
+  JetStreamError,
+  NoResponders,
+  RequestTimeout,
+  reasonOf,
+} from "./errors.ts"
+import { connectNats, type NatsConnectOptions } from "./nats-connect.ts"
+import { natsKvBucket, natsObjectStore } from "./nats-kv.ts"
+import { checkOutgoing } from "./outgoing.ts"
+
+const DEFAULT_MAX_IN_FLIGHT = 100
+
+const toHeaders = (h: MsgHdrs | undefined): Headers => {
+  if (h === undefined) return {}
+  const out: Record<string, string> = {}
+  for (const k of h.keys()) out[k] = h.get(k)
+  return out
+}
+
+const fromHeaders = (h: Headers | undefined): MsgHdrs | undefined => {
+  if (h === undefined || Object.keys(h).length === 0) return undefined
+  const out = natsHeaders()
+  for (const [k, v] of Object.entries(h)) out.set(k, v)
+  return out
+}
+
+const toMessage = (m: Msg): BusMessage => ({
+  subject: m.subject,
+  data: m.data,
+  headers: toHeaders(m.headers),
+  reply: m.reply === "" ? undefined : m.reply,
+})
+
+/** Maps a nats.js failure to the bus's typed errors. */
+export const natsFailure =
+  (operation: string, subject = "") =>
+  (cause: unknown): BusError => {
+    if (cause instanceof ClosedConnectionError || cause instanceof DrainingConnectionError) {
+      return new BusClosed({ operation })
+    }
+    if (cause instanceof InvalidSubjectError) {
+      return new InvalidSubject({ subject, reason: reasonOf(cause) })
+    }
+    if (cause instanceof NoRespondersError) return new NoResponders({ subject })
+    return new JetStreamError({ operation, reason: reasonOf(cause) })
+  }
+
+const workItem = (m: JsMsg): WorkItem => ({
+  subject: m.subject,
+  data: m.data,
+  headers: toHeaders(m.headers),
+  reply: undefined,
+  stream: m.info.stream,
+  streamSeq: m.seq,
+  deliveryCount: m.info.deliveryCount,
+  ack: Effect.sync(() => m.ack()),
+  nak: (delayMs) => Effect.sync(() => m.nak(delayMs)),
+  working: Effect.sync(() => m.working()),
+  // A reason rides on +TERM only from nats-server 2.10; older servers ignore the whole term.
+  term: () => Effect.sync(() => m.term()),
+})
+
+/** The production bus: core NATS, JetStream work queues, KV and object store. */
+export const makeNatsBus = (
+  options: NatsConnectOptions,
+): Effect.Effect<BusShape, BusError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const nc = yield* connectNats(options)
+    const maxPayload = nc.info?.max_payload ?? 1024 * 1024
+    const js = jetstream(nc)
+    let manager: Promise<JetStreamManager> | undefined
+    const jsm = (operation: string) =>
+      Effect.tryPromise({
+        try: () => {
+          manager ??= jetstreamManager(nc)
+          return manager
+        },
+        catch: (cause) => {
+          manager = undefined
+          return natsFailure(operation)(cause)
+        },
+      })
+
+    const checkSize = (subject: string, data: Uint8Array, headers?: Headers) =>
+      checkOutgoing(maxPayload, subject, data, headers)
+
+    const attempt = <A>(operation: string, subject: string, f: () => A) =>
+      Effect.try({ try: f, catch: natsFailure(operation, subject) })
+
+    const bus: BusShape = {
+      maxPayload,
+      publish: (subject, data, headers) =>
+        Effect.andThen(
+          checkSize(subject, data, headers),
+          attempt("publish", subject, () => {
+            const h = fromHeaders(headers)
+            nc.publish(subject, data, h === undefined ? undefined : { headers: h })
+          }),
+        ),
+      subscribe: (subject, options) =>
+        Effect.gen(function* () {
+          const sub = yield* Effect.acquireRelease(
+            attempt("subscribe", subject, () =>
+              nc.subscribe(subject, options?.queue === undefined ? {} : { queue: options.queue }),
+            ),
+            (s) => Effect.sync(() => s.unsubscribe()),
+          )
+          // The SUB must reach the server before callers publish and expect delivery.
+          yield* Effect.tryPromise({ try: () => nc.flush(), catch: natsFailure("subscribe") })
+          return Stream.fromAsyncIterable(sub, natsFailure("subscribe", subject)).pipe(
+            Stream.map(toMessage),
+          )
+        }),
+      request: (subject, data, { timeoutMs, headers }) =>
+        Effect.andThen(
+          checkSize(subject, data, headers),
+          Effect.tryPromise({
+            try: () => {
+              const h = fromHeaders(headers)
+              return nc.request(subject, data, {
+                timeout: timeoutMs,
+                ...(h === undefined ? {} : { headers: h }),
+              })
+            },
+            catch: (cause): BusError => {
+              const failure = natsFailure("request", subject)(cause)
+              if (failure._tag !== "JetStreamError") return failure
+              const inner = cause instanceof Error ? cause.cause : undefined
+              if (cause instanceof TimeoutError || inner instanceof TimeoutError) {
+                return new RequestTimeout({ subject, timeoutMs })
+              }
+              if (inner instanceof NoRespondersError) return new NoResponders({ subject })
+              return failure
+            },
+          }),
+        ).pipe(Effect.map(toMessage)),
+      respond: (request, data, headers) => {
+        const reply = request.reply
+        if (reply === undefined) return Effect.void
+        return bus.publish(reply, data, headers)
+      },
+      ensureStream: (spec) =>
+        Effect.gen(function* () {
+          const m = yield* jsm("ensureStream")
+          const config = {
+            subjects: [...spec.subjects],
+            retention:
+              spec.retention === "workqueue" ? RetentionPolicy.Workqueue : RetentionPolicy.Limits,
+            storage: spec.storage === "memory" ? StorageType.Memory : StorageType.File,
+            num_replicas: spec.replicas ?? 1,
+            max_age: nanos(spec.maxAgeMs ?? 0),
+            duplicate_window: nanos(spec.duplicateWindowMs ?? 120_000),
+          }
+          yield* Effect.tryPromise({
+            try: async () => {
+              const exists = await m.streams.info(spec.name).then(
+                () => true,
+                () => false,
+              )
+              if (exists) {
+                const { retention: _r, storage: _s, ...mutable } = config
+                await m.streams.update(spec.name, mutable)
+              } else await m.streams.add({ name: spec.name, ...config })
+            },
+            catch: natsFailure(`ensureStream ${spec.name}`),
+          })
+        }),
+      jsPublish: (subject, data, options) =>
+        Effect.andThen(
+          checkSize(subject, data, options?.headers),
+          Effect.tryPromise({
+            try: () => {
+              const h = fromHeaders(options?.headers)
+              return js.publish(subject, data, {
+                ...(options?.msgId === undefined ? {} : { msgID: options.msgId }),
+                ...(h === undefined ? {} : { headers: h }),
+              })
+            },
+            catch: natsFailure("jsPublish", subject),
+          }),
+        ).pipe(
+          Effect.map((ack) => ({ stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate })),
+        ),
+      ensureConsumer: (spec) =>
+        Effect.gen(function* () {
+          const m = yield* jsm("ensureConsumer")
+          const config = {
+            ack_policy: AckPolicy.Explicit,
+            ack_wait: nanos(spec.ackWaitMs),
+            max_deliver: spec.maxDeliver,
+            ...(spec.maxAckPending === undefined ? {} : { max_ack_pending: spec.maxAckPending }),
+          }
+          yield* Effect.tryPromise({
+            try: async () => {
+              const exists = await m.consumers.info(spec.stream, spec.durable).then(
+                () => true,
+                () => false,
+              )
+              if (exists) await m.consumers.update(spec.stream, spec.durable, config)
+              else {
+                await m.consumers.add(spec.stream, {
+                  ...config,
+                  durable_name: spec.durable,
+                  deliver_policy: DeliverPolicy.All,
+                  ...(spec.filterSubject === undefined
+                    ? {}
+                    : { filter_subject: spec.filterSubject }),
+                })
+              }
+            },
+            catch: natsFailure(`ensureConsumer ${spec.stream}/${spec.durable}`),
+          })
+        }),
+      consume: (stream, durable, options) =>
+        Stream.unwrap(
+          Effect.gen(function* () {
+            const messages = yield* Effect.acquireRelease(
+              Effect.tryPromise({
+                try: async () => {
+                  const consumer = await js.consumers.get(stream, durable)
+                  return consumer.consume({
+                    max_messages: options?.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
+                  })
+                },
+                catch: natsFailure(`consume ${stream}/${durable}`),
+              }),
+              (m) => Effect.promise(() => m.close().then(() => undefined)),
+            )
+            return Stream.fromAsyncIterable(messages, natsFailure("consume")).pipe(
+              Stream.map(workItem),
+            )
+          }),
+        ),
+      kv: (bucket, options) =>
+        Effect.tryPromise({
+          try: () => new Kvm(nc).create(bucket, { history: options?.history ?? 1 }),
+          catch: natsFailure(`kv ${bucket}`),
+        }).pipe(Effect.map((kv) => natsKvBucket(bucket, kv))),
+      objectStore: (bucket) =>
+        Effect.tryPromise({
+          try: () => new Objm(nc).create(bucket),
+          catch: natsFailure(`objectStore ${bucket}`),
+        }).pipe(Effect.map((store) => natsObjectStore(bucket, store))),
+    }
+    return bus
+  })
+
+export const NatsBusLive = (options: NatsConnectOptions): Layer.Layer<Bus, BusError> =>
+  Layer.effect(Bus, makeNatsBus(options))
