@@ -1,0 +1,12 @@
+/**
+ * Large numeric arrays as protobuf `bytes` fields: little-endian typed-array contents,
+ * row-major. Encoding is zero-copy on little-endian hosts; decoding is zero-copy when the bytes
+ * are aligned and always checks length, shape and (for routing) expert indices first.
+ */
+export { decode, decodeSync, encode, encodeSync } from "./codec.ts"
+export type { Dtype, DtypeOf, PackedValues, RoutingDtype, TypedArrayOf } from "./dtype.ts"
+export { BYTES_PER_ELEMENT, MAX_EXPERTS, routingDtypeFor } from "./dtype.ts"
+export { PackedArrayError } from "./errors.ts"
+export type { PackedArray } from "./packed-array.ts"
+export type { RoutingSpec, RoutingValues } from "./routing.ts"
+export { decodeRouting, decodeRoutingSync, encodeRouting, encodeRoutingSync } from "./routing.ts"
