@@ -35,7 +35,9 @@ export {
   PayloadTooLarge,
   RequestTimeout,
 } from "./errors.ts"
+export { busMetrics, instrumentBus, withBusMetrics } from "./instrumented.ts"
 export { MemoryBusLive, type MemoryBusOptions, makeMemoryBus } from "./memory.ts"
+export { type Subjects, subjectsFor } from "./naming.ts"
 export { makeNatsBus, NatsBusLive } from "./nats.ts"
 export type { NatsConnectOptions } from "./nats-connect.ts"
 export { subjectFamily, subjectMatches } from "./subjects.ts"

@@ -58,20 +58,25 @@ export const connectNats = (
   const backoff = Schedule.min([
     Schedule.exponential(`${options.connectBackoffMs ?? 250} millis`),
     Schedule.spaced("5 seconds"),
-  ]).pipe(
-    Schedule.jittered,
-    Schedule.upTo({ times: attempts - 1 }),
-    Schedule.tap((meta) =>
-      Effect.logWarning(
-        `NATS at ${servers} unreachable; retrying (attempt ${meta.attempt + 1}/${attempts})`,
+  ]).pipe(Schedule.jittered, Schedule.upTo({ times: attempts - 1 }))
+  let attempt = 0
+  const once = Effect.suspend(() =>
+    Effect.tryPromise({
+      try: () => connect(connectionOptions(options)),
+      catch: (cause) => new BusUnavailable({ servers, reason: reasonOf(cause) }),
+    }).pipe(
+      Effect.tapError((e) =>
+        ++attempt < attempts
+          ? Effect.logWarning(`${e.message}; retrying (attempt ${attempt + 1} of ${attempts})`)
+          : Effect.void,
       ),
     ),
   )
-  const once = Effect.tryPromise({
-    try: () => connect(connectionOptions(options)),
-    catch: (cause) => new BusUnavailable({ servers, reason: reasonOf(cause) }),
+  const connectWithRetry = Effect.suspend(() => {
+    attempt = 0
+    return Effect.retry(once, backoff)
   })
-  return Effect.acquireRelease(Effect.retry(once, backoff), (nc) =>
+  return Effect.acquireRelease(connectWithRetry, (nc) =>
     Effect.promise(() => (nc.isClosed() ? Promise.resolve() : nc.drain().catch(() => undefined))),
   )
 }

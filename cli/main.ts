@@ -1,0 +1,72 @@
+import { readFileSync } from "node:fs"
+import type { Effect } from "effect"
+import { actorCommand } from "./commands/actor.ts"
+import { pingCommand } from "./commands/ping.ts"
+import { UsageError } from "./flags.ts"
+import { runCommand } from "./run-main.ts"
+
+const commands: Record<
+  string,
+  {
+    readonly summary: string
+    readonly run: (args: ReadonlyArray<string>) => Effect.Effect<void, unknown> | string
+  }
+> = {
+  actor: {
+    summary: "run one actor against NATS (t1 actor <name> --concurrency N --nats URL)",
+    run: actorCommand,
+  },
+  ping: { summary: "check that the bus and at least one actor answer", run: pingCommand },
+}
+
+const version = (): string => {
+  const pkg: unknown = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"))
+  return typeof pkg === "object" && pkg !== null && "version" in pkg
+    ? String(pkg.version)
+    : "unknown"
+}
+
+export const mainUsage = () => `t1 — reinforcement learning for terminal agents
+
+Usage: t1 <command> [options]
+
+Commands:
+${Object.entries(commands)
+  .map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`)
+  .join("\n")}
+
+Options:
+  -h, --help     show help (also: t1 <command> --help)
+  -v, --version  print the version
+
+Exit codes: 0 success, 1 failure, 2 usage error.`
+
+export const main = async (argv: ReadonlyArray<string>): Promise<void> => {
+  const [command, ...rest] = argv
+  try {
+    if (command === undefined || command === "-h" || command === "--help" || command === "help") {
+      process.stdout.write(`${mainUsage()}\n`)
+      return
+    }
+    if (command === "-v" || command === "--version") {
+      process.stdout.write(`${version()}\n`)
+      return
+    }
+    const entry = commands[command]
+    if (entry === undefined)
+      throw new UsageError(`unknown command ${JSON.stringify(command)}`, mainUsage())
+    const result = entry.run(rest)
+    if (typeof result === "string") {
+      process.stdout.write(`${result}\n`)
+      return
+    }
+    runCommand(result)
+  } catch (error) {
+    if (error instanceof UsageError) {
+      process.stderr.write(`t1: ${error.message}\n\n${error.usage}\n`)
+      process.exitCode = 2
+      return
+    }
+    throw error
+  }
+}
