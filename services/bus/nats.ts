@@ -15,11 +15,9 @@ import {
   InvalidSubjectError,
   type Msg,
   type MsgHdrs,
-  type NatsConnection,
   NoRespondersError,
   nanos,
   headers as natsHeaders,
-  RequestError,
   TimeoutError,
 } from "@nats-io/nats-core"
 import { Objm } from "@nats-io/obj"
@@ -36,6 +34,13 @@ import {
 } from "./errors.ts"
 import { connectNats, type NatsConnectOptions } from "./nats-connect.ts"
 import { natsKvBucket, natsObjectStore } from "./nats-kv.ts"
+import {
+  ConnectionDropped,
+  isNoResponders,
+  isTimeout,
+  NotConnected,
+  watchConnection,
+} from "./nats-watch.ts"
 import { checkOutgoing } from "./outgoing.ts"
 
 const DEFAULT_MAX_IN_FLIGHT = 100
@@ -90,103 +95,13 @@ const workItem = (m: JsMsg): WorkItem => ({
   term: () => Effect.sync(() => m.term()),
 })
 
-/** Nothing was sent: the connection was down and did not come back in time. */
-class NotConnected extends Error {
-  constructor(waitedMs: number) {
-    super(`not connected to NATS (waited ${waitedMs} ms for the reconnect)`)
-  }
-}
-
-/** The connection dropped while the request was out: its reply can never arrive. */
-class ConnectionDropped extends Error {
-  constructor() {
-    super("the connection to NATS dropped before the reply; the request may or may not have landed")
-  }
-}
-
-interface ConnectionWatch {
-  /** Resolves once the connection is up (at once when it is), else rejects with NotConnected. */
-  readonly whenConnected: (waitMs: number) => Promise<void>
-  /** Settles as `p` does, or rejects with ConnectionDropped at the next disconnect. */
-  readonly untilDropped: <A>(p: Promise<A>) => Promise<A>
-}
-
-/**
- * Follows the connection's status. nats.js discards what was queued while disconnected when it
- * reconnects, and a reply to a request sent before a drop never comes, so without this a request
- * caught by a drop waits out its whole timeout.
- */
-const watchConnection = (nc: NatsConnection): ConnectionWatch => {
-  let connected = !nc.isClosed()
-  const onUp = new Set<() => void>()
-  const onDrop = new Set<() => void>()
-  const fire = (listeners: Set<() => void>) => {
-    const all = [...listeners]
-    listeners.clear()
-    for (const f of all) f()
-  }
-  const status = nc.status()
-  void (async () => {
-    for await (const s of status) {
-      if (s.type === "disconnect") {
-        connected = false
-        fire(onDrop)
-      } else if (s.type === "reconnect") {
-        connected = true
-        fire(onUp)
-      } else if (s.type === "close") {
-        // Let waiters through: their request then fails with ClosedConnectionError.
-        connected = true
-        fire(onUp)
-      }
-    }
-  })().catch(() => undefined)
-  return {
-    whenConnected: (waitMs) =>
-      connected
-        ? Promise.resolve()
-        : new Promise<void>((resolve, reject) => {
-            const up = () => {
-              clearTimeout(timer)
-              resolve()
-            }
-            const timer = setTimeout(() => {
-              onUp.delete(up)
-              reject(new NotConnected(waitMs))
-            }, waitMs)
-            onUp.add(up)
-          }),
-    untilDropped: (p) =>
-      new Promise((resolve, reject) => {
-        const dropped = () => reject(new ConnectionDropped())
-        onDrop.add(dropped)
-        p.then(resolve, reject).finally(() => onDrop.delete(dropped))
-      }),
-  }
-}
-
-/** Follows an error's causes a few levels (nats.js wraps what the server said). */
-const causedBy = (cause: unknown, test: (e: unknown) => boolean): boolean => {
-  let e = cause
-  for (let depth = 0; depth < 4 && e !== undefined; depth++) {
-    if (test(e)) return true
-    e = e instanceof Error ? e.cause : undefined
-  }
-  return false
-}
-
-const isNoResponders = (cause: unknown): boolean =>
-  causedBy(
-    cause,
-    (e) => e instanceof NoRespondersError || (e instanceof RequestError && e.isNoResponders()),
-  )
-
-const isTimeout = (cause: unknown): boolean => causedBy(cause, (e) => e instanceof TimeoutError)
-
 /** How long one jsPublish attempt waits for a dropped connection to come back. */
 const PUBLISH_RECONNECT_WAIT_MS = 5_000
-/** No-responders (JetStream not up yet) retries before giving up: it may be disabled for good. */
-const PUBLISH_NO_RESPONDER_RETRIES = 5
+/**
+ * Retries of a no-responders reply (no stream leader yet, JetStream still starting) before giving
+ * up: it also means "no stream is bound to the subject", which no retry fixes.
+ */
+const PUBLISH_NO_RESPONDER_RETRIES = 3
 /** jsPublish retries transient failures for about this long, then fails with the last one. */
 const publishRetry = Schedule.min([
   Schedule.exponential("100 millis"),
@@ -299,39 +214,40 @@ export const makeNatsBus = (
             catch: natsFailure(`ensureStream ${spec.name}`),
           })
         }),
-      jsPublish: (subject, data, options) => {
-        const msgId = options?.msgId
-        let noResponders = 0
-        // A retry is safe when nothing can have been stored (not connected, no responders) or
-        // when the server drops a repeat (a Nats-Msg-Id); otherwise the caller decides.
-        const retryable = (cause: unknown): boolean => {
-          if (cause instanceof NotConnected) return true
-          if (isNoResponders(cause)) return ++noResponders <= PUBLISH_NO_RESPONDER_RETRIES
-          return msgId !== undefined && (cause instanceof ConnectionDropped || isTimeout(cause))
-        }
-        const once = Effect.tryPromise({
-          try: async () => {
-            await connection.whenConnected(PUBLISH_RECONNECT_WAIT_MS)
-            const h = fromHeaders(options?.headers)
-            return connection.untilDropped(
-              js.publish(subject, data, {
-                ...(msgId === undefined ? {} : { msgID: msgId }),
-                ...(h === undefined ? {} : { headers: h }),
-              }),
-            )
-          },
-          catch: (cause) => ({ cause, retry: retryable(cause) }),
-        })
-        return Effect.andThen(
-          checkSize(subject, data, options?.headers),
-          once.pipe(
-            Effect.retry({ while: (failure) => failure.retry, schedule: publishRetry }),
-            Effect.mapError((failure) => natsFailure("jsPublish", subject)(failure.cause)),
-          ),
-        ).pipe(
+      jsPublish: (subject, data, options) =>
+        Effect.suspend(() => {
+          const msgId = options?.msgId
+          let noResponders = 0
+          // A retry is safe when nothing can have been stored (not connected, no responders) or
+          // when the server drops a repeat (a Nats-Msg-Id); otherwise the caller decides.
+          const retryable = (cause: unknown): boolean => {
+            if (cause instanceof NotConnected) return true
+            if (isNoResponders(cause)) return ++noResponders <= PUBLISH_NO_RESPONDER_RETRIES
+            return msgId !== undefined && (cause instanceof ConnectionDropped || isTimeout(cause))
+          }
+          const once = Effect.tryPromise({
+            try: async () => {
+              await connection.whenConnected(PUBLISH_RECONNECT_WAIT_MS)
+              const h = fromHeaders(options?.headers)
+              return connection.untilDropped(
+                js.publish(subject, data, {
+                  ...(msgId === undefined ? {} : { msgID: msgId }),
+                  ...(h === undefined ? {} : { headers: h }),
+                }),
+              )
+            },
+            catch: (cause) => ({ cause, retry: retryable(cause) }),
+          })
+          return Effect.andThen(
+            checkSize(subject, data, options?.headers),
+            once.pipe(
+              Effect.retry({ while: (failure) => failure.retry, schedule: publishRetry }),
+              Effect.mapError((failure) => natsFailure("jsPublish", subject)(failure.cause)),
+            ),
+          )
+        }).pipe(
           Effect.map((ack) => ({ stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate })),
-        )
-      },
+        ),
       ensureConsumer: (spec) =>
         Effect.gen(function* () {
           const m = yield* jsm("ensureConsumer")
