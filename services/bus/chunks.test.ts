@@ -39,6 +39,24 @@ describe("blob chunks", () => {
     )
   })
 
+  it("encodes each chunk byte for byte as protobuf-es would", () => {
+    fc.assert(
+      fc.property(
+        fc.uint8Array({ maxLength: 5000 }),
+        fc.integer({ min: 1100, max: 3000 }),
+        fc.string(),
+        (blob, maxMessageBytes, messageType) => {
+          for (const c of splitBlob(blob, { blobId: "id-1", maxMessageBytes, messageType })) {
+            expect(
+              Buffer.compare(toBinary(BlobChunkSchema, fromBinary(BlobChunkSchema, c)), c),
+            ).toBe(0)
+          }
+        },
+      ),
+      { numRuns: 200 },
+    )
+  })
+
   it("rejects a corrupted chunk with CorruptChunk, never a wrong blob", () => {
     fc.assert(
       fc.property(

@@ -21,7 +21,7 @@ import {
   TimeoutError,
 } from "@nats-io/nats-core"
 import { Objm } from "@nats-io/obj"
-import { Effect, Layer, Schedule, type Scope, Stream } from "effect"
+import { Cause, Effect, Layer, Queue, Schedule, type Scope, Stream } from "effect"
 import { Bus, type BusMessage, type BusShape, type Headers, type WorkItem } from "./bus.ts"
 import {
   BusClosed,
@@ -148,17 +148,25 @@ export const makeNatsBus = (
         ),
       subscribe: (subject, options) =>
         Effect.gen(function* () {
-          const sub = yield* Effect.acquireRelease(
+          // A callback subscription feeding a queue: the stream then takes whatever has arrived
+          // as one array, instead of one async-iterator step per message.
+          const queue = yield* Queue.unbounded<BusMessage, BusError | Cause.Done>()
+          yield* Effect.acquireRelease(
             attempt("subscribe", subject, () =>
-              nc.subscribe(subject, options?.queue === undefined ? {} : { queue: options.queue }),
+              nc.subscribe(subject, {
+                ...(options?.queue === undefined ? {} : { queue: options.queue }),
+                callback: (err, m) => {
+                  if (err === null) Queue.offerUnsafe(queue, toMessage(m))
+                  else
+                    Queue.failCauseUnsafe(queue, Cause.fail(natsFailure("subscribe", subject)(err)))
+                },
+              }),
             ),
             (s) => Effect.sync(() => s.unsubscribe()),
           )
           // The SUB must reach the server before callers publish and expect delivery.
           yield* Effect.tryPromise({ try: () => nc.flush(), catch: natsFailure("subscribe") })
-          return Stream.fromAsyncIterable(sub, natsFailure("subscribe", subject)).pipe(
-            Stream.map(toMessage),
-          )
+          return Stream.fromQueue(queue)
         }),
       request: (subject, data, { timeoutMs, headers }) =>
         Effect.andThen(
