@@ -33,7 +33,9 @@ export class InvalidSandboxSpec extends Data.TaggedError("InvalidSandboxSpec")<{
   }
 }
 
-export class InvalidCommand extends Data.TaggedError("InvalidCommand")<{ readonly reason: string }> {
+export class InvalidCommand extends Data.TaggedError("InvalidCommand")<{
+  readonly reason: string
+}> {
   readonly errorClass: ErrorClass = "task"
   override get message(): string {
     return `invalid command: ${this.reason}`

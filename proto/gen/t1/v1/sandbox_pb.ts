@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file t1/v1/sandbox.proto.
  */
 export const file_t1_v1_sandbox: GenFile = /*@__PURE__*/
-  fileDesc("ChN0MS92MS9zYW5kYm94LnByb3RvEgV0MS52MSK+AgoLU2FuZGJveFNwZWMSDQoFaW1hZ2UYASABKAkSJQoGbGltaXRzGAIgASgLMhUudDEudjEuUmVzb3VyY2VMaW1pdHMSDwoHbmV0d29yaxgDIAEoCBIMCgR1c2VyGAQgASgJEg8KB3dvcmtkaXIYBSABKAkSLgoGbGFiZWxzGAYgAygLMh4udDEudjEuU2FuZGJveFNwZWMuTGFiZWxzRW50cnkSKAoDZW52GAcgAygLMhsudDEudjEuU2FuZGJveFNwZWMuRW52RW50cnkSFAoMaWRsZV90dGxfc2VjGAggASgNGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJMChRDcmVhdGVTYW5kYm94UmVxdWVzdBIgCgRzcGVjGAEgASgLMhIudDEudjEuU2FuZGJveFNwZWMSEgoKcmVxdWVzdF9pZBgCIAEoCSJxChNDcmVhdGVTYW5kYm94UmVzdWx0EhIKCnNhbmRib3hfaWQYASABKAkSIQoFZXJyb3IYAiABKAsyEi50MS52MS5FcnJvckRldGFpbBIOCgZkcml2ZXIYAyABKAkSEwoLZHVyYXRpb25fbXMYBCABKA0iYAoLRXhlY1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIPCgdjb21tYW5kGAIgASgJEhIKCnRpbWVvdXRfbXMYAyABKA0SGAoQbWF4X291dHB1dF9ieXRlcxgEIAEoDSLEAQoKRXhlY1Jlc3VsdBIOCgZvdXRwdXQYASABKAwSEQoJZXhpdF9jb2RlGAIgASgFEhEKCXRpbWVkX291dBgDIAEoCBIRCgl0cnVuY2F0ZWQYBCABKAgSGQoRc2Vzc2lvbl9yZXN0YXJ0ZWQYBSABKAgSEwoLZHVyYXRpb25fbXMYBiABKA0SIQoFZXJyb3IYByABKAsyEi50MS52MS5FcnJvckRldGFpbBIaChJvdXRwdXRfdG90YWxfYnl0ZXMYCCABKAQiQAoPUHV0RmlsZXNSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRILCgN0YXIYAyABKAwiMwoOUHV0RmlsZXNSZXN1bHQSIQoFZXJyb3IYASABKAsyEi50MS52MS5FcnJvckRldGFpbCJGCg9HZXRGaWxlc1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEhEKCW1heF9ieXRlcxgDIAEoBCJACg5HZXRGaWxlc1Jlc3VsdBILCgN0YXIYASABKAwSIQoFZXJyb3IYAiABKAsyEi50MS52MS5FcnJvckRldGFpbCIrChVEZXN0cm95U2FuZGJveFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCSJKChREZXN0cm95U2FuZGJveFJlc3VsdBIhCgVlcnJvchgBIAEoCzISLnQxLnYxLkVycm9yRGV0YWlsEg8KB2V4aXN0ZWQYAiABKAhiBnByb3RvMw", [file_t1_v1_common]);
+  fileDesc("ChN0MS92MS9zYW5kYm94LnByb3RvEgV0MS52MSK+AgoLU2FuZGJveFNwZWMSDQoFaW1hZ2UYASABKAkSJQoGbGltaXRzGAIgASgLMhUudDEudjEuUmVzb3VyY2VMaW1pdHMSDwoHbmV0d29yaxgDIAEoCBIMCgR1c2VyGAQgASgJEg8KB3dvcmtkaXIYBSABKAkSLgoGbGFiZWxzGAYgAygLMh4udDEudjEuU2FuZGJveFNwZWMuTGFiZWxzRW50cnkSKAoDZW52GAcgAygLMhsudDEudjEuU2FuZGJveFNwZWMuRW52RW50cnkSFAoMaWRsZV90dGxfc2VjGAggASgNGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJMChRDcmVhdGVTYW5kYm94UmVxdWVzdBIgCgRzcGVjGAEgASgLMhIudDEudjEuU2FuZGJveFNwZWMSEgoKcmVxdWVzdF9pZBgCIAEoCSJxChNDcmVhdGVTYW5kYm94UmVzdWx0EhIKCnNhbmRib3hfaWQYASABKAkSIQoFZXJyb3IYAiABKAsyEi50MS52MS5FcnJvckRldGFpbBIOCgZkcml2ZXIYAyABKAkSEwoLZHVyYXRpb25fbXMYBCABKA0iYAoLRXhlY1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIPCgdjb21tYW5kGAIgASgJEhIKCnRpbWVvdXRfbXMYAyABKA0SGAoQbWF4X291dHB1dF9ieXRlcxgEIAEoDSLEAQoKRXhlY1Jlc3VsdBIOCgZvdXRwdXQYASABKAwSEQoJZXhpdF9jb2RlGAIgASgFEhEKCXRpbWVkX291dBgDIAEoCBIRCgl0cnVuY2F0ZWQYBCABKAgSGQoRc2Vzc2lvbl9yZXN0YXJ0ZWQYBSABKAgSEwoLZHVyYXRpb25fbXMYBiABKA0SIQoFZXJyb3IYByABKAsyEi50MS52MS5FcnJvckRldGFpbBIaChJvdXRwdXRfdG90YWxfYnl0ZXMYCCABKAQiQAoPUHV0RmlsZXNSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRILCgN0YXIYAyABKAwiMwoOUHV0RmlsZXNSZXN1bHQSIQoFZXJyb3IYASABKAsyEi50MS52MS5FcnJvckRldGFpbCJGCg9HZXRGaWxlc1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEhEKCW1heF9ieXRlcxgDIAEoBCJACg5HZXRGaWxlc1Jlc3VsdBILCgN0YXIYASABKAwSIQoFZXJyb3IYAiABKAsyEi50MS52MS5FcnJvckRldGFpbCIrChVEZXN0cm95U2FuZGJveFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCSJKChREZXN0cm95U2FuZGJveFJlc3VsdBIhCgVlcnJvchgBIAEoCzISLnQxLnYxLkVycm9yRGV0YWlsEg8KB2V4aXN0ZWQYAiABKAgigAEKFFNhbmRib3hIb3N0SGVhcnRiZWF0Eg0KBW93bmVyGAEgASgJEg4KBmRyaXZlchgCIAEoCRITCgtzYW5kYm94X2lkcxgDIAMoCRIMCgR3YXJtGAQgASgNEhAKCHN0YXJ0aW5nGAUgASgNEhQKDHNlbnRfdW5peF9tcxgGIAEoA2IGcHJvdG8z", [file_t1_v1_common]);
 
 /**
  * The container (or local directory) an episode runs in.
@@ -402,4 +402,61 @@ export type DestroySandboxResult = Message<"t1.v1.DestroySandboxResult"> & {
  */
 export const DestroySandboxResultSchema: GenMessage<DestroySandboxResult> = /*@__PURE__*/
   messageDesc(file_t1_v1_sandbox, 10);
+
+/**
+ * Published by every sandbox host on `<prefix>.sandbox.heartbeat` every few seconds, so clients
+ * can tell a dead host (no heartbeat, or their sandbox missing from it) from a slow command.
+ *
+ * @generated from message t1.v1.SandboxHostHeartbeat
+ */
+export type SandboxHostHeartbeat = Message<"t1.v1.SandboxHostHeartbeat"> & {
+  /**
+   * Owner label of the host's sandboxes; stable across restarts of the same host.
+   *
+   * @generated from field: string owner = 1;
+   */
+  owner: string;
+
+  /**
+   * "docker" or "local".
+   *
+   * @generated from field: string driver = 2;
+   */
+  driver: string;
+
+  /**
+   * Sandboxes leased to clients and alive on this host.
+   *
+   * @generated from field: repeated string sandbox_ids = 3;
+   */
+  sandboxIds: string[];
+
+  /**
+   * Ready sandboxes in the warm pools.
+   *
+   * @generated from field: uint32 warm = 4;
+   */
+  warm: number;
+
+  /**
+   * Sandboxes being created right now.
+   *
+   * @generated from field: uint32 starting = 5;
+   */
+  starting: number;
+
+  /**
+   * Host clock when the heartbeat was sent.
+   *
+   * @generated from field: int64 sent_unix_ms = 6;
+   */
+  sentUnixMs: bigint;
+};
+
+/**
+ * Describes the message t1.v1.SandboxHostHeartbeat.
+ * Use `create(SandboxHostHeartbeatSchema)` to create a new message.
+ */
+export const SandboxHostHeartbeatSchema: GenMessage<SandboxHostHeartbeat> = /*@__PURE__*/
+  messageDesc(file_t1_v1_sandbox, 11);
 

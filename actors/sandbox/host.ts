@@ -1,0 +1,337 @@
+import { randomUUID } from "node:crypto"
+import { create, type DescMessage, type MessageShape, toBinary } from "@bufbuild/protobuf"
+import { Effect, Fiber, Schedule } from "effect"
+import {
+  CreateSandboxRequestSchema,
+  CreateSandboxResultSchema,
+  DestroySandboxRequestSchema,
+  DestroySandboxResultSchema,
+  ExecRequestSchema,
+  ExecResultSchema,
+  GetFilesRequestSchema,
+  GetFilesResultSchema,
+  PutFilesRequestSchema,
+  PutFilesResultSchema,
+  SandboxHostHeartbeatSchema,
+} from "../../proto/index.ts"
+import { MalformedMessage, protobufDecoder, runActor } from "../../services/actor/index.ts"
+import { Bus, type BusMessage, type Subjects } from "../../services/bus/index.ts"
+import { Metrics } from "../../services/metrics/index.ts"
+import { SandboxDriver, type SandboxDriverShape, type SandboxInfo } from "./driver.ts"
+import { InvalidCommand, type SandboxError } from "./errors.ts"
+import { sandboxMetrics } from "./metrics.ts"
+import { makeSandboxPool, type PoolOptions } from "./pool.ts"
+import { startReaper } from "./reaper.ts"
+import { errorDetail, type SpecDefaults, specFromWire } from "./wire.ts"
+
+export interface SandboxHostOptions {
+  readonly subjects: Subjects
+  /** Must equal the driver's owner label: the reaper treats what it owns at start-up as orphans. */
+  readonly owner: string
+  readonly defaults: SpecDefaults & {
+    readonly execTimeoutMs: number
+    readonly maxOutputBytes: number
+    readonly maxGetBytes: number
+  }
+  readonly pool: PoolOptions
+  readonly reapIntervalMs: number
+  readonly heartbeatMs: number
+  /** Requests a sandbox's subjects serve at once (execs are serialised by its shell anyway). */
+  readonly perSandboxConcurrency: number
+}
+
+interface Leased {
+  readonly info: SandboxInfo
+  readonly idleTtlMs: number
+  lastUsed: number
+  fiber: Fiber.Fiber<never> | undefined
+}
+
+// probe: answered empty, so a host can tell that a new sandbox's subscription is live.
+const OPS = ["exec", "put", "get", "destroy", "probe"] as const
+type Op = (typeof OPS)[number]
+
+/** The operation is the subject's last token. */
+const opOf = (subject: string): Op | undefined => {
+  const last = subject.slice(subject.lastIndexOf(".") + 1)
+  return OPS.find((op) => op === last)
+}
+
+const encode = <Desc extends DescMessage>(schema: Desc, init: Parameters<typeof create<Desc>>[1]) =>
+  toBinary(schema, create(schema, init) as MessageShape<Desc>)
+
+/**
+ * The sandbox actor: creates sandboxes on `<prefix>.sandbox.create` (queue group `sandbox`, so
+ * hosts share the load) and serves each one on `<prefix>.sandbox.<id>.{exec,put,get,destroy}`.
+ */
+export const runSandboxHost = (
+  options: SandboxHostOptions,
+): Effect.Effect<never, never, Bus | Metrics | SandboxDriver> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const bus = yield* Bus
+      const driver = yield* SandboxDriver
+      const m = sandboxMetrics(yield* Metrics)
+      const leased = new Map<string, Leased>()
+      const byRequest = new Map<string, string>()
+      const scope = yield* Effect.scope
+
+      const countError = (e: SandboxError) =>
+        Effect.sync(() => m.errors.inc({ class: e.errorClass, error: e._tag }))
+
+      const pool = yield* makeSandboxPool(driver, options.pool, {
+        onCreated: (source, ms) => m.createSeconds.observe({ source }, ms / 1000),
+      })
+      const inUse = () => new Set([...leased.keys(), ...pool.warmIds()])
+      yield* startReaper(driver, {
+        owner: options.owner,
+        intervalMs: options.reapIntervalMs,
+        inUse,
+        onReaped: (_info, reason) => m.reaped.inc({ reason }),
+      })
+
+      const release = (id: string) =>
+        Effect.gen(function* () {
+          const entry = leased.get(id)
+          leased.delete(id)
+          for (const [req, sid] of byRequest) if (sid === id) byRequest.delete(req)
+          yield* Effect.ignore(driver.destroy(id))
+          if (entry?.fiber !== undefined)
+            yield* Fiber.interrupt(entry.fiber).pipe(Effect.forkDetach)
+          return entry !== undefined
+        })
+
+      const serveSandbox = (id: string) =>
+        runActor(
+          {
+            name: "sandbox",
+            mailbox: {
+              kind: "subscription",
+              subject: `${options.subjects.prefix}.sandbox.${id}.*`,
+            },
+            decode: (bytes) => Effect.succeed(bytes),
+            handle: (bytes, delivery) =>
+              handleOp(id, opOf(delivery.envelope.subject), bytes, delivery.envelope).pipe(
+                Effect.flatMap(delivery.respond),
+              ),
+          },
+          { concurrency: options.perSandboxConcurrency },
+        )
+
+      const decodeOr = <Desc extends DescMessage>(schema: Desc, bytes: Uint8Array) =>
+        protobufDecoder(schema)(bytes)
+
+      const handleOp = (
+        id: string,
+        op: Op | undefined,
+        bytes: Uint8Array,
+        envelope: BusMessage,
+      ): Effect.Effect<Uint8Array, MalformedMessage> =>
+        Effect.gen(function* () {
+          const entry = leased.get(id)
+          if (entry !== undefined) entry.lastUsed = Date.now()
+          switch (op) {
+            case "exec": {
+              const req = yield* decodeOr(ExecRequestSchema, bytes)
+              const started = Date.now()
+              const command = req.command
+              const result = yield* (
+                command.includes("\0")
+                  ? Effect.fail(new InvalidCommand({ reason: "contains a NUL byte" }))
+                  : driver.exec(id, command, {
+                      timeoutMs: req.timeoutMs || options.defaults.execTimeoutMs,
+                      maxOutputBytes: req.maxOutputBytes || options.defaults.maxOutputBytes,
+                    })
+              ).pipe(Effect.tapError(countError), Effect.result)
+              m.execSeconds.observe((Date.now() - started) / 1000)
+              if (result._tag === "Failure") {
+                return encode(ExecResultSchema, {
+                  exitCode: -1,
+                  error: errorDetail(result.failure),
+                  durationMs: Date.now() - started,
+                })
+              }
+              const r = result.success
+              if (r.timedOut) m.timeouts.inc()
+              if (r.truncated) m.truncations.inc()
+              if (r.sessionRestarted) m.sessionRestarts.inc()
+              return encode(ExecResultSchema, {
+                output: r.output,
+                exitCode: r.timedOut ? -1 : r.exitCode,
+                timedOut: r.timedOut,
+                truncated: r.truncated,
+                sessionRestarted: r.sessionRestarted,
+                durationMs: r.durationMs,
+                outputTotalBytes: BigInt(r.totalBytes),
+              })
+            }
+            case "put": {
+              const req = yield* decodeOr(PutFilesRequestSchema, bytes)
+              const r = yield* driver
+                .put(id, req.path, req.tar)
+                .pipe(Effect.tapError(countError), Effect.result)
+              return encode(
+                PutFilesResultSchema,
+                r._tag === "Failure" ? { error: errorDetail(r.failure) } : {},
+              )
+            }
+            case "get": {
+              const req = yield* decodeOr(GetFilesRequestSchema, bytes)
+              const r = yield* driver
+                .get(id, req.path)
+                .pipe(Effect.tapError(countError), Effect.result)
+              if (r._tag === "Failure")
+                return encode(GetFilesResultSchema, { error: errorDetail(r.failure) })
+              const limit = Math.min(
+                Number(req.maxBytes) || options.defaults.maxGetBytes,
+                bus.maxPayload - 1024,
+              )
+              if (r.success.byteLength > limit) {
+                return encode(GetFilesResultSchema, {
+                  error: {
+                    code: 5,
+                    message: `archive of ${req.path} is ${r.success.byteLength} bytes, over the limit of ${limit}`,
+                    retryable: false,
+                  },
+                })
+              }
+              return encode(GetFilesResultSchema, { tar: r.success })
+            }
+            case "probe":
+              return new Uint8Array(0)
+            case "destroy": {
+              yield* decodeOr(DestroySandboxRequestSchema, bytes)
+              const existed = yield* release(id)
+              return encode(DestroySandboxResultSchema, { existed })
+            }
+            case undefined:
+              return yield* new MalformedMessage({
+                kind: "subject",
+                reason: `no sandbox operation named by ${envelope.subject}`,
+              })
+          }
+        })
+
+      const createOne = (bytes: Uint8Array, respond: (b: Uint8Array) => Effect.Effect<void>) =>
+        Effect.gen(function* () {
+          const req = yield* decodeOr(CreateSandboxRequestSchema, bytes)
+          const started = Date.now()
+          const known = req.requestId === "" ? undefined : byRequest.get(req.requestId)
+          if (known !== undefined && leased.has(known)) {
+            return yield* respond(
+              encode(CreateSandboxResultSchema, {
+                sandboxId: known,
+                driver: driver.kind,
+                durationMs: 0,
+              }),
+            )
+          }
+          const spec = specFromWire(req.spec, options.defaults)
+          if (spec instanceof Error) {
+            yield* countError(spec)
+            return yield* respond(encode(CreateSandboxResultSchema, { error: errorDetail(spec) }))
+          }
+          const lease = yield* pool.acquire(spec).pipe(Effect.tapError(countError), Effect.result)
+          if (lease._tag === "Failure") {
+            return yield* respond(
+              encode(CreateSandboxResultSchema, { error: errorDetail(lease.failure) }),
+            )
+          }
+          const id = lease.success.info.id
+          const entry: Leased = {
+            info: lease.success.info,
+            idleTtlMs: spec.ttlMs,
+            lastUsed: Date.now(),
+            fiber: undefined,
+          }
+          leased.set(id, entry)
+          if (req.requestId !== "") byRequest.set(req.requestId, id)
+          entry.fiber = yield* Effect.forkIn(serveSandbox(id), scope)
+          // The per-sandbox subscription must be live before the client hears the id.
+          yield* waitUntilServed(id)
+          yield* respond(
+            encode(CreateSandboxResultSchema, {
+              sandboxId: id,
+              driver: driver.kind,
+              durationMs: Date.now() - started,
+            }),
+          )
+        })
+
+      const waitUntilServed = (id: string) =>
+        bus
+          .request(`${options.subjects.prefix}.sandbox.${id}.probe`, new Uint8Array(0), {
+            timeoutMs: 200,
+          })
+          .pipe(
+            Effect.retry(Schedule.spaced("5 millis").pipe(Schedule.upTo({ times: 400 }))),
+            Effect.ignore,
+          )
+
+      // Idle sandboxes go: a client that vanished must not pin a container forever.
+      yield* Effect.forkScoped(
+        Effect.repeat(
+          Effect.gen(function* () {
+            const now = Date.now()
+            for (const [id, e] of leased) {
+              if (now - e.lastUsed > e.idleTtlMs) {
+                yield* release(id)
+                m.reaped.inc({ reason: "idle" })
+              }
+            }
+          }),
+          Schedule.spaced("5 seconds"),
+        ),
+      )
+
+      yield* Effect.forkScoped(
+        Effect.repeat(
+          Effect.gen(function* () {
+            const warm = [...pool.warmCounts().values()].reduce((a, b) => a + b, 0)
+            m.sandboxes.set({ state: "warm" }, warm)
+            m.sandboxes.set({ state: "starting" }, pool.startingCount())
+            m.sandboxes.set({ state: "leased" }, leased.size)
+            yield* Effect.ignore(
+              bus.publish(
+                `${options.subjects.prefix}.sandbox.heartbeat`,
+                encode(SandboxHostHeartbeatSchema, {
+                  owner: options.owner,
+                  driver: driver.kind,
+                  sandboxIds: [...leased.keys()],
+                  warm,
+                  starting: pool.startingCount(),
+                  sentUnixMs: BigInt(Date.now()),
+                }),
+              ),
+            )
+          }),
+          Schedule.spaced(`${options.heartbeatMs} millis`),
+        ),
+      )
+
+      // Shutting down: nobody can reach this host's shells any more, so its sandboxes go too.
+      yield* Effect.addFinalizer(() =>
+        Effect.forEach([...leased.keys()], (id) => Effect.ignore(driver.destroy(id)), {
+          concurrency: 8,
+          discard: true,
+        }),
+      )
+
+      return yield* runActor(
+        {
+          name: "sandbox-create",
+          mailbox: {
+            kind: "subscription",
+            subject: options.subjects.sandboxCreate,
+            queue: "sandbox",
+          },
+          decode: (bytes) => Effect.succeed(bytes),
+          handle: (bytes, delivery) => createOne(bytes, delivery.respond),
+        },
+        { concurrency: options.pool.maxStarting * 2 },
+      )
+    }),
+  )
+
+export const newOwnerId = (): string => `sandbox-${randomUUID().slice(0, 8)}`
+export type { SandboxDriverShape }
