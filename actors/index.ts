@@ -10,16 +10,28 @@ export interface HostContext {
   readonly shutdownGraceMs: number
 }
 
+export type FlagValues = Readonly<Record<string, string | boolean | undefined>>
+
+/** A flag of an actor's own with a bad value; the CLI prints it with the usage (exit 2). */
+export class ActorConfigError extends Error {}
+
 export interface HostedActor {
   readonly summary: string
-  readonly run: (context: HostContext) => Effect.Effect<never, never, Bus | Metrics>
+  /** Flags of its own besides the common ones (node:util parseArgs specs), and their help. */
+  readonly flags?: Readonly<Record<string, { readonly type: "string" | "boolean" }>>
+  readonly flagsHelp?: string
+  /** Throws ActorConfigError for bad flag values; the program fails only on start-up errors. */
+  readonly run: (
+    context: HostContext,
+    flags: FlagValues,
+  ) => Effect.Effect<never, { readonly message: string }, Bus | Metrics>
 }
 
 /** The actors `t1 actor <name>` can host; each later actor registers itself here by name. */
 export const actorRegistry: Readonly<Record<string, HostedActor>> = {
   diagnostic: {
     summary: "answers Ping on <prefix>.ping with a Pong (bus liveness probe)",
-    run: ({ subjects, concurrency, shutdownGraceMs }) =>
+    run: ({ subjects, concurrency, shutdownGraceMs }, _flags) =>
       runActor(diagnosticActor(subjects.ping, "diagnostic"), { concurrency, shutdownGraceMs }),
   },
 }

@@ -1,5 +1,5 @@
 import { Effect, Layer } from "effect"
-import { actorRegistry, diagnosticActor } from "../../actors/index.ts"
+import { ActorConfigError, actorRegistry, diagnosticActor } from "../../actors/index.ts"
 import { runActor } from "../../services/actor/index.ts"
 import { NatsBusLive, subjectsFor, withBusMetrics } from "../../services/bus/index.ts"
 import { MetricsLive, serveMetrics } from "../../services/metrics/index.ts"
@@ -12,7 +12,7 @@ const actorList = () =>
     .map(([name, a]) => `  ${name.padEnd(14)} ${a.summary}`)
     .join("\n")
 
-export const actorUsage = () => `Usage: t1 actor <name> [options]
+export const actorUsage = (name?: string) => `Usage: t1 actor <name> [options]
 
 Runs one actor in this process against a NATS cluster. Start more processes to scale out.
 
@@ -25,7 +25,7 @@ Options:
   --metrics-port PORT       serve /metrics and /healthz here (T1_METRICS_PORT; default 9464; 0 = any free port)
   --metrics-host HOST       address to bind (T1_METRICS_HOST; default 127.0.0.1)
 ${natsFlagsHelp}
-${logFlagsHelp}`
+${logFlagsHelp}${name !== undefined && actorRegistry[name]?.flagsHelp !== undefined ? `\n${name} options:\n${actorRegistry[name]?.flagsHelp}` : ""}`
 
 const spec = {
   ...natsFlagSpec,
@@ -40,14 +40,20 @@ const spec = {
 export const actorCommand = (
   args: ReadonlyArray<string>,
 ): Effect.Effect<void, unknown> | string => {
-  const usage = actorUsage()
-  const { values, positionals } = parseFlags(args, spec, usage)
+  // The actor's name comes first, so that its own flags are known before parsing the rest.
+  const named = args[0] !== undefined && !args[0].startsWith("-") ? args[0] : undefined
+  const usage = actorUsage(named)
+  const actor = named === undefined ? undefined : actorRegistry[named]
+  if (named !== undefined && actor === undefined) {
+    throw new UsageError(`unknown actor ${JSON.stringify(named)}`, usage)
+  }
+  const { values, positionals } = parseFlags(args, { ...spec, ...(actor?.flags ?? {}) }, usage)
   if (values.help === true) return usage
   const [name, ...extra] = positionals
-  if (name === undefined) throw new UsageError("which actor? name one", usage)
+  if (name === undefined || actor === undefined) {
+    throw new UsageError("which actor? name one first: t1 actor <name> [options]", usage)
+  }
   if (extra.length > 0) throw new UsageError(`unexpected arguments: ${extra.join(" ")}`, usage)
-  const actor = actorRegistry[name]
-  if (actor === undefined) throw new UsageError(`unknown actor ${JSON.stringify(name)}`, usage)
   const concurrency = intFlag("concurrency", values.concurrency, 1, usage, 1)
   const shutdownGraceMs = intFlag("shutdown-grace-ms", values["shutdown-grace-ms"], 30_000, usage)
   const port = intFlag(
@@ -62,15 +68,22 @@ export const actorCommand = (
   const subjects = subjectsFor(prefixFrom(values, usage))
   const logging = loggingLayer(values, usage)
 
-  const program = Effect.gen(function* () {
+  let program: ReturnType<typeof actor.run>
+  try {
+    program = actor.run({ subjects, concurrency, shutdownGraceMs }, values)
+  } catch (error) {
+    if (error instanceof ActorConfigError) throw new UsageError(error.message, usage)
+    throw error
+  }
+  const hosted = Effect.gen(function* () {
     const endpoint = yield* serveMetrics({ host, port })
     yield* Effect.logInfo(`t1 actor ${name}: metrics at ${endpoint.url}/metrics`)
     if (name !== "diagnostic") {
       yield* Effect.forkScoped(runActor(diagnosticActor(subjects.ping, name)))
     }
-    return yield* actor.run({ subjects, concurrency, shutdownGraceMs })
+    return yield* program
   })
-  return program.pipe(
+  return hosted.pipe(
     Effect.scoped,
     Effect.provide(withBusMetrics(NatsBusLive(nats)).pipe(Layer.provideMerge(MetricsLive))),
     Effect.provide(logging),

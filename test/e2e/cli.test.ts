@@ -60,7 +60,7 @@ describe("t1 CLI", () => {
   it.concurrent.each([
     [["frob"], "unknown command"],
     [["actor", "--bogus"], "Unknown option '--bogus'"],
-    [["actor"], "which actor?"],
+    [["actor"], "which actor? name one first"],
     [["actor", "nope"], 'unknown actor "nope"'],
     [["actor", "diagnostic", "--concurrency", "0"], "--concurrency must be an integer >= 1"],
     [["actor", "diagnostic", "--nats", "http://x"], "is not a NATS URL"],

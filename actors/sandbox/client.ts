@@ -1,0 +1,158 @@
+import {
+  create,
+  type DescMessage,
+  fromBinary,
+  type MessageInitShape,
+  type MessageShape,
+  toBinary,
+} from "@bufbuild/protobuf"
+import { Data, Effect } from "effect"
+import {
+  CreateSandboxRequestSchema,
+  CreateSandboxResultSchema,
+  DestroySandboxRequestSchema,
+  DestroySandboxResultSchema,
+  type ErrorDetail,
+  ExecRequestSchema,
+  type ExecResult,
+  ExecResultSchema,
+  GetFilesRequestSchema,
+  GetFilesResultSchema,
+  PutFilesRequestSchema,
+  PutFilesResultSchema,
+  type SandboxSpec,
+  type SandboxSpecSchema,
+} from "../../proto/index.ts"
+import type { BusError, BusShape, Subjects } from "../../services/bus/index.ts"
+import { SandboxNotFound } from "./errors.ts"
+
+/** The host answered with an error: `retryable` means infra (another sandbox may work). */
+export class SandboxRequestFailed extends Data.TaggedError("SandboxRequestFailed")<{
+  readonly operation: string
+  readonly detail: ErrorDetail
+}> {
+  get retryable(): boolean {
+    return this.detail.retryable
+  }
+  override get message(): string {
+    return `sandbox ${this.operation}: ${this.detail.message}`
+  }
+}
+
+/** The reply did not decode: a host of another version, or a bug. */
+export class SandboxProtocolError extends Data.TaggedError("SandboxProtocolError")<{
+  readonly operation: string
+  readonly reason: string
+}> {}
+
+export type SandboxClientError =
+  | BusError
+  | SandboxRequestFailed
+  | SandboxNotFound
+  | SandboxProtocolError
+
+/** How long a request may wait beyond the command's own timeout (queueing, transfer). */
+const SLACK_MS = 10_000
+
+/** Talks to sandbox hosts over the bus, as a sampler does. */
+export const sandboxClient = (bus: BusShape, subjects: Subjects) => {
+  const call = <Req extends DescMessage, Res extends DescMessage>(
+    operation: string,
+    subject: string,
+    reqSchema: Req,
+    init: MessageInitShape<Req>,
+    resSchema: Res,
+    timeoutMs: number,
+    sandboxId?: string,
+  ): Effect.Effect<MessageShape<Res>, SandboxClientError> =>
+    bus.request(subject, toBinary(reqSchema, create(reqSchema, init)), { timeoutMs }).pipe(
+      // Nobody serves a sandbox's subjects once it is gone (destroyed, reaped, host dead).
+      Effect.catchTag(
+        "NoResponders",
+        (e): Effect.Effect<never, SandboxClientError> =>
+          Effect.fail(sandboxId === undefined ? e : new SandboxNotFound({ id: sandboxId })),
+      ),
+      Effect.flatMap((reply) =>
+        Effect.try({
+          try: () => fromBinary(resSchema, reply.data),
+          catch: (cause) => new SandboxProtocolError({ operation, reason: String(cause) }),
+        }),
+      ),
+      Effect.flatMap((res) => {
+        const error = (res as { error?: ErrorDetail }).error
+        return error === undefined
+          ? Effect.succeed(res)
+          : Effect.fail(new SandboxRequestFailed({ operation, detail: error }))
+      }),
+    )
+
+  return {
+    create: (
+      spec: MessageInitShape<typeof import("../../proto/index.ts").SandboxSpecSchema> | SandboxSpec,
+      requestId = "",
+      timeoutMs = 120_000,
+    ) =>
+      call(
+        "create",
+        subjects.sandboxCreate,
+        CreateSandboxRequestSchema,
+        { spec, requestId },
+        CreateSandboxResultSchema,
+        timeoutMs,
+      ),
+    exec: (
+      sandboxId: string,
+      command: string,
+      options: { readonly timeoutMs?: number; readonly maxOutputBytes?: number } = {},
+    ): Effect.Effect<ExecResult, SandboxClientError> =>
+      call(
+        "exec",
+        subjects.sandbox(sandboxId, "exec"),
+        ExecRequestSchema,
+        {
+          sandboxId,
+          command,
+          timeoutMs: options.timeoutMs ?? 0,
+          maxOutputBytes: options.maxOutputBytes ?? 0,
+        },
+        ExecResultSchema,
+        (options.timeoutMs ?? 60_000) + SLACK_MS,
+        sandboxId,
+      ),
+    put: (sandboxId: string, path: string, tar: Uint8Array) =>
+      call(
+        "put",
+        subjects.sandbox(sandboxId, "put"),
+        PutFilesRequestSchema,
+        { sandboxId, path, tar },
+        PutFilesResultSchema,
+        60_000,
+        sandboxId,
+      ),
+    get: (sandboxId: string, path: string) =>
+      call(
+        "get",
+        subjects.sandbox(sandboxId, "get"),
+        GetFilesRequestSchema,
+        { sandboxId, path },
+        GetFilesResultSchema,
+        60_000,
+        sandboxId,
+      ).pipe(Effect.map((r) => r.tar)),
+    destroy: (sandboxId: string) =>
+      call(
+        "destroy",
+        subjects.sandbox(sandboxId, "destroy"),
+        DestroySandboxRequestSchema,
+        { sandboxId },
+        DestroySandboxResultSchema,
+        30_000,
+        sandboxId,
+      ).pipe(
+        Effect.map((r) => r.existed),
+        Effect.catchTag("SandboxNotFound", () => Effect.succeed(false)),
+      ),
+  }
+}
+
+export type SandboxClient = ReturnType<typeof sandboxClient>
