@@ -1,31 +1,7 @@
-import type { Effect } from "effect"
 import { runActor } from "../services/actor/index.ts"
-import type { Bus, Subjects } from "../services/bus/index.ts"
-import type { Metrics } from "../services/metrics/index.ts"
 import { diagnosticActor } from "./diagnostic/index.ts"
-
-export interface HostContext {
-  readonly subjects: Subjects
-  readonly concurrency: number
-  readonly shutdownGraceMs: number
-}
-
-export type FlagValues = Readonly<Record<string, string | boolean | undefined>>
-
-/** A flag of an actor's own with a bad value; the CLI prints it with the usage (exit 2). */
-export class ActorConfigError extends Error {}
-
-export interface HostedActor {
-  readonly summary: string
-  /** Flags of its own besides the common ones (node:util parseArgs specs), and their help. */
-  readonly flags?: Readonly<Record<string, { readonly type: "string" | "boolean" }>>
-  readonly flagsHelp?: string
-  /** Throws ActorConfigError for bad flag values; the program fails only on start-up errors. */
-  readonly run: (
-    context: HostContext,
-    flags: FlagValues,
-  ) => Effect.Effect<never, { readonly message: string }, Bus | Metrics>
-}
+import type { HostedActor } from "./hosted.ts"
+import { sandboxActor } from "./sandbox/index.ts"
 
 /** The actors `t1 actor <name>` can host; each later actor registers itself here by name. */
 export const actorRegistry: Readonly<Record<string, HostedActor>> = {
@@ -34,6 +10,8 @@ export const actorRegistry: Readonly<Record<string, HostedActor>> = {
     run: ({ subjects, concurrency, shutdownGraceMs }, _flags) =>
       runActor(diagnosticActor(subjects.ping, "diagnostic"), { concurrency, shutdownGraceMs }),
   },
+  sandbox: sandboxActor,
 }
 
 export { diagnosticActor, INSTANCE_ID } from "./diagnostic/index.ts"
+export { ActorConfigError, type FlagValues, type HostContext, type HostedActor } from "./hosted.ts"

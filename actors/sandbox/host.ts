@@ -44,7 +44,6 @@ interface Leased {
   readonly info: SandboxInfo
   readonly idleTtlMs: number
   lastUsed: number
-  fiber: Fiber.Fiber<never> | undefined
 }
 
 // probe: answered empty, so a host can tell that a new sandbox's subscription is live.
@@ -71,7 +70,8 @@ export const runSandboxHost = (
     Effect.gen(function* () {
       const bus = yield* Bus
       const driver = yield* SandboxDriver
-      const m = sandboxMetrics(yield* Metrics)
+      const metrics = yield* Metrics
+      const m = sandboxMetrics(metrics)
       const leased = new Map<string, Leased>()
       const byRequest = new Map<string, string>()
       const scope = yield* Effect.scope
@@ -79,16 +79,8 @@ export const runSandboxHost = (
       const countError = (e: SandboxError) =>
         Effect.sync(() => m.errors.inc({ class: e.errorClass, error: e._tag }))
 
-      const pool = yield* makeSandboxPool(driver, options.pool, {
-        onCreated: (source, ms) => m.createSeconds.observe({ source }, ms / 1000),
-      })
-      const inUse = () => new Set([...leased.keys(), ...pool.warmIds()])
-      yield* startReaper(driver, {
-        owner: options.owner,
-        intervalMs: options.reapIntervalMs,
-        inUse,
-        onReaped: (_info, reason) => m.reaped.inc({ reason }),
-      })
+      /** Serving fibers of every sandbox this host created, warm or leased. */
+      const servers = new Map<string, Fiber.Fiber<never>>()
 
       const release = (id: string) =>
         Effect.gen(function* () {
@@ -96,8 +88,9 @@ export const runSandboxHost = (
           leased.delete(id)
           for (const [req, sid] of byRequest) if (sid === id) byRequest.delete(req)
           yield* Effect.ignore(driver.destroy(id))
-          if (entry?.fiber !== undefined)
-            yield* Fiber.interrupt(entry.fiber).pipe(Effect.forkDetach)
+          const server = servers.get(id)
+          servers.delete(id)
+          if (server !== undefined) yield* Fiber.interrupt(server).pipe(Effect.forkDetach)
           return entry !== undefined
         })
 
@@ -115,7 +108,7 @@ export const runSandboxHost = (
                 Effect.flatMap(delivery.respond),
               ),
           },
-          { concurrency: options.perSandboxConcurrency },
+          { concurrency: options.perSandboxConcurrency, quiet: true },
         )
 
       const decodeOr = <Desc extends DescMessage>(schema: Desc, bytes: Uint8Array) =>
@@ -238,17 +231,8 @@ export const runSandboxHost = (
             )
           }
           const id = lease.success.info.id
-          const entry: Leased = {
-            info: lease.success.info,
-            idleTtlMs: spec.ttlMs,
-            lastUsed: Date.now(),
-            fiber: undefined,
-          }
-          leased.set(id, entry)
+          leased.set(id, { info: lease.success.info, idleTtlMs: spec.ttlMs, lastUsed: Date.now() })
           if (req.requestId !== "") byRequest.set(req.requestId, id)
-          entry.fiber = yield* Effect.forkIn(serveSandbox(id), scope)
-          // The per-sandbox subscription must be live before the client hears the id.
-          yield* waitUntilServed(id)
           yield* respond(
             encode(CreateSandboxResultSchema, {
               sandboxId: id,
@@ -267,6 +251,28 @@ export const runSandboxHost = (
             Effect.retry(Schedule.spaced("5 millis").pipe(Schedule.upTo({ times: 400 }))),
             Effect.ignore,
           )
+
+      // Each sandbox's subjects are served from its creation, so a warm lease is only a reply.
+      const startServing = (info: SandboxInfo) =>
+        Effect.gen(function* () {
+          const server = serveSandbox(info.id).pipe(
+            Effect.provideService(Bus, bus),
+            Effect.provideService(Metrics, metrics),
+          )
+          servers.set(info.id, yield* Effect.forkIn(server, scope))
+          yield* waitUntilServed(info.id)
+        })
+      const pool = yield* makeSandboxPool(driver, options.pool, {
+        onCreated: (source, ms) => m.createSeconds.observe({ source }, ms / 1000),
+        prepare: startServing,
+      })
+      const inUse = () => new Set([...leased.keys(), ...pool.warmIds()])
+      yield* startReaper(driver, {
+        owner: options.owner,
+        intervalMs: options.reapIntervalMs,
+        inUse,
+        onReaped: (_info, reason) => m.reaped.inc({ reason }),
+      })
 
       // Idle sandboxes go: a client that vanished must not pin a container forever.
       yield* Effect.forkScoped(

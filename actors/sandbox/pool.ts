@@ -27,6 +27,11 @@ export interface Lease {
 export interface PoolEvents {
   readonly onCreated?: (source: "warm" | "cold", ms: number) => void
   readonly onCreateFailed?: (error: SandboxError) => void
+  /**
+   * Runs on every new sandbox before it is ready (warm) or handed out (cold), so that whatever
+   * serving it needs is up before a client can hold its id.
+   */
+  readonly prepare?: (info: SandboxInfo) => Effect.Effect<void>
 }
 
 /**
@@ -72,6 +77,7 @@ export const makeSandboxPool = (
     const filling = new Map<string, number>()
     let wake: (() => void) | undefined
 
+    const prepare = events.prepare ?? (() => Effect.void)
     const create = (spec: SandboxSpec) =>
       Effect.andThen(
         bucket.take,
@@ -80,7 +86,7 @@ export const makeSandboxPool = (
             Effect.sync(() => {
               startingNow++
             }),
-            () => driver.create(spec),
+            () => Effect.tap(driver.create(spec), prepare),
             () =>
               Effect.sync(() => {
                 startingNow--

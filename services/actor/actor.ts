@@ -45,4 +45,6 @@ export interface RunOptions {
   /** Delay of the first redelivery of a failed work item; doubles per attempt. */
   readonly retryDelayMs?: number
   readonly maxRetryDelayMs?: number
+  /** Log start and shutdown at Debug instead of Info (for many short-lived actors). */
+  readonly quiet?: boolean
 }

@@ -61,6 +61,8 @@ export const runActor = <M, E, R>(
       const permits = yield* Semaphore.make(concurrency)
       const handlers = yield* Scope.make()
       const loggedKinds = new Set<string>()
+      // Short-lived actors (one per sandbox) would flood the log at Info.
+      const lifecycleLog = options.quiet === true ? Effect.logDebug : Effect.logInfo
 
       const malformed = (envelope: BusMessage, item: WorkItem | undefined, e: MalformedMessage) =>
         Effect.gen(function* () {
@@ -175,7 +177,7 @@ export const runActor = <M, E, R>(
       yield* Effect.addFinalizer(() =>
         Effect.gen(function* () {
           const grace = options.shutdownGraceMs ?? 30_000
-          yield* Effect.logInfo(
+          yield* lifecycleLog(
             `${actor}: stopped taking work; waiting up to ${grace} ms for in-flight messages`,
           )
           const drained = yield* Effect.timeoutOption(
@@ -191,7 +193,7 @@ export const runActor = <M, E, R>(
         }),
       )
 
-      yield* Effect.logInfo(
+      yield* lifecycleLog(
         `${actor}: taking messages from ${describeMailbox(spec.mailbox)} (concurrency ${concurrency})`,
       )
       return yield* mailboxRun.pipe(

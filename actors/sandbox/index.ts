@@ -1,0 +1,130 @@
+import { hostname } from "node:os"
+import { Effect } from "effect"
+import { ActorConfigError, type FlagValues, type HostedActor } from "../hosted.ts"
+import { DockerDriverLive, dockerEngineAvailable } from "./docker/index.ts"
+import type { SandboxDriver } from "./driver.ts"
+import { runSandboxHost } from "./host.ts"
+import { BASE_IMAGE } from "./image/index.ts"
+import { LocalDriverLive } from "./local/index.ts"
+
+export {
+  type SandboxClient,
+  type SandboxClientError,
+  SandboxRequestFailed,
+  sandboxClient,
+} from "./client.ts"
+export * from "./driver.ts"
+export * from "./errors.ts"
+export { runSandboxHost, type SandboxHostOptions } from "./host.ts"
+export {
+  makeSandboxPool,
+  type PoolOptions,
+  type SandboxPool,
+  templateKey,
+  type WarmTemplate,
+} from "./pool.ts"
+export { reapOnce, startReaper } from "./reaper.ts"
+
+const text = (flags: FlagValues, name: string, env: string, fallback: string): string => {
+  const v = flags[name] ?? process.env[env]
+  return typeof v === "string" && v !== "" ? v : fallback
+}
+
+const int = (flags: FlagValues, name: string, env: string, fallback: number, min = 0): number => {
+  const raw = text(flags, name, env, String(fallback))
+  if (!/^\d+$/.test(raw) || Number(raw) < min) {
+    throw new ActorConfigError(`--${name} must be an integer >= ${min}, got ${JSON.stringify(raw)}`)
+  }
+  return Number(raw)
+}
+
+export const sandboxFlagsHelp = `  --driver auto|docker|local   (T1_SANDBOX_DRIVER; default auto: docker when an engine answers)
+  --owner ID                   owner label, stable across restarts (T1_SANDBOX_OWNER; default sandbox-<hostname>)
+  --image IMAGE                image when a request names none (T1_SANDBOX_IMAGE; default ${BASE_IMAGE})
+  --workdir PATH               shell directory when a request names none (default /app)
+  --warm N                     ready sandboxes of the default spec kept warm (T1_SANDBOX_WARM; default 0)
+  --max-starting N             sandboxes being created at once (default 4)
+  --create-rate N              creations per second, token bucket (default 10; burst = --max-starting * 2)
+  --exec-timeout-ms MS         default command timeout (default 60000)
+  --max-output-bytes N         default output cap, head + tail (default 65536)
+  --idle-ttl-sec S             a leased sandbox unused this long is destroyed (default 1800)
+  --reap-interval-sec S        expired-sandbox sweep period (default 60)
+  --sandbox-root DIR           local driver: where sandbox directories live`
+
+/** `t1 actor sandbox`: one sandbox host (a Docker engine, or this machine's shell). */
+export const sandboxActor: HostedActor = {
+  summary: "creates sandboxes and runs their shells (docker engine or local), warm pools, reaper",
+  flags: {
+    driver: { type: "string" },
+    owner: { type: "string" },
+    image: { type: "string" },
+    workdir: { type: "string" },
+    warm: { type: "string" },
+    "max-starting": { type: "string" },
+    "create-rate": { type: "string" },
+    "exec-timeout-ms": { type: "string" },
+    "max-output-bytes": { type: "string" },
+    "idle-ttl-sec": { type: "string" },
+    "reap-interval-sec": { type: "string" },
+    "sandbox-root": { type: "string" },
+  },
+  flagsHelp: sandboxFlagsHelp,
+  run: ({ subjects }, flags) => {
+    const driverChoice = text(flags, "driver", "T1_SANDBOX_DRIVER", "auto")
+    if (!["auto", "docker", "local"].includes(driverChoice)) {
+      throw new ActorConfigError(
+        `--driver must be auto, docker or local, got ${JSON.stringify(driverChoice)}`,
+      )
+    }
+    const owner = text(flags, "owner", "T1_SANDBOX_OWNER", `sandbox-${hostname()}`)
+    const image = text(flags, "image", "T1_SANDBOX_IMAGE", BASE_IMAGE)
+    const workdir = text(flags, "workdir", "T1_SANDBOX_WORKDIR", "/app")
+    const warm = int(flags, "warm", "T1_SANDBOX_WARM", 0)
+    const maxStarting = int(flags, "max-starting", "T1_SANDBOX_MAX_STARTING", 4, 1)
+    const createRate = int(flags, "create-rate", "T1_SANDBOX_CREATE_RATE", 10, 1)
+    const idleTtlMs = int(flags, "idle-ttl-sec", "T1_SANDBOX_IDLE_TTL_SEC", 1800, 1) * 1000
+    const root = text(flags, "sandbox-root", "T1_SANDBOX_ROOT", "")
+    const defaults = {
+      image,
+      workdir,
+      ttlMs: idleTtlMs,
+      execTimeoutMs: int(flags, "exec-timeout-ms", "T1_SANDBOX_EXEC_TIMEOUT_MS", 60_000, 1),
+      maxOutputBytes: int(flags, "max-output-bytes", "T1_SANDBOX_MAX_OUTPUT_BYTES", 65_536, 64),
+      maxGetBytes: 64 * 1024 * 1024,
+    }
+    const template = {
+      image,
+      cpus: 0,
+      memoryMb: 0,
+      pidsLimit: 256,
+      network: false,
+      user: "",
+      workdir,
+      env: {},
+      labels: {},
+      ttlMs: idleTtlMs,
+    }
+    const host = runSandboxHost({
+      subjects,
+      owner,
+      defaults,
+      pool: {
+        warm: warm > 0 ? [{ spec: template, size: warm }] : [],
+        maxStarting,
+        createPerSecond: createRate,
+        createBurst: maxStarting * 2,
+      },
+      reapIntervalMs: int(flags, "reap-interval-sec", "T1_SANDBOX_REAP_INTERVAL_SEC", 60, 1) * 1000,
+      heartbeatMs: 5000,
+      perSandboxConcurrency: 4,
+    })
+    const local = LocalDriverLive({ owner, ...(root === "" ? {} : { root }) })
+    const docker = DockerDriverLive({ ownerId: owner })
+    return Effect.gen(function* () {
+      const useDocker =
+        driverChoice === "docker" || (driverChoice === "auto" && (yield* dockerEngineAvailable()))
+      yield* Effect.logInfo(`sandbox host ${owner}: ${useDocker ? "docker" : "local"} driver`)
+      return yield* host.pipe(Effect.provide(useDocker ? docker : local))
+    })
+  },
+}
