@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { ActorConfigError, type FlagValues, type HostedActor } from "../hosted.ts"
 import { DockerDriverLive, dockerEngineAvailable } from "./docker/index.ts"
 import type { SandboxDriver } from "./driver.ts"
+import { EngineUnavailable } from "./errors.ts"
 import { runSandboxHost } from "./host.ts"
 import { BASE_IMAGE } from "./image/index.ts"
 import { LocalDriverLive } from "./local/index.ts"
@@ -121,8 +122,14 @@ export const sandboxActor: HostedActor = {
     const local = LocalDriverLive({ owner, ...(root === "" ? {} : { root }) })
     const docker = DockerDriverLive({ ownerId: owner })
     return Effect.gen(function* () {
-      const useDocker =
-        driverChoice === "docker" || (driverChoice === "auto" && (yield* dockerEngineAvailable()))
+      const engine = driverChoice === "local" ? false : yield* dockerEngineAvailable()
+      if (driverChoice === "docker" && !engine) {
+        return yield* new EngineUnavailable({
+          engine: process.env.DOCKER_HOST ?? "unix:///var/run/docker.sock",
+          reason: "no answer to ping (is dockerd running? DOCKER_HOST?)",
+        })
+      }
+      const useDocker = engine
       yield* Effect.logInfo(`sandbox host ${owner}: ${useDocker ? "docker" : "local"} driver`)
       return yield* host.pipe(Effect.provide(useDocker ? docker : local))
     })
