@@ -12,6 +12,7 @@ import {
   CreateSandboxResultSchema,
   DestroySandboxRequestSchema,
   DestroySandboxResultSchema,
+  ErrorCode,
   type ErrorDetail,
   ExecRequestSchema,
   type ExecResult,
@@ -78,11 +79,13 @@ export const sandboxClient = (bus: BusShape, subjects: Subjects) => {
           catch: (cause) => new SandboxProtocolError({ operation, reason: String(cause) }),
         }),
       ),
-      Effect.flatMap((res) => {
+      Effect.flatMap((res): Effect.Effect<MessageShape<Res>, SandboxClientError> => {
         const error = (res as { error?: ErrorDetail }).error
-        return error === undefined
-          ? Effect.succeed(res)
-          : Effect.fail(new SandboxRequestFailed({ operation, detail: error }))
+        if (error === undefined) return Effect.succeed(res)
+        if (sandboxId !== undefined && error.code === ErrorCode.NOT_FOUND) {
+          return Effect.fail(new SandboxNotFound({ id: sandboxId }))
+        }
+        return Effect.fail(new SandboxRequestFailed({ operation, detail: error }))
       }),
     )
 

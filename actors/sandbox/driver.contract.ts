@@ -11,7 +11,7 @@ import {
   type SandboxSpec,
 } from "./driver.ts"
 import type { SandboxError } from "./errors.ts"
-import { truncationMarker } from "./shell/capped-output.ts"
+import { truncationMarker } from "./shell/index.ts"
 
 /** What a driver under test can isolate, and how to reach around it. */
 export interface ContractCapabilities {
@@ -202,14 +202,14 @@ export const sandboxDriverContract = (
             timeoutMs: 300,
             maxOutputBytes: 1024,
           })
-          const after = yield* sh(driver, id, 'echo "gone=${GONE:-unset}"')
+          const after = yield* sh(driver, id, 'echo "gone=[$GONE]"')
           return [ignored, after]
         }),
       )
       expect(ignored.timedOut).toBe(true)
       expect(ignored.sessionRestarted).toBe(true)
       expect(ignored.exitCode).toBe(-1)
-      expect(text(after.output)).toBe("gone=unset\n")
+      expect(text(after.output)).toBe("gone=[]\n")
       expect(after.sessionRestarted).toBe(false)
     })
 

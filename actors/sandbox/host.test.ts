@@ -25,10 +25,7 @@ const spec = (workdir = "/sbx") => ({
 })
 
 /** A sandbox host on the local driver and the in-memory bus, and a client beside it. */
-const withHost = <A, E>(
-  warm: number,
-  f: (bus: BusShape) => Effect.Effect<A, E, Scope.Scope>,
-) =>
+const withHost = <A, E>(warm: number, f: (bus: BusShape) => Effect.Effect<A, E, Scope.Scope>) =>
   Effect.runPromise(
     Effect.scoped(
       Effect.gen(function* () {
@@ -90,14 +87,11 @@ describe("sandbox host over the bus (local driver)", () => {
         const client = sandboxClient(bus, subjects)
         const { sandboxId } = yield* createWhenUp(bus, spec())
         yield* client.exec(sandboxId, "cd /tmp && export GREETING=hi")
-        yield* Effect.logInfo("first exec done")
         const state = yield* client.exec(sandboxId, 'printf "%s %s" "$PWD" "$GREETING"')
-        yield* Effect.logInfo("state done")
         const big = yield* client.exec(sandboxId, "head -c 100000 /dev/zero | tr '\\0' x", {
           maxOutputBytes: 1000,
         })
         const slow = yield* client.exec(sandboxId, "sleep 30", { timeoutMs: 300 })
-        yield* Effect.logInfo("slow done", slow.durationMs)
         const after = yield* client.exec(sandboxId, "echo still here")
         const existed = yield* client.destroy(sandboxId)
         const gone = yield* Effect.flip(client.exec(sandboxId, "true"))

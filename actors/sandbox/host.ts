@@ -40,6 +40,9 @@ export interface SandboxHostOptions {
   readonly perSandboxConcurrency: number
 }
 
+/** How long a destroyed sandbox's subjects keep answering (with "not found") before going. */
+const UNSERVE_GRACE = "2 seconds"
+
 interface Leased {
   readonly info: SandboxInfo
   readonly idleTtlMs: number
@@ -90,7 +93,11 @@ export const runSandboxHost = (
           yield* Effect.ignore(driver.destroy(id))
           const server = servers.get(id)
           servers.delete(id)
-          if (server !== undefined) yield* Fiber.interrupt(server).pipe(Effect.forkDetach)
+          // Requests already on their way still get an answer (the driver's SandboxNotFound);
+          // unsubscribing at once would drop them and leave their senders waiting out a timeout.
+          if (server !== undefined) {
+            yield* Fiber.interrupt(server).pipe(Effect.delay(UNSERVE_GRACE), Effect.forkIn(scope))
+          }
           return entry !== undefined
         })
 

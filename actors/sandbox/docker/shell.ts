@@ -1,0 +1,157 @@
+import { Writable } from "node:stream"
+import type Dockerode from "dockerode"
+import type { ShellProcess, StartShell } from "../shell/process.ts"
+import { readAll, reasonOf } from "./engine.ts"
+
+export interface DockerShellOptions {
+  /** "" = the container's user. */
+  readonly user: string
+  /** "" = the container's working directory. */
+  readonly workdir: string
+  readonly env?: Readonly<Record<string, string>>
+}
+
+/**
+ * Runs a short command in the container (as its user unless `user` says otherwise) and waits for
+ * it; resolves with its exit code and output (stdout and stderr together).
+ */
+export const runOnce = async (
+  docker: Dockerode,
+  containerId: string,
+  cmd: ReadonlyArray<string>,
+  user?: string,
+): Promise<{ readonly exitCode: number; readonly output: string }> => {
+  const exec = await docker.getContainer(containerId).exec({
+    Cmd: [...cmd],
+    AttachStdin: false,
+    AttachStdout: true,
+    AttachStderr: true,
+    Tty: false,
+    ...(user === undefined ? {} : { User: user }),
+  })
+  const stream = await exec.start({ hijack: true, stdin: false })
+  const chunks: Buffer[] = []
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      chunks.push(chunk)
+      done()
+    },
+  })
+  const ended = readAll(stream)
+  docker.modem.demuxStream(stream, sink, sink)
+  await ended
+  const info = await exec.inspect()
+  return { exitCode: info.ExitCode ?? -1, output: Buffer.concat(chunks).toString("utf8") }
+}
+
+/**
+ * Sends a signal to a process group in the container, from an exec as the container's user: the
+ * shell's own user, so it may signal its own processes (root has CAP_KILL besides). Resolves
+ * once `kill` has run.
+ */
+export const signalGroup = async (
+  docker: Dockerode,
+  containerId: string,
+  pgid: number,
+  signal: "INT" | "KILL",
+): Promise<void> => {
+  if (!Number.isInteger(pgid) || pgid <= 1) throw new Error(`refusing to signal group ${pgid}`)
+  // bash's builtin kill: the shell is there anyway, and procps' kill rejects "--".
+  const { exitCode, output } = await runOnce(docker, containerId, [
+    "bash",
+    "-c",
+    'kill -s "$0" -- "-$1"',
+    signal,
+    String(pgid),
+  ])
+  // A group that is already gone is not an error: the job ended by itself meanwhile.
+  if (exitCode !== 0 && !/no such process/i.test(output))
+    throw new Error(`kill -${signal} -${pgid} exited ${exitCode}: ${output.trim()}`)
+}
+
+/**
+ * StartShell over a docker exec: `setsid -w bash --noprofile --norc` with stdin, stdout and
+ * stderr attached (no TTY), the two output streams demultiplexed and merged in arrival order.
+ * `-w` keeps setsid waiting for bash: an exec is already a session leader, so setsid forks, and
+ * the exec should last exactly as long as the shell.
+ */
+export const dockerShell =
+  (docker: Dockerode, containerId: string, options: DockerShellOptions): StartShell =>
+  async (): Promise<ShellProcess> => {
+    const exec = await docker.getContainer(containerId).exec({
+      Cmd: ["setsid", "-w", "bash", "--noprofile", "--norc"],
+      AttachStdin: true,
+      AttachStdout: true,
+      AttachStderr: true,
+      Tty: false,
+      ...(options.user === "" ? {} : { User: options.user }),
+      ...(options.workdir === "" ? {} : { WorkingDir: options.workdir }),
+      Env: Object.entries(options.env ?? {}).map(([name, value]) => `${name}=${value}`),
+    })
+    const stream = await exec.start({ hijack: true, stdin: true })
+
+    const outputListeners: Array<(chunk: Uint8Array) => void> = []
+    const exitListeners: Array<(reason: string) => void> = []
+    let exiting = false
+    let exitReason: string | undefined
+    let closed = false
+
+    const output = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const listener of outputListeners) listener(chunk)
+        done()
+      },
+    })
+    docker.modem.demuxStream(stream, output, output)
+
+    const describeExit = async (how: string): Promise<string> => {
+      try {
+        const info = await exec.inspect()
+        const container = await docker.getContainer(containerId).inspect()
+        const state = container.State
+        if (!state.Running)
+          return `${how}: the container stopped (exit ${state.ExitCode}${state.OOMKilled ? ", OOM-killed" : ""})`
+        return `${how}: the shell exited${info.ExitCode === null ? "" : ` with status ${info.ExitCode}`}`
+      } catch (error) {
+        return `${how}: ${reasonOf(error)}`
+      }
+    }
+    const exited = (how: string) => {
+      if (exiting) return
+      exiting = true
+      void describeExit(how).then((reason) => {
+        exitReason = reason
+        for (const listener of exitListeners.splice(0)) listener(reason)
+      })
+    }
+    stream.once("end", () => exited("the shell's output ended"))
+    stream.once("close", () => exited("the shell's stream closed"))
+    stream.once("error", (error) => exited(`the shell's stream failed (${reasonOf(error)})`))
+
+    return {
+      write: (data) =>
+        new Promise<void>((resolve, reject) => {
+          if (closed || stream.destroyed || stream.writableEnded) {
+            reject(new Error("the shell's stdin is closed"))
+            return
+          }
+          stream.write(data, (error) => (error ? reject(error) : resolve()))
+        }),
+      onOutput: (listener) => {
+        outputListeners.push(listener)
+      },
+      onExit: (listener) => {
+        const reason = exitReason
+        if (reason === undefined) exitListeners.push(listener)
+        else queueMicrotask(() => listener(reason))
+      },
+      signal: (pgid, signal) => signalGroup(docker, containerId, pgid, signal),
+      close: async () => {
+        if (closed) return
+        closed = true
+        // EOF on stdin ends an idle bash; destroying the socket drops a busy one's output.
+        stream.end()
+        stream.destroy()
+      },
+    }
+  }

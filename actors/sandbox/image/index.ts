@@ -1,0 +1,32 @@
+export {
+  BASE_IMAGE,
+  BASE_PACKAGES,
+  type BaseImage,
+  type BaseImageOptions,
+  baseImageHash,
+  buildBaseImage,
+  defaultCacheDir,
+} from "./base.ts"
+export {
+  DEFAULT_ALIASES,
+  type FromRewrite,
+  findUnsupported,
+  type ImageAliases,
+  parseDockerfile,
+  resolveAlias,
+  rewriteFrom,
+} from "./dockerfile.ts"
+export {
+  BaseImageBuildFailed,
+  ImageBuildFailed,
+  type ImageError,
+  TaskContextInvalid,
+  UnsupportedStep,
+} from "./errors.ts"
+export {
+  buildTaskImage,
+  type TaskImage,
+  type TaskImageError,
+  type TaskImageOptions,
+  taskImageName,
+} from "./task.ts"

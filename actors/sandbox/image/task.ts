@@ -1,0 +1,363 @@
+import { createHash } from "node:crypto"
+import { createReadStream } from "node:fs"
+import { lstat, readdir, readFile, readlink } from "node:fs/promises"
+import { basename, join, relative, resolve, sep } from "node:path"
+import { Readable } from "node:stream"
+import { pipeline } from "node:stream/promises"
+import type Dockerode from "dockerode"
+import { Effect, Stream } from "effect"
+import * as tar from "tar-stream"
+import { connectDocker, describeEngine, isUnreachable, reasonOf } from "../docker/engine.ts"
+import { EngineUnavailable } from "../errors.ts"
+import { imageExists } from "./base.ts"
+import {
+  findUnsupported,
+  type ImageAliases,
+  type Instruction,
+  parseDockerfile,
+  rewriteFrom,
+} from "./dockerfile.ts"
+import {
+  type BaseImageBuildFailed,
+  ImageBuildFailed,
+  TaskContextInvalid,
+  UnsupportedStep,
+} from "./errors.ts"
+import { errorOf, progressMessages } from "./progress.ts"
+
+/** Bumped whenever the way task images are built changes what the same context produces. */
+export const TASK_RECIPE_VERSION = 1
+
+export interface TaskImageOptions {
+  /** FROM patterns to local images, tried before the defaults (python:*, ubuntu:*, …). */
+  readonly aliases?: ImageAliases
+  readonly docker?: Dockerode
+}
+
+export interface TaskImage {
+  /** `t1-task-<name>:<hash of the context>`. */
+  readonly image: string
+  readonly name: string
+  readonly hash: string
+  readonly cached: boolean
+  readonly rewrites: ReadonlyArray<{
+    readonly line: number
+    readonly from: string
+    readonly to: string
+  }>
+  readonly durationMs: number
+}
+
+export type TaskImageError =
+  | TaskContextInvalid
+  | UnsupportedStep
+  | ImageBuildFailed
+  | EngineUnavailable
+  | BaseImageBuildFailed
+
+interface ContextEntry {
+  /** Relative, `/`-separated. */
+  readonly path: string
+  readonly type: "file" | "directory" | "symlink"
+  readonly mode: number
+  readonly size: number
+  readonly mtime: Date
+  readonly linkname?: string
+  readonly absolute: string
+}
+
+/** Where the Dockerfile and its context are: Terminal-Bench's environment/ layout, or the root. */
+export const locateDockerfile = async (
+  taskDir: string,
+): Promise<{ readonly dockerfile: string; readonly contextDir: string } | undefined> => {
+  for (const contextDir of [join(taskDir, "environment"), taskDir]) {
+    const dockerfile = join(contextDir, "Dockerfile")
+    const stat = await lstat(dockerfile).catch(() => undefined)
+    if (stat?.isFile() === true) return { dockerfile, contextDir }
+  }
+  return undefined
+}
+
+/** Every file, directory and symlink under `dir`, sorted by path; other kinds are skipped. */
+const walkContext = async (dir: string): Promise<ReadonlyArray<ContextEntry>> => {
+  const entries: ContextEntry[] = []
+  const visit = async (absolute: string): Promise<void> => {
+    for (const name of (await readdir(absolute)).sort()) {
+      const path = join(absolute, name)
+      const stat = await lstat(path)
+      const rel = relative(dir, path).split(sep).join("/")
+      const common = { path: rel, mode: stat.mode & 0o7777, mtime: stat.mtime, absolute: path }
+      if (stat.isDirectory()) {
+        entries.push({ ...common, type: "directory", size: 0 })
+        await visit(path)
+      } else if (stat.isFile()) {
+        entries.push({ ...common, type: "file", size: stat.size })
+      } else if (stat.isSymbolicLink()) {
+        entries.push({ ...common, type: "symlink", size: 0, linkname: await readlink(path) })
+      }
+    }
+  }
+  await visit(dir)
+  return entries
+}
+
+const fileDigest = (path: string): Promise<string> =>
+  new Promise((resolvePromise, reject) => {
+    const hash = createHash("sha256")
+    createReadStream(path)
+      .on("data", (chunk) => hash.update(chunk))
+      .once("error", reject)
+      .once("end", () => resolvePromise(hash.digest("hex")))
+  })
+
+/** Content hash of a build: recipe, rewritten Dockerfile, base image ids, every context entry. */
+const contextHash = async (
+  entries: ReadonlyArray<ContextEntry>,
+  dockerfilePath: string,
+  dockerfileText: string,
+  baseImageIds: ReadonlyArray<string>,
+): Promise<string> => {
+  const hash = createHash("sha256")
+  hash.update(JSON.stringify({ recipe: TASK_RECIPE_VERSION, baseImageIds, dockerfileText }))
+  for (const entry of entries) {
+    const content =
+      entry.path === dockerfilePath
+        ? "(rewritten)"
+        : entry.type === "file"
+          ? await fileDigest(entry.absolute)
+          : (entry.linkname ?? "")
+    hash.update(`\0${entry.path}\0${entry.type}\0${entry.mode.toString(8)}\0${content}`)
+  }
+  return hash.digest("hex").slice(0, 16)
+}
+
+/** Streams the context as a tar, the Dockerfile replaced by its rewritten text. */
+const packContext = (
+  entries: ReadonlyArray<ContextEntry>,
+  dockerfilePath: string,
+  dockerfileText: string,
+): tar.Pack => {
+  const pack = tar.pack()
+  const fill = async () => {
+    for (const entry of entries) {
+      const header = { name: entry.path, mode: entry.mode, mtime: entry.mtime, uid: 0, gid: 0 }
+      if (entry.path === dockerfilePath) {
+        const body = Buffer.from(dockerfileText)
+        await new Promise<void>((ok, fail) =>
+          pack.entry({ ...header, size: body.length }, body, (e) => (e ? fail(e) : ok())),
+        )
+      } else if (entry.type === "file") {
+        const sink = pack.entry({ ...header, type: "file", size: entry.size })
+        await pipeline(createReadStream(entry.absolute), sink)
+      } else if (entry.type === "directory") {
+        await new Promise<void>((ok, fail) =>
+          pack.entry({ ...header, type: "directory" }, (e) => (e ? fail(e) : ok())),
+        )
+      } else {
+        await new Promise<void>((ok, fail) =>
+          pack.entry({ ...header, type: "symlink", linkname: entry.linkname ?? "" }, (e) =>
+            e ? fail(e) : ok(),
+          ),
+        )
+      }
+    }
+    pack.finalize()
+  }
+  fill().catch((error: unknown) =>
+    pack.destroy(error instanceof Error ? error : new Error(String(error))),
+  )
+  return pack
+}
+
+/** A repository name Docker accepts: lower case, [a-z0-9] separated by single [._-]. */
+export const taskImageName = (taskDir: string): string => {
+  const name = basename(resolve(taskDir))
+    .toLowerCase()
+    .replace(/[^a-z0-9._-]+/g, "-")
+    .replace(/[._-]{2,}/g, "-")
+    .replace(/^[._-]+|[._-]+$/g, "")
+  return name === "" ? "task" : name
+}
+
+/** What the build output says when a step wanted the network it does not have. */
+const NETWORK_HINT =
+  /apt-get|apt |pip3? install|uv pip|npm (ci|install)|curl |wget |git clone|Temporary failure resolving|Could not resolve|Network is unreachable|Failed to establish a new connection|Name or service not known/i
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the escape is what is matched
+const ANSI = /\x1b\[[0-9;]*[A-Za-z]/g
+
+const STEP = /^Step (\d+)\/(\d+) : (.*)$/
+
+const buildFailure = (
+  image: string,
+  dockerfile: string,
+  instruction: Instruction | undefined,
+  stepText: string,
+  reason: string,
+  output: ReadonlyArray<string>,
+): ImageBuildFailed => {
+  const text = instruction?.text ?? stepText
+  const offline =
+    instruction?.keyword === "RUN" && NETWORK_HINT.test(`${text}\n${output.join("\n")}`)
+      ? " (task builds have no network: put the packages into the base image with `t1 image build-base --packages …`, or vendor the files into the task directory)"
+      : ""
+  return new ImageBuildFailed({
+    image,
+    dockerfile,
+    line: instruction?.line ?? 0,
+    step: text,
+    reason: `${reason}${offline}`,
+    output: output.join("\n"),
+  })
+}
+
+const engineFailure = (docker: Dockerode, error: unknown, taskDir: string) =>
+  isUnreachable(error)
+    ? new EngineUnavailable({ engine: describeEngine(docker), reason: reasonOf(error) })
+    : new TaskContextInvalid({ taskDir, reason: reasonOf(error) })
+
+/**
+ * Builds a task's environment image offline: FROM lines go through the alias map to images the
+ * engine already has (by default t1-base:latest), the build runs with no network, and the image
+ * is tagged `t1-task-<name>:<hash of the context>` — an existing tag is reused as is.
+ */
+export const buildTaskImage = (
+  taskDir: string,
+  options: TaskImageOptions = {},
+): Effect.Effect<TaskImage, TaskImageError> =>
+  Effect.gen(function* () {
+    const started = Date.now()
+    const docker = options.docker ?? connectDocker()
+    const located = yield* Effect.promise(() => locateDockerfile(taskDir))
+    if (located === undefined)
+      return yield* new TaskContextInvalid({
+        taskDir,
+        reason: "no Dockerfile (looked for environment/Dockerfile and Dockerfile)",
+      })
+    const { dockerfile, contextDir } = located
+    const source = yield* Effect.tryPromise({
+      try: () => readFile(dockerfile, "utf8"),
+      catch: (error) => new TaskContextInvalid({ taskDir, reason: reasonOf(error) }),
+    })
+    const instructions = parseDockerfile(source)
+    const unsupported = findUnsupported(instructions)
+    if (unsupported !== undefined)
+      return yield* new UnsupportedStep({
+        dockerfile,
+        line: unsupported.line,
+        step: unsupported.text,
+        reason: unsupported.reason,
+      })
+    const rewritten = rewriteFrom(source, options.aliases)
+    for (const rewrite of rewritten.rewrites)
+      yield* Effect.logInfo(
+        `task image: ${dockerfile}:${rewrite.line}: FROM ${rewrite.from} → ${rewrite.to}`,
+      )
+
+    const baseImageIds: string[] = []
+    for (const base of rewritten.baseImages) {
+      const info = yield* Effect.tryPromise({
+        try: () => docker.getImage(base.image).inspect(),
+        catch: (error) => error,
+      }).pipe(Effect.option)
+      if (info._tag === "None") {
+        // Tell "no such image" from "no engine".
+        yield* imageExists(docker, base.image)
+        return yield* new UnsupportedStep({
+          dockerfile,
+          line: base.line,
+          step: instructions.find((i) => i.line === base.line)?.text ?? `FROM ${base.image}`,
+          reason: `image ${base.image} is not on the engine, and offline builds cannot pull: alias it to a local image or build it first (t1 image build-base)`,
+        })
+      }
+      baseImageIds.push(info.value.Id)
+    }
+
+    const entries = yield* Effect.tryPromise({
+      try: () => walkContext(contextDir),
+      catch: (error) => new TaskContextInvalid({ taskDir, reason: reasonOf(error) }),
+    })
+    const dockerfilePath = relative(contextDir, dockerfile).split(sep).join("/")
+    const hash = yield* Effect.tryPromise({
+      try: () => contextHash(entries, dockerfilePath, rewritten.text, baseImageIds),
+      catch: (error) => new TaskContextInvalid({ taskDir, reason: reasonOf(error) }),
+    })
+    const name = taskImageName(taskDir)
+    const image = `t1-task-${name}:${hash}`
+    const result = (cached: boolean): TaskImage => ({
+      image,
+      name,
+      hash,
+      cached,
+      rewrites: rewritten.rewrites,
+      durationMs: Date.now() - started,
+    })
+    if (yield* imageExists(docker, image)) return result(true)
+
+    yield* Effect.logInfo(`task image: building ${image} from ${contextDir} (offline)`)
+    const progress = yield* Effect.tryPromise({
+      try: () =>
+        docker.buildImage(Readable.from(packContext(entries, dockerfilePath, rewritten.text)), {
+          t: image,
+          dockerfile: dockerfilePath,
+          networkmode: "none",
+          rm: true,
+          forcerm: true,
+          labels: { "t1.task": name, "t1.task.hash": hash },
+        }),
+      catch: (error) => engineFailure(docker, error, taskDir),
+    })
+
+    // The classic builder numbers the Dockerfile's instructions as steps, in order.
+    let step = 0
+    let stepText = ""
+    let stepOutput: string[] = []
+    yield* Stream.runForEach(progressMessages(progress), (message) => {
+      const error = errorOf(message)
+      if (error !== undefined)
+        return Effect.fail(
+          buildFailure(image, dockerfile, instructions[step - 1], stepText, error, stepOutput),
+        )
+      const text = (message.stream ?? message.status ?? "").replace(ANSI, "").trimEnd()
+      if (text === "") return Effect.void
+      const header = STEP.exec(text)
+      if (header !== null) {
+        step = Number(header[1])
+        stepText = header[3] ?? ""
+        stepOutput = []
+        return Effect.logInfo(`task image: ${text}`)
+      }
+      if (/^( ---> |Removing intermediate container )/.test(text))
+        return Effect.logDebug(`task image: ${text}`)
+      for (const line of text.split("\n")) {
+        stepOutput.push(line)
+        if (stepOutput.length > 30) stepOutput.shift()
+      }
+      return Effect.logDebug(`task image: ${text}`)
+    }).pipe(
+      Effect.mapError((error) =>
+        error._tag === "ProgressStreamFailed"
+          ? new ImageBuildFailed({
+              image,
+              dockerfile,
+              line: 0,
+              step: "(stream)",
+              reason: error.reason,
+              output: "",
+            })
+          : error,
+      ),
+    )
+    if (!(yield* imageExists(docker, image)))
+      return yield* new ImageBuildFailed({
+        image,
+        dockerfile,
+        line: 0,
+        step: "(end)",
+        reason: "the build ended without an error, but the image is not there",
+        output: stepOutput.join("\n"),
+      })
+    const built = result(false)
+    yield* Effect.logInfo(`task image: ${image} built in ${built.durationMs} ms`)
+    return built
+  })

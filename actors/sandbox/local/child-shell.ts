@@ -1,0 +1,135 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { readdir, readFile } from "node:fs/promises"
+import type { ShellProcess } from "../shell/index.ts"
+
+const STDERR_KEPT = 4096
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/**
+ * Whether process group `pgid` has a member that is not a zombie. (kill(-pgid) succeeds while
+ * only zombies are left, and orphans' zombies may wait long for a busy init to reap them.)
+ */
+const groupHasLiveMembers = async (pgid: number): Promise<boolean> => {
+  const entries = await readdir("/proc").catch(() => [])
+  const stats = await Promise.all(
+    entries
+      .filter((e) => /^\d+$/.test(e))
+      .map((e) => readFile(`/proc/${e}/stat`, "latin1").catch(() => "")),
+  )
+  return stats.some((stat) => {
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return fields[2] === String(pgid) && fields[0] !== "Z" && fields[0] !== "X"
+  })
+}
+
+/**
+ * Sends `signal` to process group `pgid`. For SIGKILL it repeats until no live member is left,
+ * so a fork bomb's late children are caught too (bounded: a group stuck in the kernel is given
+ * up on after about a second).
+ */
+export const signalGroup = async (pgid: number, signal: "INT" | "KILL"): Promise<void> => {
+  const rounds = signal === "KILL" ? 50 : 1
+  for (let i = 0; i < rounds; i++) {
+    try {
+      process.kill(-pgid, `SIG${signal}`)
+    } catch {
+      return // ESRCH: nothing left in the group
+    }
+    if (i + 1 === rounds || !(await groupHasLiveMembers(pgid))) return
+    await sleep(i < 5 ? 2 : 20)
+  }
+}
+
+const describeExit = (code: number | null, signal: NodeJS.Signals | null, stderr: string) => {
+  const how = signal !== null ? `killed by ${signal}` : `exited with status ${code}`
+  const said = stderr.trim()
+  return said === "" ? how : `${how}: ${said}`
+}
+
+/**
+ * A ShellProcess over a local child process: stdin and stdout are pipes, stderr is kept (its
+ * last few KiB) only to explain an early exit. Output that arrives before a listener is attached
+ * is held for it, and an exit that happened before onExit is reported on registration.
+ */
+export const spawnShellProcess = (
+  file: string,
+  args: ReadonlyArray<string>,
+  options: { readonly cwd: string; readonly env: Readonly<Record<string, string>> },
+): Promise<ShellProcess> =>
+  new Promise((resolve, reject) => {
+    const child: ChildProcess = spawn(file, [...args], {
+      cwd: options.cwd,
+      env: options.env,
+      stdio: ["pipe", "pipe", "pipe"],
+    })
+    child.once("error", reject)
+    child.once("spawn", () => {
+      child.off("error", reject)
+      resolve(wrap(child))
+    })
+  })
+
+const wrap = (child: ChildProcess): ShellProcess => {
+  const { stdin, stdout, stderr } = child
+  if (stdin === null || stdout === null || stderr === null) throw new Error("stdio must be pipes")
+  let stderrTail = ""
+  stderr.setEncoding("utf8")
+  stderr.on("data", (s: string) => {
+    stderrTail = (stderrTail + s).slice(-STDERR_KEPT)
+  })
+  // EPIPE after the shell died surfaces through write()'s callback; never as an uncaught error.
+  stdin.on("error", () => undefined)
+  child.on("error", () => undefined)
+
+  const held: Uint8Array[] = []
+  let outputListener: ((chunk: Uint8Array) => void) | undefined
+  stdout.on("data", (chunk: Buffer) => {
+    if (outputListener === undefined) held.push(chunk)
+    else outputListener(chunk)
+  })
+
+  let exitReason: string | undefined
+  const exitListeners: Array<(reason: string) => void> = []
+  const reportExit = (reason: string) => {
+    if (exitReason !== undefined) return
+    exitReason = reason
+    for (const listener of exitListeners.splice(0)) listener(reason)
+  }
+  // 'close' waits for stdout to end, which a background job holding the pipe can delay forever;
+  // so the exit counts once stdout has ended or shortly after the process is gone.
+  child.once("exit", (code, signal) => {
+    const reason = describeExit(code, signal, stderrTail)
+    setTimeout(() => reportExit(reason), 50).unref()
+    child.once("close", () => reportExit(describeExit(code, signal, stderrTail)))
+  })
+
+  let closed = false
+  return {
+    write: (data) =>
+      new Promise((resolve, reject) => {
+        if (stdin.destroyed || !stdin.writable) {
+          reject(new Error("the shell's stdin is closed"))
+          return
+        }
+        stdin.write(data, (error) => (error ? reject(error) : resolve()))
+      }),
+    onOutput: (listener) => {
+      outputListener = listener
+      for (const chunk of held.splice(0)) listener(chunk)
+    },
+    onExit: (listener) => {
+      if (exitReason !== undefined) listener(exitReason)
+      else exitListeners.push(listener)
+    },
+    signal: (pgid, signal) => signalGroup(pgid, signal),
+    close: async () => {
+      if (closed) return
+      closed = true
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+      stdin.destroy()
+      stdout.destroy()
+      stderr.destroy()
+    },
+  }
+}
