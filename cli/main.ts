@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs"
 import type { Effect } from "effect"
 import { actorCommand } from "./commands/actor.ts"
+import { imageCommand } from "./commands/image.ts"
 import { pingCommand } from "./commands/ping.ts"
 import { UsageError } from "./flags.ts"
 import { runCommand } from "./run-main.ts"
@@ -15,6 +16,10 @@ const commands: Record<
   actor: {
     summary: "run one actor against NATS (t1 actor <name> --concurrency N --nats URL)",
     run: actorCommand,
+  },
+  image: {
+    summary: "build sandbox images offline (t1 image build-base | build <task-dir>)",
+    run: imageCommand,
   },
   ping: { summary: "check that the bus and at least one actor answer", run: pingCommand },
 }

@@ -22,7 +22,6 @@ import {
   PutFilesRequestSchema,
   PutFilesResultSchema,
   type SandboxSpec,
-  type SandboxSpecSchema,
 } from "../../proto/index.ts"
 import type { BusError, BusShape, Subjects } from "../../services/bus/index.ts"
 import { SandboxNotFound } from "./errors.ts"

@@ -1,0 +1,111 @@
+import { Effect } from "effect"
+import {
+  buildBaseImage,
+  buildTaskImage,
+  type ImageAliases,
+} from "../../actors/sandbox/image/index.ts"
+import { parseFlags, UsageError } from "../flags.ts"
+import { logFlagSpec, logFlagsHelp, loggingLayer } from "../run-main.ts"
+
+export const imageUsage = () => `Usage: t1 image <build-base|build> [options]
+
+Builds sandbox images offline, into the local Docker engine (DOCKER_HOST or the local socket).
+Nothing is pulled from a registry.
+
+  t1 image build-base [--packages p1,p2] [--suite bookworm] [--cache-dir DIR]
+      The base image t1-base:<hash> (also tagged t1-base:latest): a minimal Debian made with
+      debootstrap (needs root, and Debian's package mirror the first time) with bash, coreutils,
+      procps, python3 and pytest, plus --packages. Cached by the hash of its inputs: instant when
+      the engine has it; re-imported from the cache directory (default ~/.cache/t1/images, or
+      T1_IMAGE_CACHE) when only the archive is left.
+
+  t1 image build <task-dir> [--alias 'PATTERN=IMAGE,…']
+      A task's environment (environment/Dockerfile, else Dockerfile), tagged
+      t1-task-<name>:<hash of the context>. FROM lines are rewritten to local images: python:*,
+      ubuntu:*, debian:* and ghcr.io/laude-institute/t-bench/* go to t1-base:latest; --alias
+      patterns (\`*\` matches anything) are tried first. The build has no network: a step that
+      needs it fails, naming the Dockerfile line.
+
+Options:
+  --json          print the result as one JSON object
+${logFlagsHelp}`
+
+const spec = {
+  ...logFlagSpec,
+  packages: { type: "string" },
+  suite: { type: "string" },
+  "cache-dir": { type: "string" },
+  alias: { type: "string" },
+  json: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+} as const
+
+const list = (raw: string | undefined): ReadonlyArray<string> =>
+  (raw ?? "")
+    .split(",")
+    .map((p) => p.trim())
+    .filter((p) => p !== "")
+
+const parseAliases = (raw: string | undefined, usage: string): ImageAliases => {
+  const aliases: Record<string, string> = {}
+  for (const pair of list(raw)) {
+    const at = pair.lastIndexOf("=")
+    const pattern = pair.slice(0, at).trim()
+    const target = pair.slice(at + 1).trim()
+    if (at <= 0 || pattern === "" || target === "")
+      throw new UsageError(`--alias wants PATTERN=IMAGE pairs, got ${JSON.stringify(pair)}`, usage)
+    aliases[pattern] = target
+  }
+  return aliases
+}
+
+export const imageCommand = (
+  args: ReadonlyArray<string>,
+): Effect.Effect<void, unknown> | string => {
+  const usage = imageUsage()
+  const { values, positionals } = parseFlags(args, spec, usage)
+  if (values.help === true) return usage
+  const [action, ...rest] = positionals
+  if (action === undefined) throw new UsageError("which action? build-base or build", usage)
+  const logging = loggingLayer(values, usage)
+  const print = (line: string, json: object) =>
+    Effect.sync(() => console.log(values.json === true ? JSON.stringify(json) : line))
+
+  if (action === "build-base") {
+    if (rest.length > 0) throw new UsageError(`unexpected arguments: ${rest.join(" ")}`, usage)
+    if (values.alias !== undefined) throw new UsageError("--alias is for t1 image build", usage)
+    const cacheDir = values["cache-dir"]
+    return buildBaseImage({
+      packages: list(values.packages),
+      ...(values.suite === undefined ? {} : { suite: values.suite }),
+      ...(cacheDir === undefined ? {} : { cacheDir }),
+    }).pipe(
+      Effect.flatMap((base) =>
+        print(
+          `${base.image} (${base.latest}) ready: ${base.source === "engine" ? "already built" : base.source === "archive" ? "re-imported from the cache" : "built"} in ${base.durationMs} ms`,
+          base,
+        ),
+      ),
+      Effect.provide(logging),
+    )
+  }
+  if (action === "build") {
+    const [taskDir, ...extra] = rest
+    if (taskDir === undefined) throw new UsageError("which task? name its directory", usage)
+    if (extra.length > 0) throw new UsageError(`unexpected arguments: ${extra.join(" ")}`, usage)
+    for (const flag of ["packages", "suite", "cache-dir"] as const)
+      if (values[flag] !== undefined)
+        throw new UsageError(`--${flag} is for t1 image build-base`, usage)
+    const aliases = parseAliases(values.alias, usage)
+    return buildTaskImage(taskDir, { aliases }).pipe(
+      Effect.flatMap((task) =>
+        print(
+          `${task.image} ${task.cached ? "already built" : `built in ${task.durationMs} ms`}`,
+          task,
+        ),
+      ),
+      Effect.provide(logging),
+    )
+  }
+  throw new UsageError(`unknown action ${JSON.stringify(action)}: build-base or build`, usage)
+}
