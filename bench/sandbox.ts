@@ -16,7 +16,7 @@ import Dockerode from "dockerode"
 import { Context, Effect, Layer, Logger, Stream } from "effect"
 import { DockerDriverLive } from "../actors/sandbox/docker/index.ts"
 import { BASE_IMAGE } from "../actors/sandbox/image/index.ts"
-import { runSandboxHost, sandboxClient } from "../actors/sandbox/index.ts"
+import { runSandboxHost, sandboxClient, sandboxSpec } from "../actors/sandbox/index.ts"
 import { SandboxHostHeartbeatSchema } from "../proto/index.ts"
 import { Bus, NatsBusLive, subjectsFor } from "../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"
@@ -72,18 +72,9 @@ const log = (line: string) => process.stderr.write(`${line}\n`)
 
 const subjects = subjectsFor(`bench${randomUUID().slice(0, 6)}`)
 const owner = `bench-${randomUUID().slice(0, 8)}`
-const template = {
-  image: BASE_IMAGE,
-  cpus: 0,
-  memoryMb: 0,
-  pidsLimit: 256,
-  network: false,
-  user: "",
-  workdir: "/app",
-  env: {},
-  labels: {},
-  ttlMs: 600_000,
-}
+const template = sandboxSpec({ image: BASE_IMAGE, ttlMs: 600_000 })
+/** The same spec as a client sends it (limits left at the host's defaults). */
+const request = { image: BASE_IMAGE, workdir: template.workdir }
 
 const bench = Effect.gen(function* () {
   const docker = new Dockerode()
@@ -148,7 +139,7 @@ const bench = Effect.gen(function* () {
     const ids: string[] = []
     for (let i = 0; i < Math.min(warmSize, 8); i++) {
       const t = process.hrtime.bigint()
-      const r = yield* client.create(template)
+      const r = yield* client.create(request)
       warmAcquire.push(ms(t))
       ids.push(r.sandboxId)
     }
@@ -161,14 +152,14 @@ const bench = Effect.gen(function* () {
   const cold: number[] = []
   for (let i = 0; i < 5; i++) {
     const t = process.hrtime.bigint()
-    const r = yield* client.create({ ...template, env: { COLD: String(i) } })
+    const r = yield* client.create({ ...request, env: { COLD: String(i) } })
     yield* client.exec(r.sandboxId, "true")
     cold.push(ms(t))
     yield* client.destroy(r.sandboxId)
   }
   log(`cold create-to-first-exec p50 ${quantile(cold, 0.5).toFixed(1)} ms`)
 
-  const { sandboxId } = yield* client.create(template)
+  const { sandboxId } = yield* client.create(request)
   yield* client.exec(sandboxId, "true")
   const actor: number[] = []
   for (let i = 0; i < iterations; i++) {
@@ -209,7 +200,7 @@ const bench = Effect.gen(function* () {
 
   const sessions = yield* Effect.forEach(
     Array.from({ length: 16 }),
-    () => client.create(template).pipe(Effect.map((r) => r.sandboxId)),
+    () => client.create(request).pipe(Effect.map((r) => r.sandboxId)),
     { concurrency: 4 },
   )
   const until = Date.now() + seconds * 1000

@@ -86,3 +86,18 @@ export class SandboxDriver extends Context.Service<SandboxDriver, SandboxDriverS
 
 export const DEFAULT_PIDS_LIMIT = 256
 export const DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
+
+/** A spec with the defaults a sandbox host uses, and the given fields changed. */
+export const sandboxSpec = (overrides: Partial<SandboxSpec> = {}): SandboxSpec => ({
+  image: "t1-base:latest",
+  cpus: 0,
+  memoryMb: 0,
+  pidsLimit: DEFAULT_PIDS_LIMIT,
+  network: false,
+  user: "",
+  workdir: "/app",
+  env: {},
+  labels: {},
+  ttlMs: 30 * 60_000,
+  ...overrides,
+})

@@ -6,23 +6,15 @@ import { ErrorCode, SandboxHostHeartbeatSchema } from "../../proto/index.ts"
 import { Bus, type BusShape, MemoryBusLive, subjectsFor } from "../../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
 import { SandboxRequestFailed, sandboxClient } from "./client.ts"
+import { sandboxSpec } from "./driver.ts"
 import { SandboxNotFound } from "./errors.ts"
 import { runSandboxHost } from "./host.ts"
 import { LocalDriverLive } from "./local/index.ts"
 
 const subjects = subjectsFor("hosttest")
-const spec = (workdir = "/sbx") => ({
-  image: "local",
-  cpus: 0,
-  memoryMb: 0,
-  pidsLimit: 256,
-  network: false,
-  user: "",
-  workdir,
-  env: {},
-  labels: {},
-  ttlMs: 60_000,
-})
+const template = sandboxSpec({ image: "local", workdir: "/sbx", ttlMs: 60_000 })
+/** A spec as a client sends it over the bus. */
+const spec = (workdir = "/sbx") => ({ image: "local", workdir })
 
 /** A sandbox host on the local driver and the in-memory bus, and a client beside it. */
 const withHost = <A, E>(warm: number, f: (bus: BusShape) => Effect.Effect<A, E, Scope.Scope>) =>
@@ -43,7 +35,7 @@ const withHost = <A, E>(warm: number, f: (bus: BusShape) => Effect.Effect<A, E, 
               maxGetBytes: 1 << 20,
             },
             pool: {
-              warm: warm > 0 ? [{ spec: spec(), size: warm }] : [],
+              warm: warm > 0 ? [{ spec: template, size: warm }] : [],
               maxStarting: 2,
               createPerSecond: 50,
               createBurst: 4,
@@ -129,11 +121,7 @@ describe("sandbox host over the bus (local driver)", () => {
     const got = await withHost(0, (bus) =>
       Effect.gen(function* () {
         const client = sandboxClient(bus, subjects)
-        const badSpec = yield* Effect.flip(
-          createWhenUp(bus, { ...spec(), limits: { cpus: -1 } } as Parameters<
-            typeof client.create
-          >[0]),
-        )
+        const badSpec = yield* Effect.flip(createWhenUp(bus, { ...spec(), limits: { cpus: -1 } }))
         const badDir = yield* Effect.flip(client.create({ ...spec("relative/dir") }))
         const { sandboxId } = yield* client.create(spec())
         const nul = yield* Effect.flip(client.exec(sandboxId, "echo a\0b"))

@@ -2,6 +2,7 @@ import { hostname } from "node:os"
 import { Effect } from "effect"
 import { ActorConfigError, type FlagValues, type HostedActor } from "../hosted.ts"
 import { DockerDriverLive, dockerEngineAvailable } from "./docker/index.ts"
+import { sandboxSpec } from "./driver.ts"
 import { EngineUnavailable } from "./errors.ts"
 import { runSandboxHost } from "./host.ts"
 import { BASE_IMAGE } from "./image/index.ts"
@@ -92,18 +93,7 @@ export const sandboxActor: HostedActor = {
       maxOutputBytes: int(flags, "max-output-bytes", "T1_SANDBOX_MAX_OUTPUT_BYTES", 65_536, 64),
       maxGetBytes: 64 * 1024 * 1024,
     }
-    const template = {
-      image,
-      cpus: 0,
-      memoryMb: 0,
-      pidsLimit: 256,
-      network: false,
-      user: "",
-      workdir,
-      env: {},
-      labels: {},
-      ttlMs: idleTtlMs,
-    }
+    const template = sandboxSpec({ image, workdir, ttlMs: idleTtlMs })
     const host = runSandboxHost({
       subjects,
       owner,
