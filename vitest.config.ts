@@ -5,6 +5,10 @@ export default defineConfig({
     include: ["**/*.test.ts"],
     exclude: ["node_modules/**", "proto/gen/**"],
     testTimeout: 30_000,
-    hookTimeout: 30_000,
+    hookTimeout: 60_000,
+    // CI also writes a JSON report, from which .ci/run prints one "N passed, N failed" line.
+    reporters: process.env.CI
+      ? ["default", ["json", { outputFile: ".t1/vitest.json" }]]
+      : ["default"],
   },
 })
