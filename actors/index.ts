@@ -2,6 +2,7 @@ import { runActor } from "../services/actor/index.ts"
 import { diagnosticActor } from "./diagnostic/index.ts"
 import type { HostedActor } from "./hosted.ts"
 import { sandboxActor } from "./sandbox/index.ts"
+import { verifierActor } from "./verifier/index.ts"
 
 /** The actors `t1 actor <name>` can host; each later actor registers itself here by name. */
 export const actorRegistry: Readonly<Record<string, HostedActor>> = {
@@ -11,6 +12,7 @@ export const actorRegistry: Readonly<Record<string, HostedActor>> = {
       runActor(diagnosticActor(subjects.ping, "diagnostic"), { concurrency, shutdownGraceMs }),
   },
   sandbox: sandboxActor,
+  verifier: verifierActor,
 }
 
 export { diagnosticActor, INSTANCE_ID } from "./diagnostic/index.ts"

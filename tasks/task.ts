@@ -37,6 +37,11 @@ export interface TaskVerifier {
   readonly kind: "pytest" | "script"
   /** The script, relative to testDir (e.g. test.sh, run-tests.sh); for kind "script". */
   readonly script: string | undefined
+  /**
+   * Host path of that script. TB2's test.sh lies inside testsDir; TB1's run-tests.sh lies at the
+   * task root, and the verifier copies it to `${testDir}/${script}` beside the tests (as TB1 does).
+   */
+  readonly scriptPath: string | undefined
   /** TB1 parser name ("pytest" parses the -rA short summary). */
   readonly parser: string | undefined
   readonly timeoutSec: number
@@ -55,6 +60,7 @@ export interface Task {
   readonly tags: ReadonlyArray<string>
   readonly family: string
   readonly split: TaskSplit
+  /** Wall-clock budget of the episode; 0 when the task sets none (the job's limits apply). */
   readonly agentTimeoutSec: number
   readonly environment: TaskEnvironment
   readonly verifier: TaskVerifier

@@ -1,0 +1,78 @@
+import { ActorConfigError, type FlagValues, type HostedActor } from "../hosted.ts"
+import { runVerifier } from "./actor.ts"
+
+export { runVerifier, type VerifierActorOptions } from "./actor.ts"
+export { openArchive, packDirectory, type TestsArchive } from "./archive.ts"
+export {
+  InvalidVerifierTask,
+  SandboxCallFailed,
+  type VerifierError,
+  VerifierInfraError,
+} from "./errors.ts"
+export { parseJunitXml } from "./junit.ts"
+export { bootstrapsPytestOverNetwork, pytestTargets } from "./offline.ts"
+export type {
+  TestCaseResult,
+  TestOutcome,
+  VerifierMode,
+  VerifierOutcome,
+} from "./outcome.ts"
+export { clientSandbox, driverSandbox, type ShellResult, type VerifierSandbox } from "./port.ts"
+export { parseRewardJson, parseRewardText } from "./reward-files.ts"
+export { parsePytestSummary } from "./summary.ts"
+export {
+  DEFAULT_LOGS_DIR,
+  DEFAULT_MAX_REPORT_BYTES,
+  type VerifiableTask,
+  type VerifyOptions,
+  verifyEpisode,
+} from "./verify.ts"
+export { resultFromOutcome, taskFromWire } from "./wire.ts"
+
+const text = (flags: FlagValues, name: string, env: string): string | undefined => {
+  const v = flags[name] ?? process.env[env]
+  return typeof v === "string" && v !== "" ? v : undefined
+}
+
+const positive = (flags: FlagValues, name: string, env: string, fallback: number): number => {
+  const raw = text(flags, name, env)
+  if (raw === undefined) return fallback
+  if (!/^\d+$/.test(raw) || Number(raw) < 1)
+    throw new ActorConfigError(`--${name} must be an integer >= 1, got ${JSON.stringify(raw)}`)
+  return Number(raw)
+}
+
+export const verifierFlagsHelp = `  --task-root DIR               task store for tests sent as FilesRef.dir: <DIR>/<task_set>/<dir> (T1_TASK_ROOT)
+  --default-timeout-sec S      for tasks with verifier_timeout_sec 0 (default 600)
+  --max-report-mb N            largest pytest report or reward file read back (default 8)`
+
+/** `t1 actor verifier`: runs tasks' tests in finished episodes' sandboxes and scores them. */
+export const verifierActor: HostedActor = {
+  summary:
+    "copies a task's tests into a finished episode's sandbox, runs them, replies per-test results and the dense reward",
+  flags: {
+    "task-root": { type: "string" },
+    "default-timeout-sec": { type: "string" },
+    "max-report-mb": { type: "string" },
+  },
+  flagsHelp: verifierFlagsHelp,
+  run: ({ subjects, concurrency, shutdownGraceMs }, flags) => {
+    const taskRoot = text(flags, "task-root", "T1_TASK_ROOT")
+    return runVerifier({
+      subjects,
+      concurrency,
+      shutdownGraceMs,
+      defaultTimeoutSec: positive(
+        flags,
+        "default-timeout-sec",
+        "T1_VERIFIER_DEFAULT_TIMEOUT_SEC",
+        600,
+      ),
+      verify: {
+        maxReportBytes:
+          positive(flags, "max-report-mb", "T1_VERIFIER_MAX_REPORT_MB", 8) * 1024 * 1024,
+      },
+      ...(taskRoot === undefined ? {} : { taskRoot }),
+    })
+  },
+}

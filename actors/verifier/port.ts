@@ -1,0 +1,90 @@
+import { Effect } from "effect"
+import type { SandboxClient, SandboxClientError } from "../sandbox/client.ts"
+import type { SandboxDriverShape } from "../sandbox/driver.ts"
+import type { SandboxError } from "../sandbox/errors.ts"
+import { SandboxCallFailed } from "./errors.ts"
+
+/** What one command in the sandbox's shell gave back. */
+export interface ShellResult {
+  /** stdout and stderr, head and tail kept when over the cap; raw bytes. */
+  readonly output: Uint8Array
+  readonly exitCode: number
+  readonly timedOut: boolean
+  readonly truncated: boolean
+  /** The shell died during the command (something killed it) and a fresh one was started. */
+  readonly sessionRestarted: boolean
+}
+
+/**
+ * The verifier's view of one sandbox: its shell and a way to unpack files into it. A
+ * SandboxDriver backs it in-process (library use, tests, `t1 tasks check`); the sandbox client
+ * backs it over the bus (the verifier actor, whose sandboxes' shells live in a sandbox host).
+ * Files are read back through the shell (see files.ts), which works the same through both.
+ */
+export interface VerifierSandbox {
+  readonly exec: (
+    command: string,
+    options: { readonly timeoutMs: number; readonly maxOutputBytes: number },
+  ) => Effect.Effect<ShellResult, SandboxCallFailed>
+  /** Unpacks a tar archive at path (made when missing). */
+  readonly put: (path: string, tar: Uint8Array) => Effect.Effect<void, SandboxCallFailed>
+  /** Largest archive one put may carry; bigger uploads are sent in pieces. */
+  readonly maxPutBytes: number
+}
+
+const fromDriverError =
+  (operation: SandboxCallFailed["operation"]) =>
+  (e: SandboxError): SandboxCallFailed =>
+    new SandboxCallFailed({
+      operation,
+      reason: e.message,
+      // A sandbox that no longer exists after its episode was lost under us: that is infra.
+      infra: e.errorClass === "infra" || e._tag === "SandboxNotFound",
+    })
+
+/** The sandbox `id` of an in-process driver. */
+export const driverSandbox = (driver: SandboxDriverShape, id: string): VerifierSandbox => ({
+  exec: (command, options) =>
+    driver.exec(id, command, options).pipe(Effect.mapError(fromDriverError("exec"))),
+  put: (path, tar) => driver.put(id, path, tar).pipe(Effect.mapError(fromDriverError("put"))),
+  maxPutBytes: Number.POSITIVE_INFINITY,
+})
+
+const fromClientError =
+  (operation: SandboxCallFailed["operation"]) =>
+  (e: SandboxClientError): SandboxCallFailed =>
+    new SandboxCallFailed({
+      operation,
+      reason: e.message,
+      // Only an answer of the host saying "not retryable" is the sandbox refusing; everything
+      // else (bus errors, vanished sandboxes, undecodable replies) is the machinery.
+      infra: e._tag === "SandboxRequestFailed" ? e.retryable : true,
+    })
+
+/** Headroom under the bus max_payload for the rest of a put request. */
+const PUT_HEADROOM = 16 * 1024
+
+/** The sandbox `id` on a sandbox host, over the bus. */
+export const clientSandbox = (
+  client: SandboxClient,
+  id: string,
+  maxPayload: number,
+): VerifierSandbox => ({
+  exec: (command, options) =>
+    client.exec(id, command, options).pipe(
+      // A failed exec (sandbox died, engine gone) arrives as an error the client raises.
+      Effect.map(
+        (r): ShellResult => ({
+          output: r.output,
+          exitCode: r.exitCode,
+          timedOut: r.timedOut,
+          truncated: r.truncated,
+          sessionRestarted: r.sessionRestarted,
+        }),
+      ),
+      Effect.mapError(fromClientError("exec")),
+    ),
+  put: (path, tar) =>
+    client.put(id, path, tar).pipe(Effect.asVoid, Effect.mapError(fromClientError("put"))),
+  maxPutBytes: Math.max(64 * 1024, maxPayload - PUT_HEADROOM),
+})

@@ -1,0 +1,129 @@
+import { randomBytes } from "node:crypto"
+import { Effect } from "effect"
+import { VerifierInfraError } from "./errors.ts"
+import type { ShellResult, VerifierSandbox } from "./port.ts"
+
+/** `text` as one single-quoted shell word. */
+export const shellQuote = (text: string): string => `'${text.replaceAll("'", `'\\''`)}'`
+
+/**
+ * Variables an agent may have left exported in the episode's shell that change how the tests
+ * run or are reported (pytest options and plugins, interpreter start-up files, bash start-up).
+ */
+const HAZARDS = [
+  "PYTEST_ADDOPTS",
+  "PYTEST_PLUGINS",
+  "PYTHONSTARTUP",
+  "PYTHONINSPECT",
+  "BASH_ENV",
+  "ENV",
+  "CDPATH",
+  "GLOBIGNORE",
+]
+
+/**
+ * `script` run by a fresh bash rather than in the episode's shell itself, whose aliases,
+ * functions, options and traps the agent set: `\command /usr/bin/env` sidesteps an alias or
+ * function named env, `-p` keeps the first bash from importing exported functions, and that bash
+ * drops them (BASH_FUNC_* variables) from the environment before it starts the one that runs
+ * `script`, so neither a test script nor anything it starts sees them. Best effort only: the
+ * agent was root in this sandbox and could have replaced any program.
+ */
+export const inFreshShell = (script: string): string => {
+  const dropFunctions = [
+    "__t1_u=()",
+    `while IFS= read -r -d '' __t1_kv; do case $__t1_kv in BASH_FUNC_*) __t1_u+=(-u "\${__t1_kv%%=*}");; esac; done < <(env -0 2>/dev/null)`,
+    `exec env "\${__t1_u[@]}" bash --noprofile --norc -c ${shellQuote(script)}`,
+  ].join("; ")
+  const unset = HAZARDS.map((v) => `-u ${v}`).join(" ")
+  return `\\command /usr/bin/env ${unset} bash --noprofile --norc -p -c ${shellQuote(dropFunctions)}`
+}
+
+/** Short bookkeeping commands (mkdir, reading files back) get this long. */
+export const BOOKKEEPING_TIMEOUT_MS = 60_000
+
+/** Runs a bookkeeping command; a failed call is an infra error at `stage`. */
+export const runBookkeeping = (
+  sandbox: VerifierSandbox,
+  stage: string,
+  script: string,
+  maxOutputBytes = 64 * 1024,
+): Effect.Effect<ShellResult & { readonly text: string }, VerifierInfraError> =>
+  sandbox.exec(inFreshShell(script), { timeoutMs: BOOKKEEPING_TIMEOUT_MS, maxOutputBytes }).pipe(
+    Effect.map((r) => ({ ...r, text: new TextDecoder().decode(r.output) })),
+    Effect.mapError(
+      (e) => new VerifierInfraError({ stage, reason: e.message, retryable: e.infra }),
+    ),
+  )
+
+export type FileRead =
+  | { readonly kind: "missing" }
+  | { readonly kind: "too-large"; readonly size: number }
+  | { readonly kind: "unreadable"; readonly reason: string }
+  | { readonly kind: "read"; readonly bytes: Uint8Array }
+
+/** Raw bytes per read: base64 of it plus headroom stays under a 1 MiB bus message. */
+const CHUNK_BYTES = 512 * 1024
+
+/**
+ * Reads a regular file back through the shell, base64 in chunks between random markers: the
+ * same through a driver and over the bus (whose messages are capped, and whose local driver
+ * transfers files only under the workdir). Output of the agent's leftover background jobs can
+ * land in the same stream, hence the markers and the length check.
+ */
+export const readSandboxFile = (
+  sandbox: VerifierSandbox,
+  path: string,
+  maxBytes: number,
+): Effect.Effect<FileRead, VerifierInfraError> =>
+  Effect.gen(function* () {
+    const file = shellQuote(path)
+    const probe = yield* runBookkeeping(
+      sandbox,
+      `reading ${path}`,
+      `if [ -f ${file} ]; then wc -c < ${file}; else echo missing; fi`,
+    )
+    const answer = probe.text.trim().split(/\s+/).at(-1) ?? ""
+    if (answer === "missing") return { kind: "missing" }
+    const size = Number(answer)
+    if (!/^\d+$/.test(answer)) return { kind: "unreadable", reason: probe.text.slice(-200) }
+    if (size > maxBytes) return { kind: "too-large", size }
+    const parts: Uint8Array[] = []
+    for (let offset = 0; offset < size; offset += CHUNK_BYTES) {
+      const length = Math.min(CHUNK_BYTES, size - offset)
+      const chunk = yield* readChunk(sandbox, path, offset, length).pipe(
+        Effect.flatMap((c) =>
+          c === undefined ? readChunk(sandbox, path, offset, length) : Effect.succeed(c),
+        ),
+      )
+      if (chunk === undefined)
+        return { kind: "unreadable", reason: `bytes ${offset}..${offset + length} did not arrive` }
+      parts.push(chunk)
+    }
+    return { kind: "read", bytes: new Uint8Array(Buffer.concat(parts)) }
+  })
+
+const readChunk = (sandbox: VerifierSandbox, path: string, offset: number, length: number) =>
+  Effect.gen(function* () {
+    const marker = randomBytes(8).toString("hex")
+    const [a, b] = [marker.slice(0, 8), marker.slice(8)]
+    // The marker is printed in halves so that no echo of the command line contains it.
+    const script = [
+      `printf '\\n%s%s\\n' ${a} ${b}`,
+      `tail -c +${offset + 1} -- ${shellQuote(path)} | head -c ${length} | base64 -w0`,
+      `printf '\\n%s%s\\n' ${b} ${a}`,
+    ].join("; ")
+    const result = yield* runBookkeeping(
+      sandbox,
+      `reading ${path}`,
+      script,
+      Math.ceil((length * 4) / 3) + 128 * 1024,
+    )
+    const start = result.text.lastIndexOf(`\n${a}${b}\n`)
+    const end = result.text.indexOf(`\n${b}${a}\n`, start + 1)
+    if (start < 0 || end < 0 || result.truncated) return undefined
+    const payload = result.text.slice(start + marker.length + 2, end)
+    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(payload)) return undefined
+    const bytes = Buffer.from(payload, "base64")
+    return bytes.byteLength === length ? new Uint8Array(bytes) : undefined
+  })

@@ -1,0 +1,503 @@
+import { randomBytes } from "node:crypto"
+import { posix } from "node:path"
+import { Effect } from "effect"
+import type { TaskEnvironment, TaskVerifier } from "../../tasks/task.ts"
+import { packDirectory, singleFileTar, type TestsArchive } from "./archive.ts"
+import { InvalidVerifierTask, type VerifierError, VerifierInfraError } from "./errors.ts"
+import { parseJunitXml } from "./junit.ts"
+import { bootstrapsPytestOverNetwork, pytestTargets } from "./offline.ts"
+import {
+  MAX_OUTPUT_TAIL_BYTES,
+  type Score,
+  scoreTests,
+  type TestCaseResult,
+  truncateUtf8,
+  type VerifierMode,
+  type VerifierOutcome,
+} from "./outcome.ts"
+import type { ShellResult, VerifierSandbox } from "./port.ts"
+import { parseRewardJson, parseRewardText, type RewardFile } from "./reward-files.ts"
+import {
+  type FileRead,
+  inFreshShell,
+  readSandboxFile,
+  runBookkeeping,
+  shellQuote,
+} from "./shell.ts"
+import { parsePytestSummary } from "./summary.ts"
+
+/** What the verifier needs of a task; a loaded `Task` is one. */
+export interface VerifiableTask {
+  readonly id: string
+  readonly environment: Pick<TaskEnvironment, "allowInternet" | "workdir">
+  /** `testsDir` may be "" when the tests come as an archive (VerifyOptions.tests). */
+  readonly verifier: TaskVerifier
+}
+
+export interface VerifyOptions {
+  /** The tests as an archive (from a request or the object store) instead of verifier.testsDir. */
+  readonly tests?: TestsArchive
+  /** A script task's command, instead of `bash <testDir>/<script>`. */
+  readonly command?: string
+  /** Where script verifiers write reward.txt, reward.json or ctrf.json. */
+  readonly logsDir?: string
+  /** The interpreter that runs pytest in the sandbox. */
+  readonly python?: string
+  /** Reports and reward files larger than this are not read. */
+  readonly maxReportBytes?: number
+  /** Output of the test command kept (head and tail); the report file is what counts. */
+  readonly maxOutputBytes?: number
+}
+
+export const DEFAULT_LOGS_DIR = "/logs/verifier"
+export const DEFAULT_MAX_REPORT_BYTES = 8 * 1024 * 1024
+const DEFAULT_MAX_OUTPUT_BYTES = 256 * 1024
+
+/** Paths the verifier empties and refills must not be these, nor hold the workdir. */
+const SYSTEM_DIRS = new Set(
+  ["/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32"]
+    .concat(["/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var"])
+    .concat(["/logs"]),
+)
+
+const isWithin = (path: string, dir: string) =>
+  path === dir || path.startsWith(dir === "/" ? "/" : `${dir}/`)
+
+const checkDir = (field: string, path: string, workdir: string) =>
+  Effect.suspend(() => {
+    const fail = (reason: string) => Effect.fail(new InvalidVerifierTask({ field, reason }))
+    if (!posix.isAbsolute(path) || /[\0\n\r]/.test(path))
+      return fail(`must be an absolute path, got ${JSON.stringify(path)}`)
+    const normal = posix.normalize(path).replace(/(.)\/+$/, "$1")
+    if (SYSTEM_DIRS.has(normal)) return fail(`${normal} is a system directory`)
+    if (isWithin(workdir, normal)) return fail(`${normal} holds the workdir ${workdir}`)
+    return Effect.succeed(normal)
+  })
+
+/** Where one verification keeps its files: the run's own, so the agent cannot pre-write them. */
+interface Places {
+  readonly testDir: string
+  readonly logsDir: string
+  readonly workdir: string
+  readonly nonce: string
+  /** Fresh and private (mode 700), made just before the run: the report goes here. */
+  readonly scratch: string
+}
+
+/**
+ * Verifies a finished episode: copies a fresh copy of the task's tests into the sandbox, runs
+ * them within the task's verifier timeout, and scores the per-test results (reward = tests
+ * passed). A verifier stopped at its timeout is a task outcome (`timedOut`); a failure of the
+ * machinery is a VerifierInfraError, never a reward of 0.
+ */
+export const verifyEpisode = (
+  sandbox: VerifierSandbox,
+  task: VerifiableTask,
+  options: VerifyOptions = {},
+): Effect.Effect<VerifierOutcome, VerifierError> =>
+  Effect.gen(function* () {
+    const started = Date.now()
+    const v = task.verifier
+    const workdir = posix.normalize(task.environment.workdir || "/")
+    if (!(v.timeoutSec > 0))
+      return yield* new InvalidVerifierTask({
+        field: "verifier.timeoutSec",
+        reason: `must be > 0, got ${v.timeoutSec}`,
+      })
+    const nonce = randomBytes(8).toString("hex")
+    const places: Places = {
+      testDir: yield* checkDir("verifier.testDir", v.testDir, workdir),
+      logsDir: yield* checkDir("logsDir", options.logsDir ?? DEFAULT_LOGS_DIR, workdir),
+      workdir,
+      nonce,
+      scratch: `/tmp/t1-verify-${nonce}`,
+    }
+    const archive = options.tests ?? (yield* packTests(v))
+    const plan = yield* planRun(task, archive, places, options)
+    const notes: string[] = [...plan.notes]
+
+    yield* prepare(sandbox, places)
+    yield* upload(sandbox, archive.tar, places)
+    const run = yield* runTests(sandbox, task, plan, places, options)
+    if (run.timedOut)
+      notes.push(`the tests were stopped at the verifier timeout of ${v.timeoutSec} s`)
+    else if (run.sessionRestarted)
+      notes.push("the test command's shell died under it (a test killed it); results as reported")
+
+    const maxReportBytes = options.maxReportBytes ?? DEFAULT_MAX_REPORT_BYTES
+    const found =
+      plan.kind === "pytest"
+        ? yield* collectPytest(sandbox, plan, places, run, maxReportBytes)
+        : yield* collectScript(sandbox, places, run, maxReportBytes, v.expectedTests)
+    notes.push(...found.notes)
+    const score =
+      found.score ??
+      scoreTests(found.tests, {
+        expectedTests: v.expectedTests,
+        apply: run.timedOut || found.nothingReported,
+      })
+    // Leaving the scratch directory behind is harmless; the sandbox is destroyed after this.
+    yield* Effect.ignore(runBookkeeping(sandbox, "cleaning up", `rm -rf -- ${places.scratch}`))
+    return {
+      tests: found.tests,
+      ...score,
+      timedOut: run.timedOut,
+      mode: found.mode,
+      notes,
+      durationMs: Date.now() - started,
+      exitCode: run.timedOut ? -1 : run.exitCode,
+      outputTail: run.output.subarray(Math.max(0, run.output.byteLength - MAX_OUTPUT_TAIL_BYTES)),
+    } satisfies VerifierOutcome
+  })
+
+const packTests = (v: TaskVerifier) =>
+  Effect.tryPromise({
+    try: () => {
+      if (v.testsDir === "") throw new Error("no tests directory and no tests archive")
+      const extra =
+        v.kind === "script" && v.script !== undefined && v.scriptPath !== undefined
+          ? { name: v.script, path: v.scriptPath }
+          : undefined
+      return packDirectory(v.testsDir, extra)
+    },
+    catch: (e) =>
+      new InvalidVerifierTask({
+        field: "verifier.testsDir",
+        reason: e instanceof Error ? e.message : String(e),
+      }),
+  })
+
+type Plan =
+  | {
+      readonly kind: "pytest"
+      readonly mode: "pytest" | "pytest-offline"
+      readonly targets: ReadonlyArray<string>
+      /** The ini file the tests bring, or /dev/null: never one the agent left above them. */
+      readonly config: string
+      readonly notes: ReadonlyArray<string>
+    }
+  | { readonly kind: "script"; readonly command: string; readonly notes: ReadonlyArray<string> }
+
+const CONFIG_FILES = ["pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"]
+
+const planRun = (
+  task: VerifiableTask,
+  archive: TestsArchive,
+  places: Places,
+  options: VerifyOptions,
+): Effect.Effect<Plan, InvalidVerifierTask> =>
+  Effect.gen(function* () {
+    const { testDir } = places
+    const configFile = CONFIG_FILES.find((name) => archive.files.has(name))
+    const pytest = (
+      mode: "pytest" | "pytest-offline",
+      targets: ReadonlyArray<string>,
+      notes: ReadonlyArray<string>,
+    ): Plan => ({
+      kind: "pytest",
+      mode,
+      targets,
+      config: configFile === undefined ? "/dev/null" : `${testDir}/${configFile}`,
+      notes,
+    })
+    const v = task.verifier
+    if (v.kind === "pytest") return pytest("pytest", [testDir], [])
+    if (options.command !== undefined)
+      return { kind: "script", command: options.command, notes: [] }
+    const script = v.script === undefined ? "" : posix.normalize(v.script)
+    if (script === "" || script.startsWith("..") || posix.isAbsolute(script))
+      return yield* new InvalidVerifierTask({
+        field: "verifier.script",
+        reason: `must name a file inside the test directory, got ${JSON.stringify(v.script)}`,
+      })
+    const body = yield* Effect.promise(() => archive.read(script))
+    if (body === undefined)
+      return yield* new InvalidVerifierTask({
+        field: "verifier.script",
+        reason: `${script} is not among the test files`,
+      })
+    const text = new TextDecoder().decode(body)
+    const hasPytestFiles = [...archive.files].some((f) => f.endsWith(".py"))
+    if (!task.environment.allowInternet && hasPytestFiles && bootstrapsPytestOverNetwork(text)) {
+      const targets = pytestTargets(text, testDir, archive.files)
+      return pytest("pytest-offline", targets.length > 0 ? targets : [testDir], [
+        `${script} installs its test runner over the network, which this task's sandbox does not have; ran its pytest files (${targets.length > 0 ? targets.join(", ") : testDir}) directly with the sandbox's pytest`,
+      ])
+    }
+    return { kind: "script", command: `bash ${shellQuote(`${testDir}/${script}`)}`, notes: [] }
+  })
+
+const prepare = (sandbox: VerifierSandbox, places: Places) =>
+  Effect.gen(function* () {
+    const { testDir, logsDir, scratch } = places
+    const dirs = [testDir, logsDir, scratch].map(shellQuote).join(" ")
+    const made = yield* runBookkeeping(
+      sandbox,
+      "preparing the sandbox",
+      `rm -rf -- ${dirs} && mkdir -p -- ${shellQuote(testDir)} ${shellQuote(logsDir)} && mkdir -m 700 -- ${shellQuote(scratch)} && echo t1-prepared`,
+    )
+    if (made.exitCode !== 0 || !made.text.includes("t1-prepared"))
+      return yield* new VerifierInfraError({
+        stage: "preparing the sandbox",
+        reason: `could not empty ${testDir} and ${logsDir}: ${made.text.slice(-500).trim()}`,
+        retryable: false,
+      })
+  })
+
+/** Pieces of a staged upload are at most this big (before the put request's own limit). */
+const MAX_PIECE_BYTES = 16 * 1024 * 1024
+
+/**
+ * Unpacks the tests at testDir: in one put when the sandbox takes it there; else in pieces
+ * through a staging directory the sandbox can put into, joined by the sandbox's tar (the bus
+ * caps a message at max_payload; the local driver puts only under the workdir).
+ */
+const upload = (sandbox: VerifierSandbox, tar: Uint8Array, places: Places) =>
+  Effect.gen(function* () {
+    const stage = "copying the tests in"
+    const infra = (reason: string, retryable: boolean) =>
+      new VerifierInfraError({ stage, reason, retryable })
+    if (tar.byteLength <= sandbox.maxPutBytes) {
+      const direct = yield* Effect.result(sandbox.put(places.testDir, tar))
+      if (direct._tag === "Success") return
+      if (direct.failure.infra) return yield* infra(direct.failure.reason, true)
+    }
+    const pieceBytes = Math.max(
+      64 * 1024,
+      Math.min(MAX_PIECE_BYTES, sandbox.maxPutBytes - 64 * 1024),
+    )
+    const pieces: Uint8Array[] = []
+    for (let at = 0; at < tar.byteLength; at += pieceBytes)
+      pieces.push(tar.subarray(at, at + pieceBytes))
+    const pieceTar = (i: number) =>
+      Effect.promise(() =>
+        singleFileTar(`part-${String(i).padStart(6, "0")}`, pieces[i] ?? new Uint8Array(0)),
+      )
+    const stagings = [
+      `${places.scratch}/upload`,
+      posix.join(places.workdir, `.t1-verify-${places.nonce}`),
+    ]
+    let staging: string | undefined
+    let refusal = ""
+    for (const candidate of stagings) {
+      const first = yield* Effect.result(sandbox.put(candidate, yield* pieceTar(0)))
+      if (first._tag === "Success") {
+        staging = candidate
+        break
+      }
+      if (first.failure.infra) return yield* infra(first.failure.reason, true)
+      refusal = first.failure.reason
+    }
+    if (staging === undefined) return yield* infra(`no place to stage the tests: ${refusal}`, false)
+    for (let i = 1; i < pieces.length; i++) {
+      yield* sandbox
+        .put(staging, yield* pieceTar(i))
+        .pipe(Effect.mapError((e) => infra(e.reason, e.infra)))
+    }
+    const s = shellQuote(staging)
+    const joined = yield* runBookkeeping(
+      sandbox,
+      stage,
+      `cat ${s}/part-* | tar -x -f - --no-same-owner -C ${shellQuote(places.testDir)}; status=$?; rm -rf -- ${s}; exit $status`,
+    )
+    if (joined.exitCode !== 0)
+      return yield* infra(`unpacking the tests failed: ${joined.text.slice(-500).trim()}`, false)
+  })
+
+const runTests = (
+  sandbox: VerifierSandbox,
+  task: VerifiableTask,
+  plan: Plan,
+  places: Places,
+  options: VerifyOptions,
+): Effect.Effect<ShellResult, VerifierInfraError> => {
+  const { testDir, workdir } = places
+  const cd = `cd -- ${shellQuote(workdir)} 2>/dev/null || cd /`
+  const command =
+    plan.kind === "pytest"
+      ? [
+          options.python ?? "python3",
+          "-m pytest",
+          ...plan.targets.map(shellQuote),
+          "-rA -p no:cacheprovider --continue-on-collection-errors",
+          `--junitxml=${shellQuote(reportPath(places))} -o junit_family=xunit1`,
+          `--rootdir=${shellQuote(testDir)} --confcutdir=${shellQuote(testDir)}`,
+          `-c ${shellQuote(plan.config)}`,
+        ].join(" ")
+      : `export TEST_DIR=${shellQuote(testDir)}; ${plan.command}`
+  return sandbox
+    .exec(inFreshShell(`${cd}; ${command}`), {
+      timeoutMs: task.verifier.timeoutSec * 1000,
+      maxOutputBytes: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES,
+    })
+    .pipe(
+      Effect.mapError(
+        (e) =>
+          new VerifierInfraError({
+            stage: "running the tests",
+            reason: e.message,
+            retryable: e.infra,
+          }),
+      ),
+    )
+}
+
+const reportPath = (places: Places) => `${places.scratch}/report.xml`
+
+interface Found {
+  readonly tests: ReadonlyArray<TestCaseResult>
+  readonly mode: VerifierMode
+  readonly notes: ReadonlyArray<string>
+  /** No source reported any test: the total falls back to the expected number of tests. */
+  readonly nothingReported: boolean
+  /** Set when a reward file gave a number rather than per-test results. */
+  readonly score?: Score
+}
+
+const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
+
+const describeRead = (what: string, read: FileRead): string => {
+  switch (read.kind) {
+    case "missing":
+      return `${what} was not written`
+    case "too-large":
+      return `${what} is ${read.size} bytes, over the limit; not read`
+    case "unreadable":
+      return `${what} could not be read back: ${read.reason}`
+    case "read":
+      return `${what} is not a valid report`
+  }
+}
+
+/** A stand-in test when nothing reported any: the run itself, as an error, with its output. */
+const runAsError = (name: string, run: ShellResult): TestCaseResult => ({
+  name,
+  outcome: "error",
+  durationMs: 0,
+  message: truncateUtf8(decode(run.output.subarray(Math.max(0, run.output.byteLength - 4096)))),
+})
+
+const collectPytest = (
+  sandbox: VerifierSandbox,
+  plan: Extract<Plan, { kind: "pytest" }>,
+  places: Places,
+  run: ShellResult,
+  maxReportBytes: number,
+): Effect.Effect<Found, VerifierInfraError> =>
+  Effect.gen(function* () {
+    const read = yield* readSandboxFile(sandbox, reportPath(places), maxReportBytes)
+    const report = read.kind === "read" ? parseJunitXml(decode(read.bytes)) : undefined
+    if (report !== undefined) {
+      const notes = report.length === 0 ? [`pytest collected no tests (exit ${run.exitCode})`] : []
+      return { tests: report, mode: plan.mode, notes, nothingReported: report.length === 0 }
+    }
+    const why = `${describeRead("pytest's report", read)} (pytest exit ${run.exitCode})`
+    const summary = parsePytestSummary(decode(run.output))
+    if (summary !== undefined && summary.length > 0)
+      return {
+        tests: summary,
+        mode: "pytest-summary",
+        notes: [`${why}; per-test results from the -rA summary in its output`],
+        nothingReported: false,
+      }
+    return {
+      tests: [runAsError("pytest", run)],
+      mode: plan.mode,
+      notes: [`${why} and its output has no test summary: pytest did not run the tests`],
+      nothingReported: true,
+    }
+  })
+
+const collectScript = (
+  sandbox: VerifierSandbox,
+  places: Places,
+  run: ShellResult,
+  maxReportBytes: number,
+  expectedTests: number,
+): Effect.Effect<Found, VerifierInfraError> =>
+  Effect.gen(function* () {
+    const readJson = (name: string) =>
+      readSandboxFile(sandbox, `${places.logsDir}/${name}`, maxReportBytes).pipe(
+        Effect.map((r) => ({
+          name,
+          file: r.kind === "read" ? parseRewardJson(decode(r.bytes)) : undefined,
+          read: r,
+        })),
+      )
+    const ctrf = yield* readJson("ctrf.json")
+    const json = yield* readJson("reward.json")
+    const txtRead = yield* readSandboxFile(sandbox, `${places.logsDir}/reward.txt`, 64 * 1024)
+    const txt = {
+      name: "reward.txt",
+      file: txtRead.kind === "read" ? parseRewardText(decode(txtRead.bytes)) : undefined,
+      read: txtRead,
+    }
+    const notes: string[] = []
+    for (const f of [ctrf, json, txt])
+      if (f.read.kind !== "missing" && f.file === undefined)
+        notes.push(`ignored ${places.logsDir}/${f.name}: ${describeRead(f.name, f.read)}`)
+
+    const perTest = [ctrf, json].find(
+      (f): f is typeof f & { file: Extract<RewardFile, { kind: "tests" }> } =>
+        f.file?.kind === "tests",
+    )
+    if (perTest !== undefined)
+      return {
+        tests: perTest.file.tests,
+        mode: "reward-file",
+        notes: [...notes, `per-test results from ${places.logsDir}/${perTest.name}`],
+        nothingReported: perTest.file.tests.length === 0,
+      }
+    const scalar = [json, txt].find(
+      (f): f is typeof f & { file: Extract<RewardFile, { kind: "scalar" }> } =>
+        f.file?.kind === "scalar",
+    )
+    const summary = parsePytestSummary(decode(run.output))
+    if (summary !== undefined && summary.length > 0) {
+      // A scalar reward file (Terminal-Bench 2 writes 1 iff pytest passed) says less than the
+      // per-test summary beside it: the dense reward counts tests.
+      if (scalar !== undefined)
+        notes.push(
+          `${places.logsDir}/${scalar.name} says ${scalar.file.reward}; the per-test summary in the output was used instead`,
+        )
+      return { tests: summary, mode: "pytest-summary", notes, nothingReported: false }
+    }
+    if (scalar !== undefined)
+      return {
+        tests: [],
+        mode: "reward-file",
+        notes: [...notes, `reward from ${places.logsDir}/${scalar.name}`],
+        nothingReported: false,
+        score: scalarScore(scalar.file.reward, expectedTests),
+      }
+    const passed = !run.timedOut && run.exitCode === 0
+    return {
+      tests: [
+        passed
+          ? { name: "test script", outcome: "passed", durationMs: 0, message: "" }
+          : runAsError("test script", run),
+      ],
+      mode: "exit-code",
+      notes: [
+        ...notes,
+        `no reward file and no test summary: scored by the script's exit status (${run.timedOut ? "stopped" : run.exitCode})`,
+      ],
+      nothingReported: false,
+    }
+  })
+
+/**
+ * A number from a reward file. Terminal-Bench 2 writes the fraction of success in [0, 1]
+ * (1 iff every test passed), so such a value is scaled to the expected number of tests to stay
+ * on the dense scale; a larger value is taken as the count of passing tests itself.
+ */
+export const scalarScore = (value: number, expectedTests: number): Score => {
+  if (value <= 1) {
+    const total = Math.max(1, expectedTests)
+    const passed = Math.round(value * total)
+    return { passed, total, reward: passed, resolved: value >= 1 }
+  }
+  const total = Math.max(expectedTests, Math.ceil(value))
+  const passed = Math.floor(value)
+  return { passed, total, reward: value, resolved: passed >= total }
+}
