@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process"
-import { randomUUID } from "node:crypto"
+import { createHash, randomBytes, randomUUID } from "node:crypto"
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -45,6 +45,21 @@ const taskRoot = join(scratch, "store")
 mkdirSync(join(taskRoot, "fixtures", "five", "tests"), { recursive: true })
 writeFileSync(join(taskRoot, "fixtures", "five", "tests", "test_work.py"), WORK_TESTS)
 const testsTar = (await packDirectory(join(taskRoot, "fixtures", "five", "tests"))).tar
+
+/** Tests bigger than one bus message (1 MiB): they reach the sandbox in pieces. */
+const bigData = randomBytes(3 * 1024 * 1024)
+mkdirSync(join(taskRoot, "fixtures", "big", "tests"), { recursive: true })
+writeFileSync(join(taskRoot, "fixtures", "big", "tests", "data.bin"), bigData)
+writeFileSync(
+  join(taskRoot, "fixtures", "big", "tests", "test_big.py"),
+  `import hashlib
+from pathlib import Path
+
+def test_data_arrived_whole():
+    data = (Path(__file__).parent / "data.bin").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == "${createHash("sha256").update(bigData).digest("hex")}"
+`,
+)
 
 // The local driver runs the host's programs: its sandboxes need a Python with pytest on PATH.
 const python = execFileSync(
@@ -124,6 +139,7 @@ type RequestInit = MessageInitShape<typeof VerifyRequestSchema>
 const request = (
   sandboxId: string,
   testFiles: MessageInitShape<typeof FilesRefSchema> | undefined,
+  expectedTestCount = 5,
 ): RequestInit => ({
   jobId: "job-1",
   episodeId: "ep-1",
@@ -135,7 +151,7 @@ const request = (
     workdir: "/app",
     verifierTimeoutSec: 60,
     testDir: join(fresh(), "tests"),
-    expectedTestCount: 5,
+    expectedTestCount,
     ...(testFiles === undefined ? {} : { testFiles }),
   },
 })
@@ -188,6 +204,26 @@ describe("verifier actor over the bus (sandbox host on the local driver)", () =>
     ])
     expect(result.durationMs).toBeGreaterThan(0)
     expect(new TextDecoder().decode(result.outputTail)).toContain("short test summary info")
+  })
+
+  it("copies tests larger than a bus message in pieces", async () => {
+    const result = await withActors((bus) =>
+      Effect.gen(function* () {
+        const sandboxId = yield* episode(bus, 0)
+        return yield* verify(
+          bus,
+          request(sandboxId, { source: { case: "dir", value: "big/tests" } }, 1),
+        )
+      }),
+    )
+    expect(result.error?.message).toBeUndefined()
+    expect(summary(result)).toEqual({
+      passed: 1,
+      total: 1,
+      reward: 1,
+      resolved: true,
+      infraFailed: false,
+    })
   })
 
   it("answers bad requests with errors and keeps serving", async () => {

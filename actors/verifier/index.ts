@@ -42,7 +42,7 @@ const positive = (flags: FlagValues, name: string, env: string, fallback: number
   return Number(raw)
 }
 
-export const verifierFlagsHelp = `  --task-root DIR               task store for tests sent as FilesRef.dir: <DIR>/<task_set>/<dir> (T1_TASK_ROOT)
+export const verifierFlagsHelp = `  --task-root DIR              task store for tests sent as FilesRef.dir: <DIR>/<task_set>/<dir> (T1_TASK_ROOT)
   --default-timeout-sec S      for tasks with verifier_timeout_sec 0 (default 600)
   --max-report-mb N            largest pytest report or reward file read back (default 8)`
 

@@ -18,6 +18,7 @@ import {
 import { SandboxDied } from "../sandbox/errors.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "../sandbox/image/testing.ts"
 import { killLocalSandboxProcesses, LocalDriverLive } from "../sandbox/local/index.ts"
+import { openArchive, packDirectory } from "./archive.ts"
 import { SandboxCallFailed, VerifierInfraError } from "./errors.ts"
 import { parseJunitXml } from "./junit.ts"
 import { bootstrapsPytestOverNetwork, pytestTargets } from "./offline.ts"
@@ -435,13 +436,14 @@ describe("verifyEpisode on the local driver", () => {
     path = `${hostPythonWithPytest()}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`
   })
   afterAll(() => runtime.dispose())
-  let n = 0
+  let tests = 0
+  let logs = 0
   scenarios({
     runtime,
     // The local driver maps only the workdir: /tests and /logs would be this host's.
     spec: () => sandboxSpec({ image: "", workdir: "/app", env: { PATH: path }, ttlMs: 120_000 }),
-    testDir: () => join(scratch, `tests-${++n}`),
-    logsDir: () => join(scratch, `logs-${n}`, "verifier"),
+    testDir: () => join(scratch, `tests-${++tests}`),
+    logsDir: () => join(scratch, `logs-${++logs}`, "verifier"),
     workdir: "/app",
     killFromOutside: (id) => killLocalSandboxProcesses(id, root),
     ownRoot: false,
@@ -684,6 +686,20 @@ uv run pytest $TEST_DIR/test_outputs.py -rA`
     expect([decoded.tests.length, decoded.total, decoded.tests[0]?.message.length]).toEqual([
       400, 400, 1024,
     ])
+  })
+
+  it("packs the tests with TB1's run-tests.sh, which lies beside tests/, and reads them back", async () => {
+    const taskDir = testsDir({
+      "run-tests.sh": "echo tb1\n",
+      "tests/test_a.py": "def test_a(): pass\n",
+    })
+    const packed = await packDirectory(join(taskDir, "tests"), {
+      name: "run-tests.sh",
+      path: join(taskDir, "run-tests.sh"),
+    })
+    const opened = await openArchive(packed.tar)
+    expect([...opened.files].sort()).toEqual(["run-tests.sh", "test_a.py"])
+    expect(new TextDecoder().decode(await opened.read("run-tests.sh"))).toBe("echo tb1\n")
   })
 
   it("reads how to verify from the proto task's test command", () => {

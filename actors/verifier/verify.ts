@@ -150,22 +150,19 @@ export const verifyEpisode = (
     } satisfies VerifierOutcome
   })
 
-const packTests = (v: TaskVerifier) =>
-  Effect.tryPromise({
-    try: () => {
-      if (v.testsDir === "") throw new Error("no tests directory and no tests archive")
-      const extra =
-        v.kind === "script" && v.script !== undefined && v.scriptPath !== undefined
-          ? { name: v.script, path: v.scriptPath }
-          : undefined
-      return packDirectory(v.testsDir, extra)
-    },
-    catch: (e) =>
-      new InvalidVerifierTask({
-        field: "verifier.testsDir",
-        reason: e instanceof Error ? e.message : String(e),
-      }),
+const packTests = (v: TaskVerifier): Effect.Effect<TestsArchive, InvalidVerifierTask> => {
+  const invalid = (reason: string) =>
+    new InvalidVerifierTask({ field: "verifier.testsDir", reason })
+  if (v.testsDir === "") return Effect.fail(invalid("no tests directory and no tests archive"))
+  const extra =
+    v.kind === "script" && v.script !== undefined && v.scriptPath !== undefined
+      ? { name: v.script, path: v.scriptPath }
+      : undefined
+  return Effect.tryPromise({
+    try: () => packDirectory(v.testsDir, extra),
+    catch: (e) => invalid(e instanceof Error ? e.message : String(e)),
   })
+}
 
 type Plan =
   | {
