@@ -3,6 +3,7 @@ import type { Effect } from "effect"
 import { actorCommand } from "./commands/actor.ts"
 import { imageCommand } from "./commands/image.ts"
 import { pingCommand } from "./commands/ping.ts"
+import { tasksCommand } from "./commands/tasks.ts"
 import { UsageError } from "./flags.ts"
 import { runCommand } from "./run-main.ts"
 
@@ -22,6 +23,7 @@ const commands: Record<
     run: imageCommand,
   },
   ping: { summary: "check that the bus and at least one actor answer", run: pingCommand },
+  tasks: { summary: "task families, synth, decontam, check (t1 tasks --help)", run: tasksCommand },
 }
 
 const version = (): string => {

@@ -31,9 +31,7 @@ const parentOf = (path: string): string | undefined => {
 
 /** Commands that create the files (parents first), then set modes and times. */
 export const createFiles = (files: ReadonlyArray<FileSpec>): Array<string> => {
-  const parents = [
-    ...new Set(files.map((f) => parentOf(f.path)).filter((p) => p !== undefined)),
-  ]
+  const parents = [...new Set(files.map((f) => parentOf(f.path)).filter((p) => p !== undefined))]
   const out: Array<string> = []
   if (parents.length > 0) out.push(`mkdir -p ${parents.map(shellQuote).join(" ")}`)
   for (const file of files) out.push(writeFileCommand(file.path, file.content))

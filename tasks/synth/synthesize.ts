@@ -1,8 +1,8 @@
 import { basename, join, resolve } from "node:path"
 import { Effect } from "effect"
-import { TaskWriteFailed, UnknownFamily } from "./errors.ts"
-import { DIFFICULTIES, type Difficulty, type GeneratedTask, type TaskFamily } from "./family.ts"
+import { type TaskWriteFailed, UnknownFamily } from "./errors.ts"
 import { familyRegistry } from "./families/index.ts"
+import { DIFFICULTIES, type Difficulty, type GeneratedTask, type TaskFamily } from "./family.ts"
 import { makeRng } from "./rng.ts"
 import { type TaskMeta, writeTask } from "./write.ts"
 

@@ -54,7 +54,5 @@ export const URL_PATHS = words(`
 `)
 
 /** A name like "silent-harbor" or "silent_harbor". */
-export const compoundName = (
-  pick: <T>(items: ReadonlyArray<T>) => T,
-  separator = "-",
-): string => `${pick(ADJECTIVES)}${separator}${pick(NOUNS)}`
+export const compoundName = (pick: <T>(items: ReadonlyArray<T>) => T, separator = "-"): string =>
+  `${pick(ADJECTIVES)}${separator}${pick(NOUNS)}`

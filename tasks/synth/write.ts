@@ -1,8 +1,8 @@
 import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { Effect } from "effect"
-import type { Difficulty, GeneratedTask } from "./family.ts"
 import { TaskWriteFailed } from "./errors.ts"
+import type { Difficulty, GeneratedTask } from "./family.ts"
 
 export interface TaskMeta {
   readonly id: string
@@ -20,23 +20,24 @@ const VERIFIER_TIMEOUT_SEC = 60
 
 /** task.json as tasks/NATIVE.md specifies it, keys in a fixed order. */
 export const taskJson = (generated: GeneratedTask, meta: TaskMeta): string => {
-  const fields: ReadonlyArray<readonly [string, string | number | boolean | ReadonlyArray<string>]> =
-    [
-      ["id", meta.id],
-      ["task_set", meta.taskSet],
-      ["family", meta.family],
-      ["difficulty", meta.difficulty],
-      ["split", meta.split],
-      ["tags", meta.tags],
-      ["image", TASK_IMAGE],
-      ["workdir", TASK_WORKDIR],
-      ["allow_internet", false],
-      ["cpus", 1],
-      ["memory_mb", 1024],
-      ["agent_timeout_sec", generated.agentTimeoutSec ?? AGENT_TIMEOUT_SEC[meta.difficulty]],
-      ["verifier_timeout_sec", VERIFIER_TIMEOUT_SEC],
-      ["expected_tests", generated.expectedTests],
-    ]
+  const fields: ReadonlyArray<
+    readonly [string, string | number | boolean | ReadonlyArray<string>]
+  > = [
+    ["id", meta.id],
+    ["task_set", meta.taskSet],
+    ["family", meta.family],
+    ["difficulty", meta.difficulty],
+    ["split", meta.split],
+    ["tags", meta.tags],
+    ["image", TASK_IMAGE],
+    ["workdir", TASK_WORKDIR],
+    ["allow_internet", false],
+    ["cpus", 1],
+    ["memory_mb", 1024],
+    ["agent_timeout_sec", generated.agentTimeoutSec ?? AGENT_TIMEOUT_SEC[meta.difficulty]],
+    ["verifier_timeout_sec", VERIFIER_TIMEOUT_SEC],
+    ["expected_tests", generated.expectedTests],
+  ]
   // The layout Biome's JSON formatter keeps (short arrays on one line), so `biome check` passes
   // on committed task sets.
   const value = (v: string | number | boolean | ReadonlyArray<string>): string =>

@@ -14,8 +14,12 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
 
   const kept: Array<FileSpec> = [{ path: "project/README.md", content: `# ${name()}\n${line()}` }]
   for (let i = 0; i < rng.int(3, 5); i++)
-    kept.push({ path: `project/src/${name()}.${rng.pick(["py", "sh", "txt"])}`, content: line() + line() })
-  for (let i = 0; i < rng.int(1, 2); i++) kept.push({ path: `project/docs/${name()}.md`, content: line() })
+    kept.push({
+      path: `project/src/${name()}.${rng.pick(["py", "sh", "txt"])}`,
+      content: line() + line(),
+    })
+  for (let i = 0; i < rng.int(1, 2); i++)
+    kept.push({ path: `project/docs/${name()}.md`, content: line() })
   const logs: Array<FileSpec> = Array.from({ length: rng.int(2, 3) }, () => ({
     path: `project/logs/${name()}.log`,
     content: line() + line() + line(),
@@ -39,7 +43,9 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     : []
 
   const setup = bashScript([
-    ...createFiles([...kept, ...logs, ...cache, ...temps].sort((a, b) => (a.path < b.path ? -1 : 1))),
+    ...createFiles(
+      [...kept, ...logs, ...cache, ...temps].sort((a, b) => (a.path < b.path ? -1 : 1)),
+    ),
     ...(medium
       ? [
           "staging=$(mktemp -d)",
@@ -58,6 +64,8 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     ? "every log file (`*.log`, and `*.log.gz` if you compress them first), every `*.tmp` file, and the whole `project/cache/` directory"
     : "every `*.log` file and the whole `project/cache/` directory"
   const instruction = [
+    `The folder \`project/\` needs backing up${medium ? ", and a bundle of files has arrived in `incoming/`" : ""}. Do the following:`,
+    "",
     `1. Create \`backup/project.tar.gz\`, a gzip-compressed tar archive of the \`project/\` folder. Member paths must start with \`project/\` (e.g. \`project/README.md\`). Leave out ${excluded}.`,
     ...(medium
       ? [
@@ -123,7 +131,11 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     {
       name: "backup_excludes_cache",
       doc: "project/cache is not in the archive",
-      body: ["got = archive_files()", "assert len(got) > 0", 'assert not [p for p in got if p.startswith("project/cache")]'],
+      body: [
+        "got = archive_files()",
+        "assert len(got) > 0",
+        'assert not [p for p in got if p.startswith("project/cache")]',
+      ],
     },
     {
       name: "backup_contents_match",
@@ -146,7 +158,11 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
       {
         name: "tmp_files_excluded",
         doc: "no .tmp file is in the archive",
-        body: ["got = archive_files()", "assert len(got) > 0", 'assert not [p for p in got if p.endswith(".tmp")]'],
+        body: [
+          "got = archive_files()",
+          "assert len(got) > 0",
+          'assert not [p for p in got if p.endswith(".tmp")]',
+        ],
       },
       {
         name: "logs_are_gzipped",

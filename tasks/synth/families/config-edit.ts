@@ -67,7 +67,13 @@ interface Edit {
 const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
   const domain = `${rng.pick(NOUNS)}-old.internal`
   const newDomain = `${rng.pick(NOUNS)}.example.net`
-  const sectionNames = ["server", ...rng.sample(Object.keys(SECTIONS).filter((s) => s !== "server"), difficulty === "easy" ? 2 : 3)]
+  const sectionNames = [
+    "server",
+    ...rng.sample(
+      Object.keys(SECTIONS).filter((s) => s !== "server"),
+      difficulty === "easy" ? 2 : 3,
+    ),
+  ]
   const sections = sectionNames.map((name) => ({
     name,
     settings: (SECTIONS[name] as (rng: Rng, domain: string) => ReadonlyArray<Setting>)(rng, domain),
@@ -87,8 +93,8 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
   }
   const original = `${lines.join("\n")}\n`
 
-  const norm = "def norm(line):\n    return \" \".join(line.replace(\"=\", \" = \").split())"
-  const edits: Array<Edit> = kinds.map((kind): Edit => {
+  const norm = 'def norm(line):\n    return " ".join(line.replace("=", " = ").split())'
+  const editFor = (kind: EditKind): Edit => {
     switch (kind) {
       case "set": {
         const s = plain.pop() as Setting
@@ -101,7 +107,10 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
           test: {
             name: `${s.key}_is_changed`,
             doc: `${s.key} now has the value ${value}`,
-            body: [`assert ${py(`${s.key} = ${value}`)} in [norm(l) for l in conf_lines()]`, `assert ${py(`${s.key} = ${s.value}`)} not in [norm(l) for l in conf_lines()]`],
+            body: [
+              `assert ${py(`${s.key} = ${value}`)} in [norm(l) for l in conf_lines()]`,
+              `assert ${py(`${s.key} = ${s.value}`)} not in [norm(l) for l in conf_lines()]`,
+            ],
           },
         }
       }
@@ -154,7 +163,7 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
             name: `${s.key}_is_removed`,
             doc: `no line mentions ${s.key} any more`,
             body: [
-              "keys = [l.lstrip(\"# \").split(\"=\")[0].strip() for l in conf_lines()]",
+              'keys = [l.lstrip("# ").split("=")[0].strip() for l in conf_lines()]',
               "assert len(keys) > 0",
               `assert ${py(s.key)} not in keys`,
             ],
@@ -171,7 +180,7 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
             name: "domain_is_replaced",
             doc: "the old domain is gone and every line that used it now uses the new one",
             body: [
-              "text = (APP / \"app.conf\").read_text()",
+              'text = (APP / "app.conf").read_text()',
               `assert ${py(domain)} not in text`,
               `assert text.count(${py(newDomain)}) == ${original.split(domain).length - 1}`,
             ],
@@ -200,7 +209,8 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
         const line = `[features]`
         return {
           kind,
-          instruction: "Append a new section at the very end of the file: a line `[features]` followed by a line `beta = true`.",
+          instruction:
+            "Append a new section at the very end of the file: a line `[features]` followed by a line `beta = true`.",
           sed: "printf '%s\\n' '[features]' 'beta = true' >> app.conf",
           apply: (ls) => [...ls, line, "beta = true"],
           test: {
@@ -214,7 +224,8 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
         }
       }
     }
-  })
+  }
+  const edits = kinds.map(editFor)
 
   let expectedLines = lines
   for (const e of edits) expectedLines = e.apply(expectedLines)
@@ -270,7 +281,8 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
 
 export const configEdit: TaskFamily = {
   name: "config-edit",
-  summary: "in-place edits of an INI-style config with sed: set, comment, uncomment, delete, rename domain, insert",
+  summary:
+    "in-place edits of an INI-style config with sed: set, comment, uncomment, delete, rename domain, insert",
   tags: ["text", "sed", "config"],
   generate,
 }

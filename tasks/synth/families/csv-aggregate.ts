@@ -22,7 +22,8 @@ interface Row {
 }
 
 const cell = (s: string) => (s.includes(",") ? `"${s}"` : s)
-const money = (cents: number) => `${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, "0")}`
+const money = (cents: number) =>
+  `${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, "0")}`
 
 const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
   const size = SIZES[difficulty]
@@ -31,7 +32,9 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
   const regions = rng.sample(REGIONS, size.regions)
   const monthIndex = rng.int(1, 5)
   const month = String(monthIndex + 1).padStart(2, "0")
-  const products = rng.sample(PRODUCTS, 5).map((p) => (hard && rng.chance(0.6) ? `${p}, ${rng.pick(SIZES_OF)}` : p))
+  const products = rng
+    .sample(PRODUCTS, 5)
+    .map((p) => (hard && rng.chance(0.6) ? `${p}, ${rng.pick(SIZES_OF)}` : p))
   const prices = new Map(products.map((p) => [p, rng.int(150, 9999)]))
   let rows: Array<Row> = []
   let id = rng.int(1000, 5000)
@@ -65,7 +68,9 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
   // Hard sorts by revenue: make the revenues distinct so the order is defined.
   while (hard && new Set([...by.values()].map((s) => s.cents)).size < by.size) {
     const bump = rng.int(0, rows.length - 1)
-    rows = rows.map((r, i) => (i === bump && r.units !== undefined ? { ...r, units: r.units + 1 } : r))
+    rows = rows.map((r, i) =>
+      i === bump && r.units !== undefined ? { ...r, units: r.units + 1 } : r,
+    )
     by = summarise()
   }
   const summary = [...by.entries()]
@@ -74,16 +79,21 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
   const productCents = new Map<string, number>()
   for (const r of rows.filter(counted))
     productCents.set(r.product, (productCents.get(r.product) ?? 0) + (r.units as number) * r.cents)
-  const topProduct = [...productCents.entries()].sort(([a, x], [b, y]) => y - x || (a < b ? -1 : 1))[0]?.[0] ?? ""
+  const topProduct =
+    [...productCents.entries()].sort(([a, x], [b, y]) => y - x || (a < b ? -1 : 1))[0]?.[0] ?? ""
 
   const csv = [
     "order_id,date,region,product,units,unit_price",
-    ...rows.map((r) => [r.id, r.date, r.region, cell(r.product), r.units ?? "", money(r.cents)].join(",")),
+    ...rows.map((r) =>
+      [r.id, r.date, r.region, cell(r.product), r.units ?? "", money(r.cents)].join(","),
+    ),
   ].join("\n")
 
   const instruction = [
     "`sales.csv` lists orders, one per row, with the columns order_id, date (YYYY-MM-DD), region, product, units and unit_price.",
-    ...(hard ? ["Product names may contain commas; such fields are double-quoted, as usual in CSV."] : []),
+    ...(hard
+      ? ["Product names may contain commas; such fields are double-quoted, as usual in CSV."]
+      : []),
     "",
     `Write \`summary.csv\` with the header \`region,orders,units,revenue\` and one row per region: the number of orders, the total units and the revenue (sum of units × unit_price) written with exactly two decimals, e.g. \`1234.50\`.`,
     ...(filtered
@@ -119,7 +129,7 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
         "        cents[r] += u * c",
         '        by_product[row["product"]] += u * c',
         'with open("summary.csv", "w", newline="") as f:',
-        "    w = csv.writer(f, lineterminator=\"\\n\")",
+        '    w = csv.writer(f, lineterminator="\\n")',
         '    w.writerow(["region", "orders", "units", "revenue"])',
         "    for r in sorted(cents, key=lambda r: -cents[r]):",
         '        w.writerow([r, orders[r], units[r], f"{cents[r] // 100}.{cents[r] % 100:02d}"])',
@@ -132,7 +142,7 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
         "{",
         "  echo region,orders,units,revenue",
         `  awk -F, 'NR > 1${filtered ? ` && $2 ~ /^2024-${month}-/ && $5 != ""` : ""} { o[$3]++; u[$3] += $5; c[$3] += $5 * $6 }`,
-        "    END { for (r in o) printf \"%s,%d,%d,%.2f\\n\", r, o[r], u[r], c[r] }' sales.csv | LC_ALL=C sort",
+        '    END { for (r in o) printf "%s,%d,%d,%.2f\\n", r, o[r], u[r], c[r] }\' sales.csv | LC_ALL=C sort',
         "} > summary.csv",
       ])
 
@@ -222,7 +232,8 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
 
 export const csvAggregate: TaskFamily = {
   name: "csv-aggregate",
-  summary: "group-by region over sales.csv: counts, sums, revenue to the cent; month filter, quoted fields",
+  summary:
+    "group-by region over sales.csv: counts, sums, revenue to the cent; month filter, quoted fields",
   tags: ["csv", "awk", "python", "aggregation"],
   generate,
 }

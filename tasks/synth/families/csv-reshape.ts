@@ -5,7 +5,15 @@ import { bashScript, createFiles } from "../shell.ts"
 import { DEPARTMENTS, FIRST_NAMES, LAST_NAMES } from "../vocabulary.ts"
 
 const SIZES = { easy: 12, medium: 20, hard: 30 } as const
-const COLUMNS = ["id", "first_name", "last_name", "email", "department", "salary", "start_date"] as const
+const COLUMNS = [
+  "id",
+  "first_name",
+  "last_name",
+  "email",
+  "department",
+  "salary",
+  "start_date",
+] as const
 type Column = (typeof COLUMNS)[number]
 type Person = Record<Column, string>
 
@@ -32,17 +40,24 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
       id: String(id),
       first_name: first,
       last_name: last,
-      email: hard && rng.chance(0.4) ? email.replace(/^./, (c) => c.toUpperCase()).toUpperCase() : email,
+      email:
+        hard && rng.chance(0.4) ? email.replace(/^./, (c) => c.toUpperCase()).toUpperCase() : email,
       department: people.length < 4 ? target : rng.pick(departments),
       salary: String(salary),
       start_date: `20${rng.int(10, 24)}-${String(rng.int(1, 12)).padStart(2, "0")}-${String(rng.int(1, 28)).padStart(2, "0")}`,
     })
   }
-  const inTarget = people.filter((p) => p.department === target).map((p) => Number(p.salary)).sort((a, b) => a - b)
+  const inTarget = people
+    .filter((p) => p.department === target)
+    .map((p) => Number(p.salary))
+    .sort((a, b) => a - b)
   const threshold = easy ? 0 : (inTarget[Math.floor(inTarget.length / 3)] as number)
   const inputOrder = rng.shuffle(COLUMNS)
   const rows = hard ? [...people, ...rng.sample(people, 3)] : people
-  const input = [inputOrder.join(delimiter), ...rng.shuffle(rows).map((p) => inputOrder.map((c) => p[c]).join(delimiter))]
+  const input = [
+    inputOrder.join(delimiter),
+    ...rng.shuffle(rows).map((p) => inputOrder.map((c) => p[c]).join(delimiter)),
+  ]
 
   const outColumns = rng.pick([
     ["last_name", "first_name", "email", "salary"],
@@ -64,7 +79,9 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
         ? (firstSeen.get(a.id) as number) - (firstSeen.get(b.id) as number)
         : Number(b.salary) - Number(a.salary) || (a.last_name < b.last_name ? -1 : 1),
     )
-  const outRows = selected.map((p) => outColumns.map((c) => (c === "email" ? p.email.toLowerCase() : p[c])))
+  const outRows = selected.map((p) =>
+    outColumns.map((c) => (c === "email" ? p.email.toLowerCase() : p[c])),
+  )
   const outFile = `out/${target}.csv`
 
   const instruction = [
@@ -132,7 +149,10 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     {
       name: "right_people_selected",
       doc: "exactly the requested people are in the output",
-      body: ["got = sorted(r[KEY].lower() for r in table()[1:])", "assert got == sorted(r[KEY].lower() for r in ROWS)"],
+      body: [
+        "got = sorted(r[KEY].lower() for r in table()[1:])",
+        "assert got == sorted(r[KEY].lower() for r in ROWS)",
+      ],
     },
     {
       name: "column_values",
@@ -167,12 +187,20 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
       {
         name: "no_duplicates",
         doc: "each person appears once",
-        body: ["keys = [r[KEY].lower() for r in table()[1:]]", "assert len(keys) > 0", "assert len(keys) == len(set(keys))"],
+        body: [
+          "keys = [r[KEY].lower() for r in table()[1:]]",
+          "assert len(keys) > 0",
+          "assert len(keys) == len(set(keys))",
+        ],
       },
       {
         name: "comma_separated",
         doc: "the output uses commas, not semicolons",
-        body: ["text = OUT.read_text()", 'assert ";" not in text', 'assert text.splitlines()[0] == ",".join(HEADER)'],
+        body: [
+          "text = OUT.read_text()",
+          'assert ";" not in text',
+          'assert text.splitlines()[0] == ",".join(HEADER)',
+        ],
       },
     )
   if (hard)

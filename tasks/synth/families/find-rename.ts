@@ -16,7 +16,12 @@ interface Photo {
 const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
   const medium = difficulty !== "easy"
   const hard = difficulty === "hard"
-  const dirs = ["photos", `photos/${rng.int(2019, 2024)}`, `photos/${rng.pick(NOUNS)}`, `photos/${rng.pick(NOUNS)}/${rng.pick(ADJECTIVES)}`]
+  const dirs = [
+    "photos",
+    `photos/${rng.int(2019, 2024)}`,
+    `photos/${rng.pick(NOUNS)}`,
+    `photos/${rng.pick(NOUNS)}/${rng.pick(ADJECTIVES)}`,
+  ]
   const rename = (name: string) => {
     let out = name.replace(/\.jpeg$/i, ".jpg")
     if (medium) out = out.replaceAll(" ", "_")
@@ -33,7 +38,10 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     let stem = stemWords.join(sep)
     if (hard && rng.chance(0.4)) stem = stem.toUpperCase()
     else if (rng.chance(0.3)) stem = `IMG${sep}${rng.int(1000, 9999)}`
-    const ext = photos.length < 3 ? rng.pick(["jpeg", "JPEG"]) : rng.pick(["jpeg", "JPEG", "jpg", "png", "gif"])
+    const ext =
+      photos.length < 3
+        ? rng.pick(["jpeg", "JPEG"])
+        : rng.pick(["jpeg", "JPEG", "jpg", "png", "gif"])
     const name = `${stem}.${ext}`
     const final = `${dir}/${rename(name)}`
     if (used.has(final.toLowerCase()) || used.has(`${dir}/${name}`.toLowerCase())) continue
@@ -48,12 +56,24 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
       size: large ? size : 0,
     })
   }
-  const tmpOld = Array.from({ length: rng.int(2, 3) }, (_, i) => `${rng.pick(dirs)}/cache-old-${i}-${rng.pick(NOUNS)}.tmp`)
-  const tmpNew = Array.from({ length: rng.int(1, 2) }, (_, i) => `${rng.pick(dirs)}/cache-new-${i}-${rng.pick(NOUNS)}.tmp`)
+  const tmpOld = Array.from(
+    { length: rng.int(2, 3) },
+    (_, i) => `${rng.pick(dirs)}/cache-old-${i}-${rng.pick(NOUNS)}.tmp`,
+  )
+  const tmpNew = Array.from(
+    { length: rng.int(1, 2) },
+    (_, i) => `${rng.pick(dirs)}/cache-new-${i}-${rng.pick(NOUNS)}.tmp`,
+  )
 
   const files: Array<FileSpec> = [
-    ...photos.filter((p) => p.content !== undefined).map((p) => ({ path: p.path, content: p.content as string })),
-    ...tmpOld.map((path) => ({ path, content: "stale\n", mtime: `20${rng.int(18, 21)}-0${rng.int(1, 9)}-1${rng.int(0, 9)} 12:00:00` })),
+    ...photos
+      .filter((p) => p.content !== undefined)
+      .map((p) => ({ path: p.path, content: p.content as string })),
+    ...tmpOld.map((path) => ({
+      path,
+      content: "stale\n",
+      mtime: `20${rng.int(18, 21)}-0${rng.int(1, 9)}-1${rng.int(0, 9)} 12:00:00`,
+    })),
     ...tmpNew.map((path) => ({ path, content: "fresh\n" })),
   ]
   const setup = bashScript([
@@ -66,7 +86,9 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
   const steps = [
     "Rename every `.jpeg` file (any case: `.jpeg`, `.JPEG`, …) to the same name with the extension `.jpg`.",
     ...(medium ? ["Replace every space in file names with an underscore (`_`)."] : []),
-    ...(hard ? ["Make every file name entirely lower case (directory names are already lower case)."] : []),
+    ...(hard
+      ? ["Make every file name entirely lower case (directory names are already lower case)."]
+      : []),
     "Delete the `.tmp` files that were last modified more than 30 days ago; keep the newer ones.",
     ...(hard
       ? [
@@ -84,21 +106,21 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
 
   const solution = bashScript([
     "find photos -type f -name '*.tmp' -mtime +30 -delete",
-    "find photos -type f -iname '*.jpeg' -print0 | while IFS= read -r -d '' f; do mv -- \"$f\" \"${f%.*}.jpg\"; done",
+    `find photos -type f -iname '*.jpeg' -print0 | while IFS= read -r -d '' f; do mv -- "$f" "\${f%.*}.jpg"; done`,
     ...(medium
       ? [
           "find photos -type f -name '* *' -print0 | while IFS= read -r -d '' f; do",
-          '  b="${f##*/}"',
-          '  mv -- "$f" "${f%/*}/${b// /_}"',
+          `  b="\${f##*/}"`,
+          `  mv -- "$f" "\${f%/*}/\${b// /_}"`,
           "done",
         ]
       : []),
     ...(hard
       ? [
           "find photos -type f -print0 | while IFS= read -r -d '' f; do",
-          '  b="${f##*/}"',
-          '  l="${b,,}"',
-          '  [ "$b" = "$l" ] || mv -- "$f" "${f%/*}/$l"',
+          `  b="\${f##*/}"`,
+          `  l="\${b,,}"`,
+          `  [ "$b" = "$l" ] || mv -- "$f" "\${f%/*}/$l"`,
           "done",
           `find photos -type f -size +${LARGE_BYTES / 1024}k | LC_ALL=C sort > large_files.txt`,
         ]
@@ -157,21 +179,35 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     tests.push({
       name: "no_spaces_in_names",
       doc: "no file name contains a space",
-      body: ["files = all_files()", "assert len(files) > 0", 'assert [f for f in files if " " in f] == []', "assert all((APP / p).exists() for p in FINAL)"],
+      body: [
+        "files = all_files()",
+        "assert len(files) > 0",
+        'assert [f for f in files if " " in f] == []',
+        "assert all((APP / p).exists() for p in FINAL)",
+      ],
     })
   if (hard)
     tests.push(
       {
         name: "names_are_lower_case",
         doc: "every file name is lower case",
-        body: ["files = all_files()", "assert [f for f in files if f != f.lower()] == []", "assert all((APP / p).exists() for p in FINAL)"],
+        body: [
+          "files = all_files()",
+          "assert [f for f in files if f != f.lower()] == []",
+          "assert all((APP / p).exists() for p in FINAL)",
+        ],
       },
       {
         name: "large_files_listed",
         doc: `large_files.txt lists the files over ${LARGE_BYTES} bytes`,
         body: [
           'lines = [l.strip().removeprefix("./") for l in (APP / "large_files.txt").read_text().splitlines() if l.strip()]',
-          `assert lines == ${py(photos.filter((p) => p.size > LARGE_BYTES).map((p) => p.final).sort())}`,
+          `assert lines == ${py(
+            photos
+              .filter((p) => p.size > LARGE_BYTES)
+              .map((p) => p.final)
+              .sort(),
+          )}`,
         ],
       },
     )
@@ -180,7 +216,8 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
 
 export const findRename: TaskFamily = {
   name: "find-rename",
-  summary: "batch renames across a tree (extensions, spaces, case), age-based deletion, size listing with find",
+  summary:
+    "batch renames across a tree (extensions, spaces, case), age-based deletion, size listing with find",
   tags: ["find", "file-ops", "rename", "bash"],
   generate,
 }

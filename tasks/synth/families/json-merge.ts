@@ -84,7 +84,10 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     [["server", "tls", "enabled"], true],
     [["database", "pool", "max"], rng.int(50, 99)],
     [["logging", "level"], rng.pick(["debug", "warn"])],
-    [["logging", "targets"], ["stdout", `/var/log/${rng.pick(NOUNS)}.log`]],
+    [
+      ["logging", "targets"],
+      ["stdout", `/var/log/${rng.pick(NOUNS)}.log`],
+    ],
     [["service", "replicas"], rng.int(5, 9)],
     [["features", "flags"], rng.sample(NOUNS, 2)],
   ]
@@ -109,10 +112,14 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     ? overrideFor([
         [["server", "port"], rng.int(10000, 10999)],
         [["logging", "format"], "json"],
-        [["service", "region"], rng.pick(REGIONS.filter((r) => r !== (defaults.service as JsonObject).region))],
+        [
+          ["service", "region"],
+          rng.pick(REGIONS.filter((r) => r !== (defaults.service as JsonObject).region)),
+        ],
       ])
     : undefined
-  const effective = local === undefined ? merge(defaults, overrides) : merge(merge(defaults, overrides), local)
+  const effective =
+    local === undefined ? merge(defaults, overrides) : merge(merge(defaults, overrides), local)
   const before = leaves(defaults)
   const after = leaves(effective)
   const changed = [...new Set([...before.keys(), ...after.keys()])]
@@ -127,7 +134,9 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     "",
     "- when both sides have an object under the same key, merge the two objects key by key, recursively;",
     "- any other value (number, string, boolean, array) from the later file replaces the earlier one; arrays are replaced, not concatenated;",
-    ...(medium ? ["- a key whose value is `null` in a later file is removed from the result;"] : []),
+    ...(medium
+      ? ["- a key whose value is `null` in a later file is removed from the result;"]
+      : []),
     "- keys that appear on only one side are kept.",
     ...(medium
       ? [
@@ -187,7 +196,11 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     {
       name: "effective_has_the_right_sections",
       doc: "config/effective.json is an object with the merged top-level keys",
-      body: ["got = effective()", "assert isinstance(got, dict)", `assert sorted(got) == ${py(sections)}`],
+      body: [
+        "got = effective()",
+        "assert isinstance(got, dict)",
+        `assert sorted(got) == ${py(sections)}`,
+      ],
     },
     ...sections.map((s) => ({
       name: `section_${s}`,
@@ -201,7 +214,10 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
       doc: "arrays from the override replace the default arrays instead of being concatenated",
       body: [
         "got = effective()",
-        ...arrayPaths.map((p) => `assert got${p.map((k) => `[${py(k)}]`).join("")} == WANT${p.map((k) => `[${py(k)}]`).join("")}`),
+        ...arrayPaths.map(
+          (p) =>
+            `assert got${p.map((k) => `[${py(k)}]`).join("")} == WANT${p.map((k) => `[${py(k)}]`).join("")}`,
+        ),
       ],
     })
   if (medium) {
@@ -214,7 +230,10 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
           "got = effective()",
           ...removed.map(
             (p) =>
-              `assert ${py(p[p.length - 1] as string)} not in got${p.slice(0, -1).map((k) => `[${py(k)}]`).join("")}`,
+              `assert ${py(p[p.length - 1] as string)} not in got${p
+                .slice(0, -1)
+                .map((k) => `[${py(k)}]`)
+                .join("")}`,
           ),
         ],
       },
@@ -259,7 +278,8 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
 
 export const jsonMerge: TaskFamily = {
   name: "json-merge",
-  summary: "deep-merge layered JSON configs (objects merge, arrays replace, null deletes); list changed paths",
+  summary:
+    "deep-merge layered JSON configs (objects merge, arrays replace, null deletes); list changed paths",
   tags: ["json", "python", "config"],
   generate,
 }

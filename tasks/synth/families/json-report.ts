@@ -52,15 +52,23 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     total_items: finalActive.length,
     total_quantity: finalActive.reduce((s, i) => s + i.qty, 0),
     categories: [...new Set(finalActive.map((i) => i.category))].sort(),
-    low_stock: finalActive.filter((i) => i.qty < threshold).map((i) => i.sku).sort(),
+    low_stock: finalActive
+      .filter((i) => i.qty < threshold)
+      .map((i) => i.sku)
+      .sort(),
     value_by_category: Object.fromEntries(
-      [...new Set(finalActive.map((i) => i.category))].sort().map((c) => [
-        c,
-        money(finalActive.filter((i) => i.category === c).reduce((s, i) => s + value(i), 0)),
-      ]),
+      [...new Set(finalActive.map((i) => i.category))]
+        .sort()
+        .map((c) => [
+          c,
+          money(finalActive.filter((i) => i.category === c).reduce((s, i) => s + value(i), 0)),
+        ]),
     ),
     most_valuable: [...finalActive].sort((a, b) => value(b) - value(a))[0]?.sku ?? "",
-    discontinued: items.filter((i) => i.discontinued === true).map((i) => i.sku).sort(),
+    discontinued: items
+      .filter((i) => i.discontinued === true)
+      .map((i) => i.sku)
+      .sort(),
   }
   const keys: Array<keyof typeof report> = [
     "total_items",
@@ -92,11 +100,13 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
   const describe: Record<keyof typeof report, string> = {
     total_items: "`total_items`: the number of active items",
     total_quantity: "`total_quantity`: the sum of `qty` over active items",
-    categories: "`categories`: the distinct categories of active items, as a list sorted alphabetically",
+    categories:
+      "`categories`: the distinct categories of active items, as a list sorted alphabetically",
     low_stock: `\`low_stock\`: the skus of active items with \`qty\` below ${threshold}, sorted alphabetically`,
     value_by_category:
       "`value_by_category`: an object mapping each category of active items to the total value (qty × price) of its active items, rounded to 2 decimals",
-    most_valuable: "`most_valuable`: the sku of the active item with the highest value (qty × price)",
+    most_valuable:
+      "`most_valuable`: the sku of the active item with the highest value (qty × price)",
     discontinued: "`discontinued`: the skus of discontinued items, sorted alphabetically",
   }
   const instruction = [
@@ -115,9 +125,7 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     "import json",
     "",
     'doc = json.load(open("inventory.json"))',
-    hard
-      ? 'items = [i for s in doc["sections"] for i in s["items"]]'
-      : 'items = doc["items"]',
+    hard ? 'items = [i for s in doc["sections"] for i in s["items"]]' : 'items = doc["items"]',
     'active = [i for i in items if not i.get("discontinued", False)]',
     'value = lambda i: i["qty"] * i.get("price", 0)',
     'cats = sorted({i["category"] for i in active})',
@@ -167,7 +175,11 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     {
       name: "report_has_exactly_the_keys",
       doc: "report.json is a JSON object with exactly the requested keys",
-      body: ["got = report()", "assert isinstance(got, dict)", `assert sorted(got) == ${py([...keys].sort())}`],
+      body: [
+        "got = report()",
+        "assert isinstance(got, dict)",
+        `assert sorted(got) == ${py([...keys].sort())}`,
+      ],
     },
     ...keys.map((k) => ({ name: k, doc: `report.json has the right ${k}`, body: check[k] })),
   ]

@@ -24,12 +24,17 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
   const files: Array<{ readonly path: string; readonly content: string; group: Group }> = []
   const add = (path: string, group: Group, content = text()) => files.push({ path, content, group })
 
-  for (let i = 0; i < rng.int(2, 3); i++) add(`site/bin/${name()}.sh`, "scripts", `#!/bin/sh\necho ${name()}\n`)
-  for (let i = 0; i < rng.int(2, 3); i++) add(`site/secrets/${name()}.key`, "keys", `key-${rng.int(100000, 999999)}\n`)
-  for (let i = 0; i < rng.int(2, 4); i++) add(`site/public/${name()}.${rng.pick(["html", "css"])}`, "public")
+  for (let i = 0; i < rng.int(2, 3); i++)
+    add(`site/bin/${name()}.sh`, "scripts", `#!/bin/sh\necho ${name()}\n`)
+  for (let i = 0; i < rng.int(2, 3); i++)
+    add(`site/secrets/${name()}.key`, "keys", `key-${rng.int(100000, 999999)}\n`)
+  for (let i = 0; i < rng.int(2, 4); i++)
+    add(`site/public/${name()}.${rng.pick(["html", "css"])}`, "public")
   add("site/README.txt", "other")
   add(`site/data/${name()}.csv`, "other", `id,value\n1,${rng.int(1, 99)}\n`)
-  if (medium) for (let i = 0; i < rng.int(2, 3); i++) add(`site/data/readonly/${name()}.csv`, "readonly", `id\n${rng.int(1, 99)}\n`)
+  if (medium)
+    for (let i = 0; i < rng.int(2, 3); i++)
+      add(`site/data/readonly/${name()}.csv`, "readonly", `id\n${rng.int(1, 99)}\n`)
   if (hard) {
     // One public and one other file become private; both groups keep at least one file.
     const marked = [
@@ -93,7 +98,11 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
       : []),
   ])
 
-  const byGroup = (g: Group) => files.filter((f) => f.group === g).map((f) => f.path).sort()
+  const byGroup = (g: Group) =>
+    files
+      .filter((f) => f.group === g)
+      .map((f) => f.path)
+      .sort()
   const dirModes = Object.fromEntries(
     dirs.map((d) => [d, d === "site/secrets" ? 0o700 : d === "site/tmp" ? 0o1777 : 0o755]),
   )
@@ -141,7 +150,8 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
       ],
     },
   ]
-  if (medium) tests.push(groupTest("readonly", "readonly_data", "files in site/data/readonly are 444"))
+  if (medium)
+    tests.push(groupTest("readonly", "readonly_data", "files in site/data/readonly are 444"))
   if (hard) {
     const report = files
       .map((f) => `${MODES[f.group]} ${f.path}`)
@@ -172,7 +182,8 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
 
 export const permissionsFix: TaskFamily = {
   name: "permissions-fix",
-  summary: "repair file and directory modes by role (chmod, find); sticky bit; content rule; mode report",
+  summary:
+    "repair file and directory modes by role (chmod, find); sticky bit; content rule; mode report",
   tags: ["permissions", "chmod", "find", "stat"],
   generate,
 }

@@ -1,7 +1,7 @@
 import type { Difficulty, GeneratedTask, TaskFamily } from "../family.ts"
 import { py, pytestFile, type TestCase } from "../pytest.ts"
 import type { Rng } from "../rng.ts"
-import { bashScript, createFiles } from "../shell.ts"
+import { bashScript, createFiles, type FileSpec } from "../shell.ts"
 import { ADJECTIVES, NOUNS, VERBS } from "../vocabulary.ts"
 
 /**
@@ -15,6 +15,8 @@ interface Tool {
   readonly script: string
   readonly helpers: ReadonlyArray<string>
   readonly tests: ReadonlyArray<TestCase>
+  /** Extra input files for the agent to try the tool on. */
+  readonly inputs?: ReadonlyArray<FileSpec>
 }
 
 const RUN_HELPERS = (name: string) => [
@@ -25,7 +27,7 @@ const RUN_HELPERS = (name: string) => [
   "    return subprocess.run([str(TOOL), *map(str, args)], input=stdin, capture_output=True, text=True, timeout=10)",
   "",
   "",
-  "def out(*args, stdin=\"\"):",
+  'def out(*args, stdin=""):',
   "    r = run(*args, stdin=stdin)",
   "    assert r.returncode == 0, r.stderr",
   '    return r.stdout.rstrip("\\n")',
@@ -45,13 +47,21 @@ const usageTests = (calls: ReadonlyArray<ReadonlyArray<string>>, code: number): 
 
 const seqwords = (rng: Rng, difficulty: Difficulty): Tool => {
   const name = rng.pick(["fizzle", "seqwords", "countoff", "chime"])
-  const [a, b] = rng.pick([[2, 3], [3, 5], [2, 5], [3, 4], [4, 5], [3, 7]] as const)
+  const [a, b] = rng.pick([
+    [2, 3],
+    [3, 5],
+    [2, 5],
+    [3, 4],
+    [4, 5],
+    [3, 7],
+  ] as const)
   const [wa, wb] = rng.sample(NOUNS, 2) as [string, string]
   const medium = difficulty !== "easy"
   const hard = difficulty === "hard"
   const expected = (n: number, start = 1) => {
     const out: Array<string> = []
-    for (let i = start; i <= n; i++) out.push(`${i % a === 0 ? wa : ""}${i % b === 0 ? wb : ""}` || String(i))
+    for (let i = start; i <= n; i++)
+      out.push(`${i % a === 0 ? wa : ""}${i % b === 0 ? wb : ""}` || String(i))
     return out.join("\n")
   }
   const n1 = rng.int(a * b, a * b + 6)
@@ -71,7 +81,11 @@ const seqwords = (rng: Rng, difficulty: Difficulty): Tool => {
     {
       name: "multiples_of_both",
       doc: `a multiple of both ${a} and ${b} prints ${wa}${wb}`,
-      body: [`lines = out(${a * b}).splitlines()`, `assert lines[-1] == ${py(wa + wb)}`, `assert len(lines) == ${a * b}`],
+      body: [
+        `lines = out(${a * b}).splitlines()`,
+        `assert lines[-1] == ${py(wa + wb)}`,
+        `assert len(lines) == ${a * b}`,
+      ],
     },
   ]
   if (medium)
@@ -90,21 +104,25 @@ const seqwords = (rng: Rng, difficulty: Difficulty): Tool => {
     "#!/usr/bin/env bash",
     `usage() { echo "usage: ${name} N${medium ? " [START]" : ""}" >&2; exit 2; }`,
     `[ $# -ge 1 ] && [ $# -le ${medium ? 2 : 1} ] || usage`,
-    '[[ $1 =~ ^[0-9]+$ ]] || usage',
-    'start="${2:-1}"',
-    '[[ $start =~ ^[0-9]+$ ]] || usage',
-    'for ((i = start; i <= $1; i++)); do',
+    "[[ $1 =~ ^[0-9]+$ ]] || usage",
+    `start="\${2:-1}"`,
+    "[[ $start =~ ^[0-9]+$ ]] || usage",
+    "for ((i = start; i <= $1; i++)); do",
     '  out=""',
     `  if (( i % ${a} == 0 )); then out+=${wa}; fi`,
     `  if (( i % ${b} == 0 )); then out+=${wb}; fi`,
-    '  echo "${out:-$i}"',
+    `  echo "\${out:-$i}"`,
     "done",
   ].join("\n")
   return {
     name,
     instruction: [
       `Write a command-line tool \`bin/${name}\` (any language available here; it must be executable and start with a \`#!\` line) that takes a number N and prints the numbers from 1 to N, one per line — except that multiples of ${a} print \`${wa}\` instead, multiples of ${b} print \`${wb}\`, and multiples of both print \`${wa}${wb}\`.`,
-      ...(medium ? [`An optional second argument START makes it count from START instead of 1 (\`${name} N START\`).`] : []),
+      ...(medium
+        ? [
+            `An optional second argument START makes it count from START instead of 1 (\`${name} N START\`).`,
+          ]
+        : []),
       ...(hard
         ? [
             `If it is called with no arguments, too many arguments, or an argument that is not a non-negative integer, it must print a line starting with \`usage:\` to stderr, print nothing to stdout, and exit with status 2. \`${name} 0\` prints nothing and succeeds.`,
@@ -129,7 +147,9 @@ const caesar = (rng: Rng, difficulty: Difficulty): Tool => {
   const medium = difficulty !== "easy"
   const hard = difficulty === "hard"
   const sentence = () => {
-    const words = Array.from({ length: rng.int(4, 8) }, () => rng.pick([...NOUNS, ...ADJECTIVES, ...VERBS]))
+    const words = Array.from({ length: rng.int(4, 8) }, () =>
+      rng.pick([...NOUNS, ...ADJECTIVES, ...VERBS]),
+    )
     words[0] = `${(words[0] as string).charAt(0).toUpperCase()}${(words[0] as string).slice(1)}`
     return `${words.join(" ")}${rng.pick([".", "!", "?", ", 42."])}`
   }
@@ -142,12 +162,16 @@ const caesar = (rng: Rng, difficulty: Difficulty): Tool => {
     {
       name: "shifts_letters",
       doc: `shifts letters by ${k1}, keeping case`,
-      body: [`assert out(${k1}, stdin=${py(text1)}) == ${py(shiftText(text1, k1).replace(/\n$/, ""))}`],
+      body: [
+        `assert out(${k1}, stdin=${py(text1)}) == ${py(shiftText(text1, k1).replace(/\n$/, ""))}`,
+      ],
     },
     {
       name: "keeps_other_characters",
       doc: "digits, spaces and punctuation pass through unchanged",
-      body: [`assert out(${k1}, stdin=${py(text2)}) == ${py(shiftText(text2, k1).replace(/\n$/, ""))}`],
+      body: [
+        `assert out(${k1}, stdin=${py(text2)}) == ${py(shiftText(text2, k1).replace(/\n$/, ""))}`,
+      ],
     },
     {
       name: "wraps_around",
@@ -169,7 +193,9 @@ const caesar = (rng: Rng, difficulty: Difficulty): Tool => {
       {
         name: "decode_flag",
         doc: "-d SHIFT undoes the shift",
-        body: [`assert out("-d", ${k1}, stdin=${py(shiftText(text1, k1))}) == ${py(text1.replace(/\n$/, ""))}`],
+        body: [
+          `assert out("-d", ${k1}, stdin=${py(shiftText(text1, k1))}) == ${py(text1.replace(/\n$/, ""))}`,
+        ],
       },
       usageTests([[], ["x"], ["-d"], ["1", "2"]], 2),
     )
@@ -220,16 +246,25 @@ const colsum = (rng: Rng, difficulty: Difficulty): Tool => {
   const table = (rows: number, blanks: boolean) => {
     const columns = rng.sample(["price", "weight", "score", "hours", "amount", "distance"], 3)
     const data = Array.from({ length: rows }, () =>
-      columns.map((_, i) => (blanks && i > 0 && rng.chance(0.25) ? "" : `${rng.int(0, 500)}.${String(rng.int(0, 99)).padStart(2, "0")}`)),
+      columns.map((_, i) =>
+        blanks && i > 0 && rng.chance(0.25)
+          ? ""
+          : `${rng.int(0, 500)}.${String(rng.int(0, 99)).padStart(2, "0")}`,
+      ),
     )
     return { columns, data }
   }
   const cents = (v: string) => Math.round(Number(v) * 100)
-  const fmt = (c: number) => `${c < 0 ? "-" : ""}${Math.floor(Math.abs(c) / 100)}.${String(Math.abs(c) % 100).padStart(2, "0")}`
-  const csvOf = (t: { columns: ReadonlyArray<string>; data: ReadonlyArray<ReadonlyArray<string>> }) =>
-    `${t.columns.join(",")}\n${t.data.map((r) => r.join(",")).join("\n")}\n`
-  const column = (t: { columns: ReadonlyArray<string>; data: ReadonlyArray<ReadonlyArray<string>> }, i: number) =>
-    t.data.map((r) => r[i] as string).filter((v) => v !== "")
+  const fmt = (c: number) =>
+    `${c < 0 ? "-" : ""}${Math.floor(Math.abs(c) / 100)}.${String(Math.abs(c) % 100).padStart(2, "0")}`
+  const csvOf = (t: {
+    columns: ReadonlyArray<string>
+    data: ReadonlyArray<ReadonlyArray<string>>
+  }) => `${t.columns.join(",")}\n${t.data.map((r) => r.join(",")).join("\n")}\n`
+  const column = (
+    t: { columns: ReadonlyArray<string>; data: ReadonlyArray<ReadonlyArray<string>> },
+    i: number,
+  ) => t.data.map((r) => r[i] as string).filter((v) => v !== "")
   const sum = (values: ReadonlyArray<string>) => fmt(values.reduce((s, v) => s + cents(v), 0))
   /** The mean, rounded half away from zero; tables whose mean is exactly half a cent are redrawn. */
   const mean = (values: ReadonlyArray<string>) => {
@@ -242,11 +277,15 @@ const colsum = (rng: Rng, difficulty: Difficulty): Tool => {
   while (t1.columns.some((_, i) => halfCent(column(t1, i)))) t1 = table(rng.int(5, 9), medium)
   const t2 = table(rng.int(10, 15), false)
   const sample = table(4, false)
+  const whole = [rng.int(1, 400), rng.int(1, 400)]
   const tests: Array<TestCase> = [
     {
       name: "sums_a_column",
       doc: "prints the sum of the named column with two decimals",
-      body: [`path = write(${py(csvOf(t1))})`, `assert out(path, ${py(t1.columns[0] as string)}) == ${py(sum(column(t1, 0)))}`],
+      body: [
+        `path = write(${py(csvOf(t1))})`,
+        `assert out(path, ${py(t1.columns[0] as string)}) == ${py(sum(column(t1, 0)))}`,
+      ],
     },
     {
       name: "finds_columns_by_name",
@@ -257,18 +296,32 @@ const colsum = (rng: Rng, difficulty: Difficulty): Tool => {
         `assert out(path, ${py(t2.columns[1] as string)}) == ${py(sum(column(t2, 1)))}`,
       ],
     },
+    {
+      name: "whole_numbers_get_two_decimals",
+      doc: "a column of whole numbers still prints two decimals",
+      body: [
+        `path = write(${py(`n,${t1.columns[0]}\n1,${whole[0]}\n2,${whole[1]}\n`)})`,
+        `assert out(path, ${py(t1.columns[0] as string)}) == ${py(`${(whole[0] as number) + (whole[1] as number)}.00`)}`,
+      ],
+    },
   ]
   if (medium)
     tests.push(
       {
         name: "skips_empty_cells",
         doc: "empty cells are skipped",
-        body: [`path = write(${py(csvOf(t1))})`, `assert out(path, ${py(t1.columns[1] as string)}) == ${py(sum(column(t1, 1)))}`],
+        body: [
+          `path = write(${py(csvOf(t1))})`,
+          `assert out(path, ${py(t1.columns[1] as string)}) == ${py(sum(column(t1, 1)))}`,
+        ],
       },
       {
         name: "mean_option",
         doc: "--mean prints the mean of the non-empty cells",
-        body: [`path = write(${py(csvOf(t1))})`, `assert out("--mean", path, ${py(t1.columns[2] as string)}) == ${py(mean(column(t1, 2)))}`],
+        body: [
+          `path = write(${py(csvOf(t1))})`,
+          `assert out("--mean", path, ${py(t1.columns[2] as string)}) == ${py(mean(column(t1, 2)))}`,
+        ],
       },
     )
   if (hard)
@@ -287,7 +340,11 @@ const colsum = (rng: Rng, difficulty: Difficulty): Tool => {
       {
         name: "missing_file_fails",
         doc: "a missing file is an error: message on stderr, exit status 1",
-        body: ['r = run("/nonexistent/file.csv", "price")', "assert r.returncode == 1", 'assert r.stderr.strip() != ""'],
+        body: [
+          'r = run("/nonexistent/file.csv", "price")',
+          "assert r.returncode == 1",
+          'assert r.stderr.strip() != ""',
+        ],
       },
       usageTests([[], ["only-one-arg"]], 2),
     )
@@ -345,23 +402,26 @@ const colsum = (rng: Rng, difficulty: Difficulty): Tool => {
       "def write(text):",
       "    import tempfile",
       '    fd, path = tempfile.mkstemp(suffix=".csv")',
-      "    with os.fdopen(fd, \"w\") as f:",
+      '    with os.fdopen(fd, "w") as f:',
       "        f.write(text)",
       "    return path",
     ],
-    tests: tests,
-    ...{ sample: csvOf(sample) },
-  } as Tool & { sample: string }
+    tests,
+    inputs: [{ path: "data/sample.csv", content: csvOf(sample) }],
+  }
 }
 
 const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
   const tool = rng.pick([seqwords, caesar, colsum])(rng, difficulty)
-  const sample = "sample" in tool ? (tool.sample as string) : undefined
   const tests: Array<TestCase> = [
     {
       name: "tool_is_executable",
       doc: `bin/${tool.name} exists, is executable and starts with #!`,
-      body: ["assert TOOL.is_file()", "assert os.access(TOOL, os.X_OK)", 'assert TOOL.read_bytes().startswith(b"#!")'],
+      body: [
+        "assert TOOL.is_file()",
+        "assert os.access(TOOL, os.X_OK)",
+        'assert TOOL.read_bytes().startswith(b"#!")',
+      ],
     },
     ...tool.tests,
   ]
@@ -372,7 +432,7 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
       "mkdir -p bin",
       ...createFiles([
         { path: `examples/${tool.name}.txt`, content: tool.example },
-        ...(sample === undefined ? [] : [{ path: "data/sample.csv", content: sample }]),
+        ...(tool.inputs ?? []),
       ]),
     ]),
     solution: bashScript([
@@ -386,7 +446,8 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
 
 export const scriptTool: TaskFamily = {
   name: "script-tool",
-  summary: "write a small CLI tool (counting words, Caesar shift, CSV column sums) that hidden tests run",
+  summary:
+    "write a small CLI tool (counting words, Caesar shift, CSV column sums) that hidden tests run",
   tags: ["scripting", "bash", "python", "cli"],
   generate,
 }

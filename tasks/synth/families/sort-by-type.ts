@@ -61,7 +61,8 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
   const files: Array<Incoming> = []
   for (let i = 0; i < size.files; i++) {
     // Every category gets at least one file, and at least two files go to "other".
-    const category = i < categories.length ? categories[i] : rng.chance(0.8) ? rng.pick(categories) : undefined
+    const category =
+      i < categories.length ? categories[i] : rng.chance(0.8) ? rng.pick(categories) : undefined
     const forceOther = i === categories.length || i === categories.length + 1
     const chosen = forceOther ? undefined : category
     let ext: string = chosen === undefined ? rng.pick(otherExtensions) : rng.pick(chosen.extensions)
@@ -112,9 +113,9 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     `mkdir -p ${[...categories.map((c) => `sorted/${c.folder}`), "sorted/other"].join(" ")}`,
     ...(size.empty > 0 ? ["find incoming -type f -empty -delete"] : []),
     "find incoming -type f -print0 | while IFS= read -r -d '' f; do",
-    '  name="${f##*/}"',
-    '  ext="${name##*.}"',
-    '  case "${ext,,}" in',
+    `  name="\${f##*/}"`,
+    `  ext="\${name##*.}"`,
+    `  case "\${ext,,}" in`,
     ...cases,
     "    *) dest=other ;;",
     "  esac",
@@ -134,16 +135,14 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     entry[f.name] = f.content
     byFolder.set(f.folder, entry)
   }
-  const expected = Object.fromEntries(
-    [...byFolder.entries()].sort(([a], [b]) => (a < b ? -1 : 1)),
-  )
+  const expected = Object.fromEntries([...byFolder.entries()].sort(([a], [b]) => (a < b ? -1 : 1)))
   const helpers = [
     `EXPECTED = ${py(expected)}`,
     `EMPTY = ${py(empties.map((e) => e.name))}`,
     "",
     "",
     "def names_in(folder):",
-    "    d = APP / \"sorted\" / folder",
+    '    d = APP / "sorted" / folder',
     "    return sorted(p.name for p in d.iterdir() if p.is_file()) if d.is_dir() else []",
   ]
   const folderTests: Array<TestCase> = [...byFolder.keys()].sort().map((folder) => ({
@@ -193,7 +192,7 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
             doc: "sorted/manifest.txt lists every sorted file as folder/name in byte order",
             body: [
               'lines = (APP / "sorted" / "manifest.txt").read_text().splitlines()',
-              "want = sorted(f\"{folder}/{name}\" for folder, files in EXPECTED.items() for name in files)",
+              'want = sorted(f"{folder}/{name}" for folder, files in EXPECTED.items() for name in files)',
               "assert [l for l in lines if l.strip()] == want",
             ],
           },

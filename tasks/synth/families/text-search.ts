@@ -34,10 +34,12 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     return new RegExp(`(^|[^A-Za-z0-9_])${word}([^A-Za-z0-9_]|$)`, "i").test(line)
   }
 
-  const names = rng.sample(
-    NOUNS.filter((n) => n !== word),
-    size.files,
-  ).map((n) => `${n}.txt`)
+  const names = rng
+    .sample(
+      NOUNS.filter((n) => n !== word),
+      size.files,
+    )
+    .map((n) => `${n}.txt`)
   // At least one file without a match, at least two with.
   const silent = new Set(rng.sample(names, difficulty === "easy" ? 1 : 2))
   const docs = names.map((name, fileIndex) => {
@@ -130,7 +132,12 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     },
   ]
   if (difficulty !== "easy") {
-    const mixed = matched.filter((l) => /[A-Z]/.test(l.slice(l.indexOf(":"))) && l.toLowerCase().includes(word) && !l.includes(word))
+    const mixed = matched.filter(
+      (l) =>
+        /[A-Z]/.test(l.slice(l.indexOf(":"))) &&
+        l.toLowerCase().includes(word) &&
+        !l.includes(word),
+    )
     if (mixed.length > 0)
       tests.push({
         name: "case_variants_are_found",
@@ -169,7 +176,9 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
   return {
     instruction,
     setup: bashScript(
-      createFiles(docs.map((d) => ({ path: `docs/${d.name}`, content: `${d.lines.join("\n")}\n` }))),
+      createFiles(
+        docs.map((d) => ({ path: `docs/${d.name}`, content: `${d.lines.join("\n")}\n` })),
+      ),
     ),
     solution,
     ...pytestFile(tests, helpers),

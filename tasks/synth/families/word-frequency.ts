@@ -26,7 +26,7 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     else if (i > 0 && !(difficulty !== "easy" && i === 2)) next -= rng.int(1, 2)
     counts.set(w, Math.max(next, 1))
   })
-  const stopwords = hard ? rng.sample(STOPWORDS, 4) : []
+  const stopwords: ReadonlyArray<string> = hard ? rng.sample(STOPWORDS, 4) : []
   for (const s of stopwords) counts.set(s, rng.int(22, 30))
 
   const tokens = rng.shuffle([...counts.entries()].flatMap(([w, n]) => Array<string>(n).fill(w)))
@@ -56,7 +56,9 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
 
   const instruction = [
     "`corpus.txt` is a small text corpus. A word is a maximal run of the letters a–z, compared case-insensitively" +
-      (difficulty === "easy" ? "." : " (so `River,` and `river` are the same word; punctuation is not part of a word)."),
+      (difficulty === "easy"
+        ? "."
+        : " (so `River,` and `river` are the same word; punctuation is not part of a word)."),
     "",
     `1. Write \`top.txt\` with the ${size.top} most frequent words${hard ? ", leaving out the stop words listed in `stopwords.txt` (one per line)" : ""}: one line per word as \`<count> <word>\` (word in lower case, one space between), most frequent first; words with equal counts in alphabetical order.`,
     `2. Write \`stats.txt\` with exactly three lines, \`lines=<N>\`, \`words=<N>\` and \`unique=<N>\`: the number of lines in corpus.txt, the total number of words, and the number of distinct words${hard ? " (stop words included in all three)" : ""}.`,
@@ -90,13 +92,16 @@ const generate = (rng: Rng, difficulty: Difficulty): GeneratedTask => {
     '        k, _, v = line.strip().partition("=")',
     "        if k.strip() == key:",
     "            return int(v.strip())",
-    "    raise AssertionError(f\"no {key}= line\")",
+    '    raise AssertionError(f"no {key}= line")',
   ]
   const tests: Array<TestCase> = [
     {
       name: "top_has_the_right_words",
       doc: `top.txt names the ${size.top} most frequent words`,
-      body: ["got = {l.split()[-1] for l in top_lines()}", "assert got == {l.split()[1] for l in TOP}"],
+      body: [
+        "got = {l.split()[-1] for l in top_lines()}",
+        "assert got == {l.split()[1] for l in TOP}",
+      ],
     },
     {
       name: "top_counts_are_right",

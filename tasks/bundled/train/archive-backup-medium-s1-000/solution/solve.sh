@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+set -euo pipefail
+mkdir -p backup
+tar -czf backup/project.tar.gz --exclude='*.log' --exclude='*.log.gz' --exclude=project/cache project
+mkdir -p restored
+tar -xzf incoming/bundle.tar.gz -C restored

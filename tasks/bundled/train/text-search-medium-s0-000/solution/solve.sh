@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+set -euo pipefail
+cd docs
+{ grep -i -F -- canyon *.txt || true; } > ../matches.txt
+wc -l < ../matches.txt | tr -d ' ' > ../count.txt
+ls *.txt | LC_ALL=C sort | comm -23 - <(cut -d: -f1 ../matches.txt | LC_ALL=C sort -u) > ../no_match.txt
