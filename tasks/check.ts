@@ -50,18 +50,24 @@ const runOnce = (driver: SandboxDriverShape, task: Task, image: string, solve: b
     (info) =>
       Effect.gen(function* () {
         const scripts: Record<string, string> = {}
+        const read = (path: string) =>
+          Effect.tryPromise({
+            try: () => readFile(path, "utf8"),
+            catch: (e) => new Error(`cannot read ${path}: ${String(e)}`),
+          })
         if (task.environment.setupScript !== undefined) {
-          scripts["setup.sh"] = yield* Effect.promise(() =>
-            readFile(task.environment.setupScript as string, "utf8"),
-          )
+          scripts["setup.sh"] = yield* read(task.environment.setupScript)
         }
-        if (solve && task.solution !== undefined) {
-          scripts["solve.sh"] = yield* Effect.promise(() =>
-            readFile(task.solution as string, "utf8"),
-          )
+        if (solve) {
+          if (task.solution === undefined) return "no reference solution"
+          scripts["solve.sh"] = yield* read(task.solution)
         }
         if (Object.keys(scripts).length > 0) {
-          yield* driver.put(info.id, SCRIPTS, yield* Effect.promise(() => packFiles(scripts)))
+          const tarball = yield* Effect.tryPromise({
+            try: () => packFiles(scripts),
+            catch: (e) => new Error(`packing scripts: ${String(e)}`),
+          })
+          yield* driver.put(info.id, SCRIPTS, tarball)
         }
         const timeoutMs = Math.max(1, task.agentTimeoutSec) * 1000
         for (const name of ["setup.sh", "solve.sh"]) {

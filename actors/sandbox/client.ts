@@ -23,6 +23,7 @@ import {
   PutFilesResultSchema,
   type SandboxSpec,
 } from "../../proto/index.ts"
+import { ERROR_HEADER } from "../../services/actor/index.ts"
 import type { BusError, BusShape, Subjects } from "../../services/bus/index.ts"
 import { SandboxNotFound } from "./errors.ts"
 
@@ -74,7 +75,12 @@ export const sandboxClient = (bus: BusShape, subjects: Subjects) => {
       ),
       Effect.flatMap((reply) =>
         Effect.try({
-          try: () => fromBinary(resSchema, reply.data),
+          try: () => {
+            // The host could not handle the request at all (undecodable, unknown operation).
+            const refused = reply.headers[ERROR_HEADER]
+            if (refused !== undefined) throw new Error(refused)
+            return fromBinary(resSchema, reply.data)
+          },
           catch: (cause) => new SandboxProtocolError({ operation, reason: String(cause) }),
         }),
       ),

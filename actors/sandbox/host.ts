@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto"
 import { create, type DescMessage, type MessageShape, toBinary } from "@bufbuild/protobuf"
-import { Effect, Fiber, Schedule } from "effect"
+import { Deferred, Effect, Fiber, Schedule } from "effect"
 import {
+  type CreateSandboxRequest,
   CreateSandboxRequestSchema,
   CreateSandboxResultSchema,
   DestroySandboxRequestSchema,
@@ -21,7 +22,7 @@ import { SandboxDriver, type SandboxDriverShape, type SandboxInfo } from "./driv
 import { InvalidCommand, type SandboxError } from "./errors.ts"
 import { sandboxMetrics } from "./metrics.ts"
 import { makeSandboxPool, type PoolOptions } from "./pool.ts"
-import { startReaper } from "./reaper.ts"
+import { reapOnce, startReaper } from "./reaper.ts"
 import { errorDetail, type SpecDefaults, specFromWire } from "./wire.ts"
 
 export interface SandboxHostOptions {
@@ -47,6 +48,8 @@ interface Leased {
   readonly info: SandboxInfo
   readonly idleTtlMs: number
   lastUsed: number
+  /** Requests being handled: a sandbox running a long command is not idle. */
+  inFlight: number
 }
 
 // probe: answered empty, so a host can tell that a new sandbox's subscription is live.
@@ -77,6 +80,8 @@ export const runSandboxHost = (
       const m = sandboxMetrics(metrics)
       const leased = new Map<string, Leased>()
       const byRequest = new Map<string, string>()
+      /** Creates in progress by request_id: a retry waits for the first one's answer. */
+      const creating = new Map<string, Deferred.Deferred<Uint8Array>>()
       const scope = yield* Effect.scope
 
       const countError = (e: SandboxError) =>
@@ -127,126 +132,152 @@ export const runSandboxHost = (
         bytes: Uint8Array,
         envelope: BusMessage,
       ): Effect.Effect<Uint8Array, MalformedMessage> =>
-        Effect.gen(function* () {
-          const entry = leased.get(id)
-          if (entry !== undefined) entry.lastUsed = Date.now()
-          switch (op) {
-            case "exec": {
-              const req = yield* decodeOr(ExecRequestSchema, bytes)
-              const started = Date.now()
-              const command = req.command
-              const result = yield* (
-                command.includes("\0")
-                  ? Effect.fail(new InvalidCommand({ reason: "contains a NUL byte" }))
-                  : driver.exec(id, command, {
-                      timeoutMs: req.timeoutMs || options.defaults.execTimeoutMs,
-                      maxOutputBytes: req.maxOutputBytes || options.defaults.maxOutputBytes,
-                    })
-              ).pipe(Effect.tapError(countError), Effect.result)
-              m.execSeconds.observe((Date.now() - started) / 1000)
-              if (result._tag === "Failure") {
+        Effect.scoped(
+          Effect.gen(function* () {
+            const entry = leased.get(id)
+            if (entry !== undefined) {
+              entry.lastUsed = Date.now()
+              entry.inFlight++
+            }
+            yield* Effect.addFinalizer(() =>
+              Effect.sync(() => {
+                if (entry === undefined) return
+                entry.inFlight--
+                entry.lastUsed = Date.now()
+              }),
+            )
+            switch (op) {
+              case "exec": {
+                const req = yield* decodeOr(ExecRequestSchema, bytes)
+                const started = Date.now()
+                const command = req.command
+                const result = yield* (
+                  command.includes("\0")
+                    ? Effect.fail(new InvalidCommand({ reason: "contains a NUL byte" }))
+                    : driver.exec(id, command, {
+                        timeoutMs: req.timeoutMs || options.defaults.execTimeoutMs,
+                        // The reply must fit one bus message, whatever the request asked for.
+                        maxOutputBytes: Math.min(
+                          req.maxOutputBytes || options.defaults.maxOutputBytes,
+                          bus.maxPayload - 4096,
+                        ),
+                      })
+                ).pipe(Effect.tapError(countError), Effect.result)
+                m.execSeconds.observe((Date.now() - started) / 1000)
+                if (result._tag === "Failure") {
+                  return encode(ExecResultSchema, {
+                    exitCode: -1,
+                    error: errorDetail(result.failure),
+                    durationMs: Date.now() - started,
+                  })
+                }
+                const r = result.success
+                if (r.timedOut) m.timeouts.inc()
+                if (r.truncated) m.truncations.inc()
+                if (r.sessionRestarted) m.sessionRestarts.inc()
                 return encode(ExecResultSchema, {
-                  exitCode: -1,
-                  error: errorDetail(result.failure),
-                  durationMs: Date.now() - started,
+                  output: r.output,
+                  exitCode: r.timedOut ? -1 : r.exitCode,
+                  timedOut: r.timedOut,
+                  truncated: r.truncated,
+                  sessionRestarted: r.sessionRestarted,
+                  durationMs: r.durationMs,
+                  outputTotalBytes: BigInt(r.totalBytes),
                 })
               }
-              const r = result.success
-              if (r.timedOut) m.timeouts.inc()
-              if (r.truncated) m.truncations.inc()
-              if (r.sessionRestarted) m.sessionRestarts.inc()
-              return encode(ExecResultSchema, {
-                output: r.output,
-                exitCode: r.timedOut ? -1 : r.exitCode,
-                timedOut: r.timedOut,
-                truncated: r.truncated,
-                sessionRestarted: r.sessionRestarted,
-                durationMs: r.durationMs,
-                outputTotalBytes: BigInt(r.totalBytes),
-              })
-            }
-            case "put": {
-              const req = yield* decodeOr(PutFilesRequestSchema, bytes)
-              const r = yield* driver
-                .put(id, req.path, req.tar)
-                .pipe(Effect.tapError(countError), Effect.result)
-              return encode(
-                PutFilesResultSchema,
-                r._tag === "Failure" ? { error: errorDetail(r.failure) } : {},
-              )
-            }
-            case "get": {
-              const req = yield* decodeOr(GetFilesRequestSchema, bytes)
-              const r = yield* driver
-                .get(id, req.path)
-                .pipe(Effect.tapError(countError), Effect.result)
-              if (r._tag === "Failure")
-                return encode(GetFilesResultSchema, { error: errorDetail(r.failure) })
-              const limit = Math.min(
-                Number(req.maxBytes) || options.defaults.maxGetBytes,
-                bus.maxPayload - 1024,
-              )
-              if (r.success.byteLength > limit) {
-                return encode(GetFilesResultSchema, {
-                  error: {
-                    code: 5,
-                    message: `archive of ${req.path} is ${r.success.byteLength} bytes, over the limit of ${limit}`,
-                    retryable: false,
-                  },
-                })
+              case "put": {
+                const req = yield* decodeOr(PutFilesRequestSchema, bytes)
+                const r = yield* driver
+                  .put(id, req.path, req.tar)
+                  .pipe(Effect.tapError(countError), Effect.result)
+                return encode(
+                  PutFilesResultSchema,
+                  r._tag === "Failure" ? { error: errorDetail(r.failure) } : {},
+                )
               }
-              return encode(GetFilesResultSchema, { tar: r.success })
+              case "get": {
+                const req = yield* decodeOr(GetFilesRequestSchema, bytes)
+                const r = yield* driver
+                  .get(id, req.path)
+                  .pipe(Effect.tapError(countError), Effect.result)
+                if (r._tag === "Failure")
+                  return encode(GetFilesResultSchema, { error: errorDetail(r.failure) })
+                const limit = Math.min(
+                  Number(req.maxBytes) || options.defaults.maxGetBytes,
+                  bus.maxPayload - 1024,
+                )
+                if (r.success.byteLength > limit) {
+                  return encode(GetFilesResultSchema, {
+                    error: {
+                      code: 5,
+                      message: `archive of ${req.path} is ${r.success.byteLength} bytes, over the limit of ${limit}`,
+                      retryable: false,
+                    },
+                  })
+                }
+                return encode(GetFilesResultSchema, { tar: r.success })
+              }
+              case "probe":
+                return new Uint8Array(0)
+              case "destroy": {
+                yield* decodeOr(DestroySandboxRequestSchema, bytes)
+                const existed = yield* release(id)
+                return encode(DestroySandboxResultSchema, { existed })
+              }
+              case undefined:
+                return yield* new MalformedMessage({
+                  kind: "subject",
+                  reason: `no sandbox operation named by ${envelope.subject}`,
+                })
             }
-            case "probe":
-              return new Uint8Array(0)
-            case "destroy": {
-              yield* decodeOr(DestroySandboxRequestSchema, bytes)
-              const existed = yield* release(id)
-              return encode(DestroySandboxResultSchema, { existed })
-            }
-            case undefined:
-              return yield* new MalformedMessage({
-                kind: "subject",
-                reason: `no sandbox operation named by ${envelope.subject}`,
-              })
-          }
-        })
+          }),
+        )
 
       const createOne = (bytes: Uint8Array, respond: (b: Uint8Array) => Effect.Effect<void>) =>
         Effect.gen(function* () {
           const req = yield* decodeOr(CreateSandboxRequestSchema, bytes)
-          const started = Date.now()
           const known = req.requestId === "" ? undefined : byRequest.get(req.requestId)
           if (known !== undefined && leased.has(known)) {
             return yield* respond(
-              encode(CreateSandboxResultSchema, {
-                sandboxId: known,
-                driver: driver.kind,
-                durationMs: 0,
-              }),
+              encode(CreateSandboxResultSchema, { sandboxId: known, driver: driver.kind }),
             )
           }
-          const spec = specFromWire(req.spec, options.defaults)
+          const pending = req.requestId === "" ? undefined : creating.get(req.requestId)
+          if (pending !== undefined) return yield* respond(yield* Deferred.await(pending))
+          const answer = yield* Deferred.make<Uint8Array>()
+          if (req.requestId !== "") creating.set(req.requestId, answer)
+          const reply = yield* createFor(req.requestId, req.spec).pipe(
+            Effect.ensuring(Effect.sync(() => creating.delete(req.requestId))),
+          )
+          yield* Deferred.succeed(answer, reply)
+          yield* respond(reply)
+        })
+
+      const createFor = (requestId: string, wire: CreateSandboxRequest["spec"]) =>
+        Effect.gen(function* () {
+          const started = Date.now()
+          const spec = specFromWire(wire, options.defaults)
           if (spec instanceof Error) {
             yield* countError(spec)
-            return yield* respond(encode(CreateSandboxResultSchema, { error: errorDetail(spec) }))
+            return encode(CreateSandboxResultSchema, { error: errorDetail(spec) })
           }
           const lease = yield* pool.acquire(spec).pipe(Effect.tapError(countError), Effect.result)
           if (lease._tag === "Failure") {
-            return yield* respond(
-              encode(CreateSandboxResultSchema, { error: errorDetail(lease.failure) }),
-            )
+            return encode(CreateSandboxResultSchema, { error: errorDetail(lease.failure) })
           }
           const id = lease.success.info.id
-          leased.set(id, { info: lease.success.info, idleTtlMs: spec.ttlMs, lastUsed: Date.now() })
-          if (req.requestId !== "") byRequest.set(req.requestId, id)
-          yield* respond(
-            encode(CreateSandboxResultSchema, {
-              sandboxId: id,
-              driver: driver.kind,
-              durationMs: Date.now() - started,
-            }),
-          )
+          leased.set(id, {
+            info: lease.success.info,
+            idleTtlMs: spec.ttlMs,
+            lastUsed: Date.now(),
+            inFlight: 0,
+          })
+          if (requestId !== "") byRequest.set(requestId, id)
+          return encode(CreateSandboxResultSchema, {
+            sandboxId: id,
+            driver: driver.kind,
+            durationMs: Date.now() - started,
+          })
         })
 
       const waitUntilServed = (id: string) =>
@@ -269,17 +300,19 @@ export const runSandboxHost = (
           servers.set(info.id, yield* Effect.forkIn(server, scope))
           yield* waitUntilServed(info.id)
         })
+      const reaper = {
+        owner: options.owner,
+        intervalMs: options.reapIntervalMs,
+        inUse: () => new Set([...leased.keys(), ...pool.warmIds()]),
+        onReaped: (_info: SandboxInfo, reason: "orphan" | "expired") => m.reaped.inc({ reason }),
+      }
+      // Orphans first: once the pool starts creating, its half-made sandboxes carry our owner too.
+      yield* reapOnce(driver, { ...reaper, inUse: () => new Set<string>() }, true)
       const pool = yield* makeSandboxPool(driver, options.pool, {
         onCreated: (source, ms) => m.createSeconds.observe({ source }, ms / 1000),
         prepare: startServing,
       })
-      const inUse = () => new Set([...leased.keys(), ...pool.warmIds()])
-      yield* startReaper(driver, {
-        owner: options.owner,
-        intervalMs: options.reapIntervalMs,
-        inUse,
-        onReaped: (_info, reason) => m.reaped.inc({ reason }),
-      })
+      yield* startReaper(driver, reaper, { startup: false })
 
       // Idle sandboxes go: a client that vanished must not pin a container forever.
       yield* Effect.forkScoped(
@@ -287,7 +320,7 @@ export const runSandboxHost = (
           Effect.gen(function* () {
             const now = Date.now()
             for (const [id, e] of leased) {
-              if (now - e.lastUsed > e.idleTtlMs) {
+              if (e.inFlight === 0 && now - e.lastUsed > e.idleTtlMs) {
                 yield* release(id)
                 m.reaped.inc({ reason: "idle" })
               }

@@ -10,6 +10,11 @@ export interface ReaperOptions {
   /** Sandboxes in use or ready here: never reaped, whatever their labels say. */
   readonly inUse: () => ReadonlySet<string>
   readonly onReaped?: (info: SandboxInfo, reason: ReapReason) => void
+  /**
+   * Another host's expired sandboxes are left to it this much longer (its own idle timer and
+   * restart reap them); past that they are abandoned and removed here. Default 6 hours.
+   */
+  readonly foreignGraceMs?: number
 }
 
 const reasonFor = (
@@ -21,7 +26,9 @@ const reasonFor = (
   if (options.inUse().has(info.id)) return undefined
   // Its shell sessions died with the old process: nothing can use these sandboxes any more.
   if (startup && info.labels[LABELS.owner] === options.owner) return "orphan"
-  if (info.expiresAtMs > 0 && info.expiresAtMs < now) return "expired"
+  const own = info.labels[LABELS.owner] === options.owner
+  const grace = own ? 0 : (options.foreignGraceMs ?? 6 * 3600_000)
+  if (info.expiresAtMs > 0 && info.expiresAtMs + grace < now) return "expired"
   return undefined
 }
 
@@ -55,13 +62,14 @@ export const reapOnce = (
     ),
   )
 
-/** Reaps once now (orphans included), then expired sandboxes every intervalMs. */
+/** Reaps once now (orphans included, unless already done), then expired sandboxes every intervalMs. */
 export const startReaper = (
   driver: SandboxDriverShape,
   options: ReaperOptions,
+  { startup = true }: { readonly startup?: boolean } = {},
 ): Effect.Effect<void, never, Scope.Scope> =>
   Effect.gen(function* () {
-    yield* reapOnce(driver, options, true)
+    if (startup) yield* reapOnce(driver, options, true)
     yield* Effect.forkScoped(
       Effect.repeat(
         Effect.delay(reapOnce(driver, options, false), `${options.intervalMs} millis`),

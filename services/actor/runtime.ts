@@ -127,6 +127,15 @@ export const runActor = <M, E, R>(
               `${actor}: handler failed on ${envelope.subject}`,
               Cause.pretty(exit.cause),
             )
+            // A requester would otherwise wait out its whole timeout.
+            if (envelope.reply !== undefined) {
+              const reason = Cause.squash(exit.cause)
+              yield* Effect.ignore(
+                bus.respond(envelope, new Uint8Array(0), {
+                  [ERROR_HEADER]: reason instanceof Error ? reason.message : String(reason),
+                }),
+              )
+            }
             return
           }
           const delay = Math.min(maxRetryDelayMs, retryDelayMs * 2 ** (item.deliveryCount - 1))

@@ -165,7 +165,8 @@ export class MemoryConsumer {
   }
 
   private requeue(seq: number): void {
-    if ((this.attempts.get(seq) ?? 0) >= this.spec.maxDeliver) return
+    // maxDeliver <= 0 means unlimited, as in NATS (-1).
+    if (this.spec.maxDeliver > 0 && (this.attempts.get(seq) ?? 0) >= this.spec.maxDeliver) return
     if (!this.stream.messages.has(seq)) return
     // Redeliveries go first, in sequence order, as NATS does.
     let i = 0
