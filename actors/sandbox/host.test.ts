@@ -106,8 +106,11 @@ describe("sandbox host over the bus (local driver)", () => {
       Effect.gen(function* () {
         const client = sandboxClient(bus, subjects)
         const a = yield* createWhenUp(bus, spec())
-        const first = yield* client.create(spec(), "req-1")
-        const again = yield* client.create(spec(), "req-1")
+        // Concurrent retries of one request while it is still being created: one sandbox.
+        const [first, again] = yield* Effect.all(
+          [client.create(spec(), "req-1"), client.create(spec(), "req-1")],
+          { concurrency: 2 },
+        )
         yield* client.destroy(a.sandboxId)
         yield* client.destroy(first.sandboxId)
         return [a.sandboxId, first.sandboxId, again.sandboxId]
