@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs"
 import type { Effect } from "effect"
 import { actorCommand } from "./commands/actor.ts"
 import { imageCommand } from "./commands/image.ts"
+import { modelCommand } from "./commands/model.ts"
 import { pingCommand } from "./commands/ping.ts"
 import { tasksCommand } from "./commands/tasks.ts"
 import { UsageError } from "./flags.ts"
@@ -21,6 +22,10 @@ const commands: Record<
   image: {
     summary: "build sandbox images offline (t1 image build-base | build <task-dir>)",
     run: imageCommand,
+  },
+  model: {
+    summary: "train a tokenizer (t1 model train-tokenizer --corpus F --out tokenizer.json)",
+    run: modelCommand,
   },
   ping: { summary: "check that the bus and at least one actor answer", run: pingCommand },
   tasks: { summary: "task families, synth, decontam, check (t1 tasks --help)", run: tasksCommand },
