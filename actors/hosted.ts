@@ -24,3 +24,25 @@ export interface HostedActor {
     flags: FlagValues,
   ) => Effect.Effect<never, { readonly message: string }, Bus | Metrics>
 }
+
+/** A flag's value, else its environment variable's, else undefined (empty counts as unset). */
+export const flagText = (flags: FlagValues, name: string, env: string): string | undefined => {
+  const v = flags[name] ?? process.env[env]
+  return typeof v === "string" && v !== "" ? v : undefined
+}
+
+/** An integer flag (or environment variable) of at least `min`; else ActorConfigError. */
+export const flagInt = (
+  flags: FlagValues,
+  name: string,
+  env: string,
+  fallback: number,
+  min = 0,
+): number => {
+  const raw = flagText(flags, name, env)
+  if (raw === undefined) return fallback
+  if (!/^\d+$/.test(raw) || Number(raw) < min) {
+    throw new ActorConfigError(`--${name} must be an integer >= ${min}, got ${JSON.stringify(raw)}`)
+  }
+  return Number(raw)
+}

@@ -2,10 +2,10 @@ import { randomUUID } from "node:crypto"
 import { readFile } from "node:fs/promises"
 import { basename } from "node:path"
 import { Console, Data, Effect, type Layer } from "effect"
-import tar from "tar-stream"
 import { DockerDriverLive, dockerEngineAvailable } from "../actors/sandbox/docker/index.ts"
 import { SandboxDriver, type SandboxDriverShape, sandboxSpec } from "../actors/sandbox/driver.ts"
 import { LocalDriverLive } from "../actors/sandbox/local/index.ts"
+import { packFiles } from "../actors/sandbox/tar-bytes.ts"
 import { driverSandbox, type VerifierOutcome, verifyEpisode } from "../actors/verifier/index.ts"
 import { resolveTaskImage } from "./image.ts"
 import { loadTasks } from "./load/index.ts"
@@ -64,7 +64,7 @@ const runOnce = (driver: SandboxDriverShape, task: Task, image: string, solve: b
         }
         if (Object.keys(scripts).length > 0) {
           const tarball = yield* Effect.tryPromise({
-            try: () => packFiles(scripts),
+            try: () => packFiles(scripts, 0o755),
             catch: (e) => new Error(`packing scripts: ${String(e)}`),
           })
           yield* driver.put(info.id, SCRIPTS, tarball)
@@ -84,16 +84,6 @@ const runOnce = (driver: SandboxDriverShape, task: Task, image: string, solve: b
       }),
     (info) => Effect.ignore(driver.destroy(info.id)),
   ).pipe(Effect.catch((e) => Effect.succeed(`error: ${e.message}`)))
-
-/** A tar holding the given scripts at its top level. */
-const packFiles = async (files: Record<string, string>): Promise<Uint8Array> => {
-  const pack = tar.pack()
-  for (const [name, text] of Object.entries(files)) pack.entry({ name, mode: 0o755 }, text)
-  pack.finalize()
-  const chunks: Buffer[] = []
-  for await (const chunk of pack) chunks.push(chunk as Buffer)
-  return Buffer.concat(chunks)
-}
 
 const score = (o: VerifierOutcome | string) =>
   typeof o === "string" ? o : `${o.passed}/${o.total}`

@@ -1,6 +1,12 @@
 import { hostname } from "node:os"
 import { Effect } from "effect"
-import { ActorConfigError, type FlagValues, type HostedActor } from "../hosted.ts"
+import {
+  ActorConfigError,
+  type FlagValues,
+  flagInt,
+  flagText,
+  type HostedActor,
+} from "../hosted.ts"
 import { DockerDriverLive, dockerEngineAvailable } from "./docker/index.ts"
 import { sandboxSpec } from "./driver.ts"
 import { EngineUnavailable } from "./errors.ts"
@@ -26,18 +32,8 @@ export {
 } from "./pool.ts"
 export { reapOnce, startReaper } from "./reaper.ts"
 
-const text = (flags: FlagValues, name: string, env: string, fallback: string): string => {
-  const v = flags[name] ?? process.env[env]
-  return typeof v === "string" && v !== "" ? v : fallback
-}
-
-const int = (flags: FlagValues, name: string, env: string, fallback: number, min = 0): number => {
-  const raw = text(flags, name, env, String(fallback))
-  if (!/^\d+$/.test(raw) || Number(raw) < min) {
-    throw new ActorConfigError(`--${name} must be an integer >= ${min}, got ${JSON.stringify(raw)}`)
-  }
-  return Number(raw)
-}
+const text = (flags: FlagValues, name: string, env: string, fallback: string): string =>
+  flagText(flags, name, env) ?? fallback
 
 export const sandboxFlagsHelp = `  --driver auto|docker|local   (T1_SANDBOX_DRIVER; default auto: docker when an engine answers)
   --owner ID                   owner label, stable across restarts (T1_SANDBOX_OWNER; default sandbox-<hostname>)
@@ -80,17 +76,17 @@ export const sandboxActor: HostedActor = {
     const owner = text(flags, "owner", "T1_SANDBOX_OWNER", `sandbox-${hostname()}`)
     const image = text(flags, "image", "T1_SANDBOX_IMAGE", BASE_IMAGE)
     const workdir = text(flags, "workdir", "T1_SANDBOX_WORKDIR", "/app")
-    const warm = int(flags, "warm", "T1_SANDBOX_WARM", 0)
-    const maxStarting = int(flags, "max-starting", "T1_SANDBOX_MAX_STARTING", 4, 1)
-    const createRate = int(flags, "create-rate", "T1_SANDBOX_CREATE_RATE", 10, 1)
-    const idleTtlMs = int(flags, "idle-ttl-sec", "T1_SANDBOX_IDLE_TTL_SEC", 1800, 1) * 1000
+    const warm = flagInt(flags, "warm", "T1_SANDBOX_WARM", 0)
+    const maxStarting = flagInt(flags, "max-starting", "T1_SANDBOX_MAX_STARTING", 4, 1)
+    const createRate = flagInt(flags, "create-rate", "T1_SANDBOX_CREATE_RATE", 10, 1)
+    const idleTtlMs = flagInt(flags, "idle-ttl-sec", "T1_SANDBOX_IDLE_TTL_SEC", 1800, 1) * 1000
     const root = text(flags, "sandbox-root", "T1_SANDBOX_ROOT", "")
     const defaults = {
       image,
       workdir,
       ttlMs: idleTtlMs,
-      execTimeoutMs: int(flags, "exec-timeout-ms", "T1_SANDBOX_EXEC_TIMEOUT_MS", 60_000, 1),
-      maxOutputBytes: int(flags, "max-output-bytes", "T1_SANDBOX_MAX_OUTPUT_BYTES", 65_536, 64),
+      execTimeoutMs: flagInt(flags, "exec-timeout-ms", "T1_SANDBOX_EXEC_TIMEOUT_MS", 60_000, 1),
+      maxOutputBytes: flagInt(flags, "max-output-bytes", "T1_SANDBOX_MAX_OUTPUT_BYTES", 65_536, 64),
       maxGetBytes: 64 * 1024 * 1024,
     }
     const template = sandboxSpec({ image, workdir, ttlMs: idleTtlMs })
@@ -104,7 +100,8 @@ export const sandboxActor: HostedActor = {
         createPerSecond: createRate,
         createBurst: maxStarting * 2,
       },
-      reapIntervalMs: int(flags, "reap-interval-sec", "T1_SANDBOX_REAP_INTERVAL_SEC", 60, 1) * 1000,
+      reapIntervalMs:
+        flagInt(flags, "reap-interval-sec", "T1_SANDBOX_REAP_INTERVAL_SEC", 60, 1) * 1000,
       heartbeatMs: 5000,
       perSandboxConcurrency: 4,
     })

@@ -3,6 +3,7 @@ import { join, posix } from "node:path"
 import { Readable } from "node:stream"
 import { pipeline } from "node:stream/promises"
 import * as tar from "tar-stream"
+import { collectBytes } from "../sandbox/tar-bytes.ts"
 
 /** A file tree as a tar archive, and what the verifier needs to know about its contents. */
 export interface TestsArchive {
@@ -11,15 +12,6 @@ export interface TestsArchive {
   readonly files: ReadonlySet<string>
   /** The contents of the file at `name`, if the archive holds one there. */
   readonly read: (name: string) => Promise<Uint8Array | undefined>
-}
-
-const collect = async (stream: AsyncIterable<unknown>): Promise<Buffer> => {
-  const chunks: Buffer[] = []
-  for await (const chunk of stream) {
-    if (!(chunk instanceof Uint8Array)) throw new Error("a tar stream yielded a non-byte chunk")
-    chunks.push(Buffer.from(chunk))
-  }
-  return Buffer.concat(chunks)
 }
 
 const normalName = (name: string) => posix.normalize(name.replace(/^\.?\/+/, "")).replace(/\/$/, "")
@@ -32,7 +24,7 @@ const eachEntry = async (
   const extract = tar.extract()
   const reading = (async () => {
     for await (const entry of extract) {
-      const body = await collect(entry)
+      const body = await collectBytes(entry)
       visit(entry.header, entry.header.type === "file" ? body : undefined)
     }
   })()
@@ -74,7 +66,7 @@ export const packDirectory = async (
   extra?: { readonly name: string; readonly path: string },
 ): Promise<TestsArchive> => {
   const pack = tar.pack()
-  const packed = collect(pack)
+  const packed = collectBytes(pack)
   const files = new Map<string, Buffer>()
   const add = (header: Partial<tar.Header> & { readonly name: string }, body?: Buffer) =>
     new Promise<void>((resolve, reject) => {
@@ -123,7 +115,7 @@ export const packDirectory = async (
 /** A tar holding one regular file. */
 export const singleFileTar = async (name: string, body: Uint8Array): Promise<Uint8Array> => {
   const pack = tar.pack()
-  const packed = collect(pack)
+  const packed = collectBytes(pack)
   pack.entry({ name, type: "file", mode: 0o600, uid: 0, gid: 0 }, Buffer.from(body))
   pack.finalize()
   return new Uint8Array(await packed)

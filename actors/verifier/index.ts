@@ -1,4 +1,4 @@
-import { ActorConfigError, type FlagValues, type HostedActor } from "../hosted.ts"
+import { type FlagValues, flagInt, flagText, type HostedActor } from "../hosted.ts"
 import { runVerifier } from "./actor.ts"
 
 export { runVerifier, type VerifierActorOptions } from "./actor.ts"
@@ -29,18 +29,8 @@ export {
 } from "./verify.ts"
 export { resultFromOutcome, taskFromWire } from "./wire.ts"
 
-const text = (flags: FlagValues, name: string, env: string): string | undefined => {
-  const v = flags[name] ?? process.env[env]
-  return typeof v === "string" && v !== "" ? v : undefined
-}
-
-const positive = (flags: FlagValues, name: string, env: string, fallback: number): number => {
-  const raw = text(flags, name, env)
-  if (raw === undefined) return fallback
-  if (!/^\d+$/.test(raw) || Number(raw) < 1)
-    throw new ActorConfigError(`--${name} must be an integer >= 1, got ${JSON.stringify(raw)}`)
-  return Number(raw)
-}
+const positive = (flags: FlagValues, name: string, env: string, fallback: number): number =>
+  flagInt(flags, name, env, fallback, 1)
 
 export const verifierFlagsHelp = `  --task-root DIR              task store for tests sent as FilesRef.dir: <DIR>/<task_set>/<dir> (T1_TASK_ROOT)
   --default-timeout-sec S      for tasks with verifier_timeout_sec 0 (default 600)
@@ -57,7 +47,7 @@ export const verifierActor: HostedActor = {
   },
   flagsHelp: verifierFlagsHelp,
   run: ({ subjects, concurrency, shutdownGraceMs }, flags) => {
-    const taskRoot = text(flags, "task-root", "T1_TASK_ROOT")
+    const taskRoot = flagText(flags, "task-root", "T1_TASK_ROOT")
     return runVerifier({
       subjects,
       concurrency,

@@ -1,6 +1,7 @@
 import { Readable } from "node:stream"
 import { pipeline } from "node:stream/promises"
 import * as tar from "tar-stream"
+import { collectBytes } from "../tar-bytes.ts"
 
 /** The user a sandbox's shell runs as, in numbers: what files put into it are owned by. */
 export interface Owner {
@@ -8,21 +9,12 @@ export interface Owner {
   readonly gid: number
 }
 
-const collect = async (stream: AsyncIterable<unknown>): Promise<Buffer> => {
-  const chunks: Buffer[] = []
-  for await (const chunk of stream) {
-    if (!(chunk instanceof Uint8Array)) throw new Error("a tar stream yielded a non-byte chunk")
-    chunks.push(Buffer.from(chunk))
-  }
-  return Buffer.concat(chunks)
-}
-
 /** A tar holding one empty directory (mode 0755) owned by `owner`. */
 export const directoryArchive = (name: string, owner: Owner): Promise<Buffer> => {
   const pack = tar.pack()
   pack.entry({ name: `${name}/`, type: "directory", mode: 0o755, ...owner })
   pack.finalize()
-  return collect(pack)
+  return collectBytes(pack)
 }
 
 /**
@@ -32,7 +24,7 @@ export const directoryArchive = (name: string, owner: Owner): Promise<Buffer> =>
 export const reownArchive = async (archive: Uint8Array, owner: Owner): Promise<Buffer> => {
   const extract = tar.extract()
   const pack = tar.pack()
-  const packed = collect(pack)
+  const packed = collectBytes(pack)
   const rewrite = (async () => {
     for await (const entry of extract) {
       const header = { ...entry.header, ...owner, uname: "", gname: "" }
