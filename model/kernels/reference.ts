@@ -1,0 +1,81 @@
+import type { Floats, Kernels } from "./kernels.ts"
+
+/**
+ * Plain TypeScript kernels: the definition every other backend is tested against. Loop orders are
+ * chosen for sequential memory access (i-k-j), and each output cell accumulates in a fixed order
+ * that does not depend on how many rows are computed together, so a row's result is the same in
+ * a batched prefill and in a single decode step.
+ */
+export const referenceKernels: Kernels = {
+  name: "reference",
+
+  matmul(a, b, m, k, n, out) {
+    out.fill(0, 0, m * n)
+    for (let i = 0; i < m; i++) {
+      const ai = i * k
+      const oi = i * n
+      for (let p = 0; p < k; p++) {
+        const av = a[ai + p] as number
+        if (av === 0) continue
+        const bp = p * n
+        for (let j = 0; j < n; j++)
+          out[oi + j] = (out[oi + j] as number) + av * (b[bp + j] as number)
+      }
+    }
+  },
+
+  matmulTransB(a, b, m, k, n, out) {
+    for (let i = 0; i < m; i++) {
+      const ai = i * k
+      for (let j = 0; j < n; j++) {
+        const bj = j * k
+        let s = 0
+        for (let p = 0; p < k; p++) s += (a[ai + p] as number) * (b[bj + p] as number)
+        out[i * n + j] = s
+      }
+    }
+  },
+
+  matmulTransA(a, b, m, k, n, out) {
+    out.fill(0, 0, m * n)
+    for (let p = 0; p < k; p++) {
+      const ap = p * m
+      const bp = p * n
+      for (let i = 0; i < m; i++) {
+        const av = a[ap + i] as number
+        if (av === 0) continue
+        const oi = i * n
+        for (let j = 0; j < n; j++)
+          out[oi + j] = (out[oi + j] as number) + av * (b[bp + j] as number)
+      }
+    }
+  },
+
+  rmsNorm(x, gain, rows, d, eps, out, invRms) {
+    for (let r = 0; r < rows; r++) {
+      const o = r * d
+      let ss = 0
+      for (let j = 0; j < d; j++) {
+        const v = x[o + j] as number
+        ss += v * v
+      }
+      const inv = 1 / Math.sqrt(ss / d + eps)
+      invRms[r] = inv
+      for (let j = 0; j < d; j++) out[o + j] = (x[o + j] as number) * inv * (gain[j] as number)
+    }
+  },
+
+  logSoftmaxRows(x, rows, n, out) {
+    for (let r = 0; r < rows; r++) {
+      const o = r * n
+      let max = Number.NEGATIVE_INFINITY
+      for (let j = 0; j < n; j++) max = Math.max(max, x[o + j] as number)
+      let sum = 0
+      for (let j = 0; j < n; j++) sum += Math.exp((x[o + j] as number) - max)
+      const lse = max + Math.log(sum)
+      for (let j = 0; j < n; j++) out[o + j] = (x[o + j] as number) - lse
+    }
+  },
+}
+
+export type { Floats }

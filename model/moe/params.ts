@@ -1,0 +1,150 @@
+import type { Floats } from "../kernels/kernels.ts"
+import { Rng } from "../rng.ts"
+import type { TinyMoeConfig } from "./config.ts"
+
+export type Precision = "f32" | "f64"
+
+export const allocFloats = (precision: Precision, n: number): Floats =>
+  precision === "f32" ? new Float32Array(n) : new Float64Array(n)
+
+export interface LayerParams {
+  readonly attnNorm: Floats // [d]
+  readonly wq: Floats // [d, d]
+  readonly wk: Floats // [d, d]
+  readonly wv: Floats // [d, d]
+  readonly wo: Floats // [d, d]
+  readonly ffnNorm: Floats // [d]
+  readonly router: Floats // [d, E]
+  readonly w1: Floats // [E, d, F]
+  readonly w2: Floats // [E, F, d]
+}
+
+export interface Params {
+  readonly embed: Floats // [V, d]
+  readonly layers: ReadonlyArray<LayerParams>
+  readonly finalNorm: Floats // [d]
+  readonly lmHead: Floats // [d, V]
+  readonly valueHead: Floats // [d]
+  readonly valueBias: Floats // [1]
+}
+
+/** One named tensor of the model, as saved in safetensors and updated by the optimiser. */
+export interface ParamEntry {
+  readonly name: string
+  readonly shape: ReadonlyArray<number>
+  readonly data: Floats
+  /** Weight decay applies to matrices, not to norm gains and biases. */
+  readonly decay: boolean
+}
+
+const layerShapes = (c: TinyMoeConfig) =>
+  ({
+    attnNorm: [c.dModel],
+    wq: [c.dModel, c.dModel],
+    wk: [c.dModel, c.dModel],
+    wv: [c.dModel, c.dModel],
+    wo: [c.dModel, c.dModel],
+    ffnNorm: [c.dModel],
+    router: [c.dModel, c.nExperts],
+    w1: [c.nExperts, c.dModel, c.dFf],
+    w2: [c.nExperts, c.dFf, c.dModel],
+  }) as const satisfies Record<keyof LayerParams, ReadonlyArray<number>>
+
+const LAYER_KEYS = [
+  "attnNorm",
+  "wq",
+  "wk",
+  "wv",
+  "wo",
+  "ffnNorm",
+  "router",
+  "w1",
+  "w2",
+] as const satisfies ReadonlyArray<keyof LayerParams>
+
+const NORM_KEYS = new Set<string>(["attnNorm", "ffnNorm"])
+
+const size = (shape: ReadonlyArray<number>) => shape.reduce((a, b) => a * b, 1)
+
+/** Names follow `layers.<i>.<tensor>`; the order is the canonical order of every listing. */
+export const paramEntries = (c: TinyMoeConfig, p: Params): ParamEntry[] => {
+  const entries: ParamEntry[] = [
+    { name: "embed", shape: [c.vocabSize, c.dModel], data: p.embed, decay: true },
+  ]
+  p.layers.forEach((layer, i) => {
+    const shapes = layerShapes(c)
+    for (const key of LAYER_KEYS) {
+      entries.push({
+        name: `layers.${i}.${key}`,
+        shape: shapes[key],
+        data: layer[key],
+        decay: !NORM_KEYS.has(key),
+      })
+    }
+  })
+  entries.push(
+    { name: "finalNorm", shape: [c.dModel], data: p.finalNorm, decay: false },
+    { name: "lmHead", shape: [c.dModel, c.vocabSize], data: p.lmHead, decay: true },
+    { name: "valueHead", shape: [c.dModel], data: p.valueHead, decay: true },
+    { name: "valueBias", shape: [1], data: p.valueBias, decay: false },
+  )
+  return entries
+}
+
+/** Allocates a parameter set (all zeros) and hands each tensor to `fill`. */
+export const buildParams = (
+  c: TinyMoeConfig,
+  precision: Precision,
+  fill: (name: string, shape: ReadonlyArray<number>, data: Floats) => void = () => {},
+): Params => {
+  const make = (name: string, shape: ReadonlyArray<number>) => {
+    const data = allocFloats(precision, size(shape))
+    fill(name, shape, data)
+    return data
+  }
+  const shapes = layerShapes(c)
+  const layers: LayerParams[] = []
+  for (let i = 0; i < c.nLayers; i++) {
+    const entry = {} as Record<keyof LayerParams, Floats>
+    for (const key of LAYER_KEYS) entry[key] = make(`layers.${i}.${key}`, shapes[key])
+    layers.push(entry)
+  }
+  return {
+    embed: make("embed", [c.vocabSize, c.dModel]),
+    layers,
+    finalNorm: make("finalNorm", [c.dModel]),
+    lmHead: make("lmHead", [c.dModel, c.vocabSize]),
+    valueHead: make("valueHead", [c.dModel]),
+    valueBias: make("valueBias", [1]),
+  }
+}
+
+/**
+ * Deterministic initialisation from a seed: N(0, 0.02) matrices, residual output projections
+ * scaled by 1/√(2·layers) (GPT-2), unit norm gains, a zero value head. The same seed gives the
+ * same bits on every machine.
+ */
+export const initParams = (
+  c: TinyMoeConfig,
+  seed: number,
+  precision: Precision = "f32",
+): Params => {
+  const rng = new Rng(seed)
+  const residualScale = 1 / Math.sqrt(2 * c.nLayers)
+  return buildParams(c, precision, (name, _shape, data) => {
+    const key = name.slice(name.lastIndexOf(".") + 1)
+    if (NORM_KEYS.has(key) || name === "finalNorm") data.fill(1)
+    else if (name === "valueHead" || name === "valueBias") data.fill(0)
+    else {
+      const std = key === "wo" || key === "w2" ? 0.02 * residualScale : 0.02
+      for (let i = 0; i < data.length; i++) data[i] = rng.normal() * std
+    }
+  })
+}
+
+/** A zeroed parameter set of the same shapes: gradients, optimiser moments. */
+export const zerosLike = (c: TinyMoeConfig, precision: Precision): Params =>
+  buildParams(c, precision)
+
+export const countParams = (c: TinyMoeConfig): number =>
+  paramEntries(c, buildParams(c, "f32")).reduce((n, e) => n + e.data.length, 0)
