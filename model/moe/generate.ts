@@ -1,7 +1,5 @@
-import type { Floats } from "../kernels/kernels.ts"
 import type { Rng } from "../rng.ts"
-import { sampleToken } from "../sample/index.ts"
-import type { Row } from "./forward.ts"
+import { ContinuousBatcher } from "./batcher.ts"
 import type { TinyMoe } from "./model.ts"
 import type { Sequence } from "./sequence.ts"
 
@@ -39,86 +37,21 @@ export interface Generated {
   stopReason: StopReason | undefined
 }
 
-const temperatureLogprob = (
-  logits: Floats,
-  id: number,
-  temperature: number,
-  plain: number,
-): number => {
-  if (temperature === 0 || temperature === 1) return plain
-  let max = Number.NEGATIVE_INFINITY
-  for (let j = 0; j < logits.length; j++) max = Math.max(max, (logits[j] as number) / temperature)
-  let sum = 0
-  for (let j = 0; j < logits.length; j++) sum += Math.exp((logits[j] as number) / temperature - max)
-  return (logits[id] as number) / temperature - max - Math.log(sum)
-}
-
 /**
- * Generates for several sequences at once: every decode step pushes one row per unfinished
- * sequence through the model together, so concurrent episodes share each weight read. A row's
- * result does not depend on its batch, so batching changes speed, not tokens.
+ * Generates for several sequences at once (see ContinuousBatcher): concurrent episodes share
+ * each decode step's weight reads.
  */
 export const generateBatch = (
   model: TinyMoe,
   requests: ReadonlyArray<GenerateRequest>,
 ): Generated[] => {
-  const out: Generated[] = requests.map((r) => ({
-    start: r.sequence.tokens.length,
-    tokens: [],
-    logprobs: [],
-    sampledLogprobs: [],
-    stopReason: undefined,
-  }))
-  for (const request of requests) {
-    if (request.sequence.model !== model) throw new Error("sequence belongs to another model")
-    request.sequence.flush()
-    if (!request.sequence.lastLogits) throw new RangeError("cannot generate from an empty sequence")
-  }
-  const logits: Array<Floats | undefined> = requests.map((r) => r.sequence.lastLogits)
-  let active = requests.map((_, i) => i)
-  while (active.length > 0) {
-    const continuing: number[] = []
-    for (const i of active) {
-      const request = requests[i] as GenerateRequest
-      const generated = out[i] as Generated
-      const { params, sequence } = request
-      if (generated.tokens.length >= params.maxTokens) {
-        generated.stopReason = "max_tokens"
-        continue
-      }
-      if (sequence.tokens.length >= sequence.cache.capacity) {
-        generated.stopReason = "context_full"
-        continue
-      }
-      const choice = sampleToken(logits[i] as Floats, params, request.rng)
-      sequence.append([choice.id])
-      generated.tokens.push(choice.id)
-      generated.logprobs.push(
-        temperatureLogprob(logits[i] as Floats, choice.id, params.temperature, choice.logprob),
-      )
-      generated.sampledLogprobs.push(choice.sampledLogprob)
-      if (params.stopTokenIds.has(choice.id)) generated.stopReason = "stop_token"
-      else if (generated.tokens.length >= params.maxTokens) generated.stopReason = "max_tokens"
-      else if (sequence.tokens.length >= sequence.cache.capacity)
-        generated.stopReason = "context_full"
-      else continuing.push(i)
-    }
-    if (continuing.length === 0) break
-    const rows: Row[] = continuing.map((i) => {
-      const sequence = (requests[i] as GenerateRequest).sequence
-      return { cache: sequence.cache, token: sequence.tokens[sequence.tokens.length - 1] as number }
+  const out: Array<Generated | undefined> = requests.map(() => undefined)
+  const batcher = new ContinuousBatcher(model)
+  requests.forEach((request, i) => {
+    batcher.add(request, (g) => {
+      out[i] = g
     })
-    const result = model.forward(rows)
-    const V = model.config.vocabSize
-    const width = model.config.nLayers * model.config.topK
-    continuing.forEach((i, r) => {
-      const sequence = (requests[i] as GenerateRequest).sequence
-      sequence.record(result.routing.subarray(r * width, (r + 1) * width))
-      const row = result.logits.subarray(r * V, (r + 1) * V)
-      sequence.lastLogits = row
-      logits[i] = row
-    })
-    active = continuing
-  }
-  return out
+  })
+  while (batcher.size > 0) batcher.step()
+  return out as Generated[]
 }

@@ -1,0 +1,45 @@
+export { ContinuousBatcher } from "./batcher.ts"
+export { KvCache } from "./cache.ts"
+export {
+  DEFAULT_CONFIG,
+  headDim,
+  ModelConfigError,
+  type TinyMoeConfig,
+  validateConfig,
+} from "./config.ts"
+export type { ForwardOptions, ForwardResult, Row, Tape } from "./forward.ts"
+export {
+  type Generated,
+  type GenerateRequest,
+  generateBatch,
+  type SamplingParams,
+  type StopReason as GenerationStopReason,
+} from "./generate.ts"
+export { tokenLogprobs, weightedNll } from "./losses.ts"
+export { type CreateOptions, TinyMoe } from "./model.ts"
+export {
+  countParams,
+  initParams,
+  type ParamEntry,
+  type Params,
+  type Precision,
+  paramEntries,
+  zerosLike,
+} from "./params.ts"
+export { allocRouting, type Routing } from "./routing.ts"
+export { Sequence } from "./sequence.ts"
+export {
+  addGrads,
+  optimizerFor,
+  type SupervisedSequence,
+  supervisedGradients,
+  supervisedStep,
+} from "./train.ts"
+export {
+  type DecodedWeights,
+  decodeWeights,
+  encodeWeights,
+  type StoredDtype,
+  WEIGHTS_FORMAT,
+  type WeightsMetadata,
+} from "./weights.ts"
