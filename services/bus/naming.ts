@@ -1,4 +1,6 @@
 /** Every subject and bucket t1 uses, under one configurable prefix (DESIGN.md, "Subjects"). */
+const streamPrefix = (prefix: string) => prefix.toUpperCase().replace(/[^A-Z0-9]/g, "_")
+
 export const subjectsFor = (prefix = "t1") => ({
   prefix,
   /** JetStream work queue of episode work items. */
@@ -13,6 +15,11 @@ export const subjectsFor = (prefix = "t1") => ({
   jobEvents: (job: string) => `${prefix}.jobs.${job}.events`,
   /** Every actor process answers Ping here with a Pong. */
   ping: `${prefix}.ping`,
+  /** JetStream stream names (no dots allowed) for the work queue and the trajectories. */
+  episodesStream: `${streamPrefix(prefix)}_EPISODES`,
+  trajectoriesStream: `${streamPrefix(prefix)}_TRAJ`,
+  /** Every job's trajectory subject, for the stream that stores them all. */
+  allTrajectories: `${prefix}.traj.>`,
   jobsBucket: `${prefix}-jobs`,
   weightsBucket: `${prefix}-weights`,
 })

@@ -1,0 +1,99 @@
+import { create, toBinary } from "@bufbuild/protobuf"
+import {
+  DType,
+  type EpisodeEnd,
+  type TrajectoryRecord,
+  TrajectoryRecordSchema,
+} from "../../proto/index.ts"
+import type { ChunkSpan } from "./tito.ts"
+
+const bytesOf = (a: Uint32Array | Float32Array | Uint8Array | Uint16Array): Uint8Array =>
+  new Uint8Array(a.buffer, a.byteOffset, a.byteLength)
+
+/** Room left for the envelope (ids, job, turn starts, headers) in a message. */
+const ENVELOPE_BYTES = 8192
+
+/** Most tokens per chunk so that a chunk message stays under the bus's max payload. */
+export const maxChunkTokens = (maxPayload: number, routingBytesPerToken: number): number =>
+  Math.max(1, Math.floor((maxPayload - ENVELOPE_BYTES) / (4 + 4 + 1 + routingBytesPerToken + 4)))
+
+/** Splits a span so that each piece fits a message (routing rows split at the same positions). */
+export const splitSpan = (span: ChunkSpan, maxTokens: number): ChunkSpan[] => {
+  if (span.end - span.start <= maxTokens) return [span]
+  const pieces: ChunkSpan[] = []
+  for (let from = span.start; from < span.end; from += maxTokens) {
+    const to = Math.min(span.end, from + maxTokens)
+    const a = from - span.start
+    const b = to - span.start
+    const r = span.routing
+    const width = r ? r.layers * r.topK : 0
+    const routedEnd = r ? r.start + r.rows.length / width : 0
+    const routing =
+      r && routedEnd > from
+        ? {
+            ...r,
+            start: from,
+            rows: r.rows.subarray(a * width, (Math.min(to, routedEnd) - span.start) * width),
+          }
+        : undefined
+    pieces.push({
+      ...span,
+      start: from,
+      end: to,
+      ids: span.ids.subarray(a, b),
+      logprobs: span.logprobs.subarray(a, b),
+      lossMask: span.lossMask.subarray(a, b),
+      routing,
+      turnStarts: span.turnStarts.filter((t) => t >= from && t < to),
+    })
+  }
+  return pieces
+}
+
+export interface ChunkIdentity {
+  readonly jobId: string
+  readonly episodeId: string
+  readonly attempt: number
+}
+
+export const chunkRecord = (who: ChunkIdentity, seq: number, span: ChunkSpan): TrajectoryRecord => {
+  const r = span.routing
+  return create(TrajectoryRecordSchema, {
+    record: {
+      case: "chunk",
+      value: {
+        jobId: who.jobId,
+        episodeId: who.episodeId,
+        attempt: who.attempt,
+        seq,
+        tokenStart: span.start,
+        tokenEnd: span.end,
+        tokenIds: bytesOf(span.ids),
+        logprobs: bytesOf(span.logprobs),
+        lossMask: bytesOf(span.lossMask),
+        ...(r
+          ? {
+              routing: bytesOf(r.rows),
+              routingDtype: r.rows instanceof Uint16Array ? DType.DTYPE_UINT16 : DType.DTYPE_UINT8,
+              routingShape: [r.rows.length / (r.layers * r.topK), r.layers, r.topK],
+              numExperts: r.numExperts,
+            }
+          : {}),
+        policyVersionStart: span.versionStart,
+        policyVersionEnd: span.versionEnd,
+        turnStarts: [...span.turnStarts],
+        createdUnixMs: BigInt(Date.now()),
+      },
+    },
+  })
+}
+
+export const endRecord = (end: EpisodeEnd): TrajectoryRecord =>
+  create(TrajectoryRecordSchema, { record: { case: "end", value: end } })
+
+export const encodeRecord = (record: TrajectoryRecord): Uint8Array =>
+  toBinary(TrajectoryRecordSchema, record)
+
+export const chunkMsgId = (who: ChunkIdentity, seq: number) =>
+  `${who.episodeId}:${who.attempt}:${seq}`
+export const endMsgId = (who: ChunkIdentity) => `${who.episodeId}:${who.attempt}:end`
