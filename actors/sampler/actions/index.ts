@@ -1,0 +1,59 @@
+import { Data, Effect } from "effect"
+import type { ActionFormat, ActionFormatName } from "./format.ts"
+import { shellBlock } from "./shell-block.ts"
+import { terminusJson } from "./terminus-json.ts"
+
+export type { ActionFormat, ActionFormatName, ParsedAction, ShellCommand } from "./format.ts"
+export {
+  type CommandOutcome,
+  formatObservation,
+  MIN_OBSERVATION_BYTES,
+  malformedObservation,
+  type Observation,
+  type ObservationOptions,
+  omittedMarker,
+  prependWarnings,
+  TIMED_OUT_STATUS,
+} from "./observation.ts"
+export { DONE_TOKEN, SHELL_BLOCK_PROMPT, shellBlock } from "./shell-block.ts"
+export {
+  MAX_SOLUTION_STEPS,
+  planSolution,
+  SOLUTION_FILE,
+  type SolutionPlan,
+  solutionCommands,
+} from "./solution.ts"
+export {
+  DEFAULT_DURATION_SEC,
+  SOLUTION_DURATION_SEC,
+  TERMINUS_JSON_PROMPT,
+  terminusJson,
+  tmuxKey,
+  translateKeystrokes,
+} from "./terminus-json.ts"
+
+/** Every action format, by name. */
+export const ACTION_FORMATS: { readonly [N in ActionFormatName]: ActionFormat } = {
+  "shell-block": shellBlock,
+  "terminus-json": terminusJson,
+}
+
+export const ACTION_FORMAT_NAMES = Object.keys(ACTION_FORMATS) as ReadonlyArray<ActionFormatName>
+
+export class UnknownActionFormat extends Data.TaggedError("UnknownActionFormat")<{
+  readonly name: string
+  readonly valid: ReadonlyArray<string>
+}> {
+  override get message(): string {
+    return `unknown action format ${JSON.stringify(this.name)}; valid: ${this.valid.join(", ")}`
+  }
+}
+
+export const isActionFormatName = (name: string): name is ActionFormatName =>
+  Object.hasOwn(ACTION_FORMATS, name)
+
+/** The format called `name`, or UnknownActionFormat naming the valid choices. */
+export const actionFormat = (name: string): Effect.Effect<ActionFormat, UnknownActionFormat> =>
+  isActionFormatName(name)
+    ? Effect.succeed(ACTION_FORMATS[name])
+    : Effect.fail(new UnknownActionFormat({ name, valid: ACTION_FORMAT_NAMES }))

@@ -1,0 +1,286 @@
+/**
+ * vLLM's OpenAI-compatible `POST /v1/completions` with the context as token ids.
+ *
+ * Shapes as read in vllm-project/vllm `vllm/entrypoints/openai/completion/protocol.py` and
+ * `serving.py`: the request takes `prompt: list[int]`, `max_tokens`, `temperature`, `top_p`,
+ * `top_k`, `seed`, `stop_token_ids`, `logprobs`, `skip_special_tokens`,
+ * `include_stop_str_in_output`, `return_tokens_as_token_ids` ("tokens are represented as strings
+ * of the form 'token_id:{token_id}'"), `return_token_ids` (adds `choices[i].token_ids`) and
+ * `routed_experts_prompt_start` ("skip the first N prompt tokens from returned routed-expert
+ * data"); each choice has `logprobs: {tokens, token_logprobs, top_logprobs, text_offset}`,
+ * `finish_reason` ("stop" | "length" | "abort"), `token_ids` and `routed_experts`: "base64-encoded
+ * .npy bytes ... shape (num_tokens - 1, num_layers, num_experts_per_tok) dtype
+ * uint8/uint16/int32", null unless the server runs with `--enable-return-routed-experts`.
+ * Releases without that field have no documented way to return routing through this endpoint;
+ * leave `routing` unset for them and the turn carries no routing.
+ *
+ * Log-probs: vLLM's default `--logprobs-mode raw_logprobs` reports log-probs of the logits before
+ * temperature. Serve with `--logprobs-mode processed_logprobs` for the behaviour log-prob; vLLM
+ * documents processed values as "after applying all processors, including temperature and
+ * top_k/top_p", so they match GenerateResult's definition exactly when topP = 1 and topK is unset.
+ */
+import { Effect } from "effect"
+import {
+  type FinishReason,
+  type GenerateRequest,
+  type GenerateResult,
+  type PolicyBackend,
+  PolicyError,
+  type RoutingRows,
+} from "./backend.ts"
+import {
+  asArray,
+  asCount,
+  asNumber,
+  asRecord,
+  asString,
+  asTokenIds,
+  child,
+  ShapeError,
+} from "./fields.ts"
+import { type Fetch, postJson } from "./http.ts"
+import { parseNpy } from "./npy.ts"
+import { checkLayout, decodeBase64, type RoutingLayout, routingRows, rowsStart } from "./routing.ts"
+import { lengthFinish, parseAnswer, preflight, RoutedPositions } from "./turn.ts"
+
+export interface VllmOptions {
+  /** Server root, e.g. `http://10.0.0.5:8000` (the adapter adds `/v1/completions`). */
+  readonly baseUrl: string
+  /** The served model name (`--served-model-name`, or the model path). */
+  readonly model: string
+  /** The server's `max_model_len` (prompt + generation). */
+  readonly contextLength: number
+  /** Version of the weights the server holds (vLLM does not report one). 0 when unset. */
+  readonly policyVersion?: () => bigint
+  readonly headers?: Readonly<Record<string, string>>
+  readonly fetch?: Fetch
+  /**
+   * The model's MoE shape. When set, an answer without `routed_experts` fails the turn (the server
+   * must run with `--enable-return-routed-experts`); when unset, routing is not read.
+   */
+  readonly routing?: RoutingLayout
+  /**
+   * Ask only for routing of positions this session has not been told yet
+   * (`routed_experts_prompt_start`); the rows then start there. Off by default.
+   */
+  readonly incrementalRouting?: boolean
+  /** Time limit of a request without its own `timeoutMs`. Default 10 minutes. */
+  readonly timeoutMs?: number
+}
+
+const NAME = "vllm"
+
+export const vllmBackend = (options: VllmOptions): PolicyBackend => {
+  if (options.routing !== undefined) checkLayout(options.routing)
+  const url = `${options.baseUrl.replace(/\/+$/, "")}/v1/completions`
+  const routed = new RoutedPositions()
+
+  const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, PolicyError> =>
+    Effect.gen(function* () {
+      const policyVersion = options.policyVersion?.() ?? 0n
+      const plan = yield* preflight(NAME, options.contextLength, request, policyVersion)
+      if (plan.kind === "full") return plan.result
+      const routingFrom =
+        options.routing !== undefined && options.incrementalRouting === true
+          ? routed.from(request)
+          : 0
+      const answer = yield* postJson({
+        backend: NAME,
+        url,
+        body: requestBody(options.model, request, plan.maxNewTokens, routingFrom),
+        headers: options.headers,
+        timeoutMs: request.timeoutMs ?? options.timeoutMs ?? 600_000,
+        fetch: options.fetch,
+      })
+      const result = yield* parseAnswer(NAME, url, () =>
+        readAnswer(answer, request, options, routingFrom, policyVersion),
+      )
+      // Every position but the last generated token has been routed and reported.
+      if (result.routing !== undefined)
+        routed.record(request.sessionId, request.ids.length + result.tokens.length - 1)
+      return result
+    })
+
+  return {
+    name: NAME,
+    contextLength: options.contextLength,
+    generate,
+    release: (sessionId) => Effect.sync(() => routed.forget(sessionId)),
+  }
+}
+
+const requestBody = (
+  model: string,
+  request: GenerateRequest,
+  maxNewTokens: number,
+  routingFrom: number,
+): Record<string, unknown> => {
+  const { sampling } = request
+  return {
+    model,
+    prompt: Array.from(request.ids),
+    max_tokens: maxNewTokens,
+    temperature: sampling.temperature,
+    top_p: sampling.topP,
+    top_k: sampling.topK ?? -1,
+    // Explicit, so the model's generation_config.json defaults cannot change the policy.
+    min_p: 0,
+    repetition_penalty: 1,
+    frequency_penalty: 0,
+    presence_penalty: 0,
+    ...(sampling.seed === undefined ? {} : { seed: sampling.seed }),
+    stop_token_ids: [...sampling.stopTokenIds],
+    n: 1,
+    stream: false,
+    echo: false,
+    logprobs: 1,
+    return_tokens_as_token_ids: true,
+    return_token_ids: true,
+    skip_special_tokens: false,
+    include_stop_str_in_output: true,
+    ...(routingFrom > 0 ? { routed_experts_prompt_start: routingFrom } : {}),
+  }
+}
+
+const readAnswer = (
+  answer: unknown,
+  request: GenerateRequest,
+  options: VllmOptions,
+  routingFrom: number,
+  policyVersion: bigint,
+): GenerateResult => {
+  const body = asRecord(answer, "")
+  const choices = asArray(body.choices, "choices")
+  if (choices.length !== 1)
+    throw new ShapeError("choices", `expected 1 choice, got ${choices.length}`)
+  const choice = asRecord(choices[0], "choices[0]")
+  const finish = readFinish(choice.finish_reason)
+
+  const logprobsPath = "choices[0].logprobs"
+  const logprobsField = asRecord(choice.logprobs, logprobsPath)
+  const fromLogprobs = readTokenStrings(logprobsField.tokens, child(logprobsPath, "tokens"))
+  const tokens =
+    choice.token_ids === undefined || choice.token_ids === null
+      ? fromLogprobs
+      : asTokenIds(choice.token_ids, "choices[0].token_ids")
+  if (tokens !== fromLogprobs) {
+    if (tokens.length !== fromLogprobs.length)
+      throw new ShapeError(
+        "choices[0].token_ids",
+        `${tokens.length} ids but logprobs.tokens holds ${fromLogprobs.length}`,
+      )
+    tokens.forEach((id, i) => {
+      if (fromLogprobs[i] !== id)
+        throw new ShapeError(
+          child(child(logprobsPath, "tokens"), i),
+          `token ${fromLogprobs[i]} but token_ids[${i}] is ${id}`,
+        )
+    })
+  }
+  const logprobs = readLogprobs(
+    logprobsField.token_logprobs,
+    child(logprobsPath, "token_logprobs"),
+    tokens.length,
+  )
+
+  const promptLength = request.ids.length
+  if (body.usage !== undefined && body.usage !== null) {
+    const usage = asRecord(body.usage, "usage")
+    if (usage.prompt_tokens !== undefined) {
+      const counted = asCount(usage.prompt_tokens, "usage.prompt_tokens")
+      if (counted !== promptLength)
+        throw new ShapeError(
+          "usage.prompt_tokens",
+          `the engine saw ${counted} prompt tokens, ${promptLength} were sent`,
+        )
+    }
+  }
+
+  const routing =
+    options.routing === undefined
+      ? undefined
+      : readRouting(
+          choice.routed_experts,
+          options.routing,
+          promptLength + tokens.length,
+          routingFrom,
+        )
+  const finishReason: FinishReason =
+    finish === "length" ? lengthFinish(promptLength, tokens.length, options.contextLength) : finish
+  return {
+    tokens,
+    logprobs,
+    ...(routing === undefined ? {} : { routing }),
+    finishReason,
+    policyVersion,
+  }
+}
+
+const readFinish = (value: unknown): "stop_token" | "length" => {
+  const path = "choices[0].finish_reason"
+  const reason = asString(value, path)
+  if (reason === "stop") return "stop_token"
+  if (reason === "length") return "length"
+  if (reason === "abort")
+    throw new PolicyError({
+      backend: NAME,
+      message: `${NAME}: the engine aborted the request`,
+      retryable: true,
+    })
+  throw new ShapeError(path, `expected "stop", "length" or "abort", got ${JSON.stringify(reason)}`)
+}
+
+/** `return_tokens_as_token_ids` renders each generated token as "token_id:<n>". */
+const readTokenStrings = (value: unknown, path: string): Uint32Array => {
+  const items = asArray(value, path)
+  const ids = new Uint32Array(items.length)
+  for (let i = 0; i < items.length; i++) {
+    const text = asString(items[i], child(path, i))
+    const match = /^token_id:(\d+)$/.exec(text)
+    const id = match?.[1] === undefined ? Number.NaN : Number(match[1])
+    if (!(Number.isInteger(id) && id <= 0xffff_ffff))
+      throw new ShapeError(
+        child(path, i),
+        `expected "token_id:<n>" (is return_tokens_as_token_ids honoured?), got ${JSON.stringify(text.slice(0, 40))}`,
+      )
+    ids[i] = id
+  }
+  return ids
+}
+
+const readLogprobs = (value: unknown, path: string, count: number): Float32Array => {
+  const items = asArray(value, path)
+  if (items.length !== count)
+    throw new ShapeError(path, `${items.length} entries for ${count} tokens`)
+  const logprobs = new Float32Array(count)
+  for (let i = 0; i < count; i++) logprobs[i] = asNumber(items[i], child(path, i))
+  return logprobs
+}
+
+const readRouting = (
+  value: unknown,
+  layout: RoutingLayout,
+  seqLen: number,
+  requestedFrom: number,
+): RoutingRows => {
+  const path = "choices[0].routed_experts"
+  if (value === undefined || value === null)
+    throw new ShapeError(
+      path,
+      "missing; start vLLM with --enable-return-routed-experts or drop the routing option",
+    )
+  const array = parseNpy(decodeBase64(asString(value, path), path), path)
+  const [positions, layers, topK] = array.shape
+  if (
+    array.shape.length !== 3 ||
+    positions === undefined ||
+    layers !== layout.layers ||
+    topK !== layout.topK
+  )
+    throw new ShapeError(
+      path,
+      `expected shape (positions, ${layout.layers}, ${layout.topK}), got (${array.shape.join(", ")})`,
+    )
+  const start = rowsStart(positions, seqLen, requestedFrom, path)
+  return routingRows(array.values, start, positions, layout, path)
+}
