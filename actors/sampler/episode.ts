@@ -79,6 +79,7 @@ export class CommandRejected extends Data.TaggedError("CommandRejected")<{
 const SYSTEM_PROMPT =
   "You are an agent operating a Linux shell to complete a task. Each command you send runs in the same persistent bash session; you then see its output."
 
+const CTRL_C = String.fromCharCode(3)
 const SETUP_DIR = "/tmp/t1-setup"
 const MAX_CONSECUTIVE_MALFORMED = 5
 const encoder = new TextEncoder()
@@ -96,7 +97,8 @@ export const sandboxSpecFor = (task: Task, item: EpisodeWorkItem, attempt: numbe
 const commandLine = (c: ShellCommand): string | undefined => {
   const k = c.keystrokes
   // A lone Ctrl-C: the session already interrupts commands at their timeout.
-  if (/^\u0003+\n?$/.test(k)) return undefined
+  const bare = k.endsWith("\n") ? k.slice(0, -1) : k
+  if (bare.length > 0 && [...bare].every((ch) => ch === CTRL_C)) return undefined
   return k.endsWith("\n") ? k.slice(0, -1) : k
 }
 

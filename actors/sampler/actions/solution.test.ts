@@ -61,12 +61,17 @@ const compare = (script: string, commands: ReadonlyArray<string>) => {
   return expected.stdout
 }
 
-/** Each command is complete on its own: `bash -n` accepts it. */
+/**
+ * Each command is complete on its own: bash accepts it as a function body (one bash process checks
+ * them all without running them).
+ */
 const checkSyntax = (commands: ReadonlyArray<string>) => {
-  for (const command of commands) {
-    const r = spawnSync("bash", ["-n"], { input: command, encoding: "utf8" })
-    expect({ command, stderr: r.stderr }).toEqual({ command, stderr: "" })
-  }
+  const check = commands
+    .map((c, k) => `eval ${squote(`__t1_check() {\n${c}\n}`)} 2>/dev/null || echo "bad ${k}"\n`)
+    .join("")
+  const r = spawnSync("bash", ["--noprofile", "--norc"], { input: check, encoding: "utf8" })
+  const bad = r.stdout.split("\n").filter((l) => l.startsWith("bad "))
+  expect(bad.map((l) => commands[Number(l.slice(4))])).toEqual([])
 }
 
 const steps = (script: string): ReadonlyArray<string> => {
@@ -421,9 +426,10 @@ describe("planSolution properties", () => {
 
 describe("planSolution on generated scripts", () => {
   const word = fc.constantFrom("a", "b c", "'q ) ('", '"d # e"', "\\$HOME", "'}'", "x{1,2}", "é")
+  const value = fc.constantFrom("a", "'b c'", '"d # e"', "x{1,2}", "$HOME", "'a)'")
   const simple = fc.oneof(
     word.map((w) => `echo ${w}`),
-    word.map((w) => `X=${w.includes(" ") ? `"${w}"` : w}`),
+    value.map((v) => `X=${v}`),
     fc.constant('echo "[$X]"'),
     word.map((w) => `printf '%s\\n' ${w} >> out.txt`),
     fc.constant("cat out.txt 2>/dev/null | wc -l"),
@@ -446,8 +452,8 @@ describe("planSolution on generated scripts", () => {
           {
             weight: 1,
             arbitrary: fc
-              .tuple(word, command(depth - 1))
-              .map(([w, s]) => `case ${w} in\n  a) ${s} ;;\n  *) echo other ;;\nesac`),
+              .tuple(value, command(depth - 1))
+              .map(([v, s]) => `X=${v}\ncase $X in\n  a) ${s} ;;\n  *) echo other ;;\nesac`),
           },
           { weight: 1, arbitrary: command(depth - 1).map((s) => `true &&\n  ${s}`) },
           { weight: 1, arbitrary: simple.map((s) => `${s} |\n  cat`) },
@@ -469,7 +475,7 @@ describe("planSolution on generated scripts", () => {
         checkSyntax(commands)
         compare(script, commands)
       }),
-      { numRuns: 40 },
+      { numRuns: 300 },
     )
   })
 })

@@ -1,0 +1,35 @@
+import { randomUUID } from "node:crypto"
+import { Effect, type Scope } from "effect"
+import { DockerDriverLive } from "../../actors/sandbox/docker/index.ts"
+import { runSandboxHost } from "../../actors/sandbox/host.ts"
+import { runVerifier } from "../../actors/verifier/index.ts"
+import type { Bus, Subjects } from "../../services/bus/index.ts"
+import type { Metrics } from "../../services/metrics/index.ts"
+
+/** A sandbox host on the Docker engine and a verifier, serving `subjects` on the current bus. */
+export const startSandboxAndVerifier = (
+  subjects: Subjects,
+  options: { readonly concurrency?: number } = {},
+): Effect.Effect<void, never, Bus | Metrics | Scope.Scope> =>
+  Effect.gen(function* () {
+    const owner = `t1-test-${randomUUID().slice(0, 8)}`
+    yield* Effect.forkScoped(
+      runSandboxHost({
+        subjects,
+        owner,
+        defaults: {
+          image: "t1-base:latest",
+          workdir: "/app",
+          ttlMs: 10 * 60_000,
+          execTimeoutMs: 30_000,
+          maxOutputBytes: 64 * 1024,
+          maxGetBytes: 1 << 20,
+        },
+        pool: { warm: [], maxStarting: 4, createPerSecond: 20, createBurst: 8 },
+        reapIntervalMs: 60_000,
+        heartbeatMs: 5000,
+        perSandboxConcurrency: 2,
+      }).pipe(Effect.provide(DockerDriverLive({ ownerId: owner, interruptGraceMs: 1000 }))),
+    )
+    yield* Effect.forkScoped(runVerifier({ subjects, concurrency: options.concurrency ?? 4 }))
+  })
