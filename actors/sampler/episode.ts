@@ -443,6 +443,13 @@ const turnLoop = (
         yield* turnEnds(execMs)
         return finish(TerminationReason.COMPLETED)
       }
+      // The last allowed turn: its commands ran (the verifier sees their effect), but no policy
+      // will read the observation, so it is not appended.
+      if (turn + 1 >= limits.maxTurns) {
+        builder.appendContext(glue)
+        yield* turnEnds(execMs)
+        return finish(TerminationReason.MAX_TURNS)
+      }
       const encoded = ports.template.content(observation)
       const capped = capTokens(encoded, limits.observationMaxTokens, ports.template)
       if (capped.cut) progress.truncatedObservations++

@@ -82,6 +82,7 @@ const workItem = (
   episode: string,
   task: TaskMessage,
   limits: Partial<{ maxTurns: number; maxTokens: number }>,
+  turnMaxTokens = 40,
 ) =>
   create(EpisodeWorkItemSchema, {
     jobId: job,
@@ -89,7 +90,7 @@ const workItem = (
     attempt: 0,
     taskRef: { taskSet: task.taskSet, taskId: task.id },
     task,
-    sampling: { temperature: 1, topP: 1, maxTokens: 40, seed: 7n },
+    sampling: { temperature: 1, topP: 1, maxTokens: turnMaxTokens, seed: 7n },
     limits: {
       wallClockSec: 300,
       commandTimeoutMs: 10_000,
@@ -245,17 +246,23 @@ describe.skipIf(!docker)("sampler on NATS and Docker", () => {
     expect(end?.policyVersionStart).toBe(5n)
     // Routing: one row per position the model processed (all but the last token), and the
     // same expert choices and log-probs when the learner re-scores the trajectory.
-    const [rows, layers, topK] = trajectory.routingShape
+    // Rows cover every position up to the last generated token (never fed back: the episode
+    // ended); the observation appended after it was never processed either.
+    const [rows = 0, layers, topK] = trajectory.routingShape
     expect([layers, topK]).toEqual([2, 2])
-    expect(rows).toBe(n - 1)
+    expect(rows).toBe(mask.lastIndexOf(1))
     const routing = new Uint8Array(trajectory.routing) as Routing
-    const scored = model.score(ids.subarray(0, n - 1), { replay: routing, tape: false })
-    const recomputed = model.score(ids.subarray(0, n - 1), { tape: false })
+    const scored = model.score(ids.subarray(0, rows), { replay: routing, tape: false })
+    const recomputed = model.score(ids.subarray(0, rows), { tape: false })
     expect(Buffer.from(recomputed.routing).equals(Buffer.from(routing))).toBe(true)
-    const learner = tokenLogprobs(scored.logits, ids.subarray(1), model.config.vocabSize)
-    for (let i = 1; i < n; i++)
-      if (mask[i] === 1)
-        expect(Math.abs((learner[i - 1] as number) - (logprobs[i] as number))).toBeLessThan(1e-4)
+    const learner = tokenLogprobs(scored.logits, ids.subarray(1, rows + 1), model.config.vocabSize)
+    let checked = 0
+    for (let i = 1; i <= rows; i++) {
+      if (mask[i] !== 1) continue
+      expect(Math.abs((learner[i - 1] as number) - (logprobs[i] as number))).toBeLessThan(1e-4)
+      checked++
+    }
+    expect(checked).toBe(sampled.length)
     expect(trajectory.turnStarts[0]).toBe(0)
     expect(trajectory.turnStarts.length).toBe(end?.turns)
   }, 120_000)
@@ -268,7 +275,7 @@ describe.skipIf(!docker)("sampler on NATS and Docker", () => {
         const script = yield* Effect.promise(() => readFile(task.solution as string, "utf8"))
         const turns = shellBlock.renderSolution(script)
         const policy = scriptedPolicy(tokenizer, () => turns)
-        const item = workItem("job-o", "oracle-1", wire, { maxTurns: 40, maxTokens: 100_000 })
+        const item = workItem("job-o", "oracle-1", wire, { maxTurns: 40, maxTokens: 100_000 }, 4000)
         const ports: EpisodePorts = {
           ...busPorts(bus, subjects, { jobId: "job-o", episodeId: "oracle-1", attempt: 0 }),
           policy,
@@ -305,10 +312,13 @@ describe.skipIf(!docker)("sampler on NATS and Docker", () => {
       Effect.gen(function* () {
         const { wire } = yield* wireTask
         const policy = scriptedPolicy(tokenizer, () => script)
-        const item = workItem("job-l", "long-1", wire, {
-          maxTurns: TURNS + 10,
-          maxTokens: 2_000_000,
-        })
+        const item = workItem(
+          "job-l",
+          "long-1",
+          wire,
+          { maxTurns: TURNS + 10, maxTokens: 2_000_000 },
+          1000,
+        )
         const ports: EpisodePorts = {
           ...busPorts(bus, subjects, { jobId: "job-l", episodeId: "long-1", attempt: 0 }),
           policy,
@@ -324,6 +334,7 @@ describe.skipIf(!docker)("sampler on NATS and Docker", () => {
     console.log(
       `300-turn episode: ${end.turns} turns, ${end.totalTokens} tokens, ${end.totalChunks} chunks, ${end.timings?.totalMs} ms; RSS ${(startRss / 2 ** 20).toFixed(0)} → peak ${(peakRss / 2 ** 20).toFixed(0)} MiB`,
     )
+    expect(end.error?.message ?? "").toBe("")
     expect(end.termination).toBe(TerminationReason.COMPLETED)
     expect(end.turns).toBe(TURNS + 1)
     expect(end.totalChunks).toBeGreaterThanOrEqual(TURNS)

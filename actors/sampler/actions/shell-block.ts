@@ -48,7 +48,7 @@ type Scan =
   | { readonly kind: "ok"; readonly blocks: ReadonlyArray<Block> }
   | { readonly kind: "unclosed"; readonly language: string }
 
-const OPEN = /^([ \t]*)(`{3,}|~{3,})[ \t]*([^\s`]*)[^`]*$/
+const OPEN = /^([ \t]*)(`{3,}|~{3,})(.*)$/
 const CLOSE = /^[ \t]*(`{3,}|~{3,})[ \t]*$/
 
 const scanFences = (text: string): Scan => {
@@ -59,7 +59,10 @@ const scanFences = (text: string): Scan => {
     if (open === null) continue
     const indent = (open[1] ?? "").length
     const fence = open[2] ?? "```"
-    const language = (open[3] ?? "").toLowerCase()
+    const info = (open[3] ?? "").trim()
+    // A backtick fence's info string has no backticks (else it is inline code: ```ls```).
+    if (fence[0] === "`" && info.includes("`")) continue
+    const language = (info.split(/\s/, 1)[0] ?? "").toLowerCase()
     const body: Array<string> = []
     let closed = false
     for (k++; k < lines.length; k++) {

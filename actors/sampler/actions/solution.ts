@@ -13,9 +13,10 @@
  *   than MAX_SOLUTION_STEPS statements are merged into that many turns, in order.
  * - A script that does something that differs in a persistent shell — `exit`, `exec`, `trap`,
  *   another `set` of errexit/nounset or of the positional parameters, `$0`, `BASH_SOURCE`, and
- *   outside function bodies `return`, `shift`, `$1`…, `$@`, `$#` — or that this lexer cannot follow (unbalanced quotes, blocks or
- *   heredocs, a non-bash shebang), is run whole as one turn: written to /tmp/t1-solution.sh
- *   through a quoted heredoc and run with `bash`, as `t1 tasks check` runs it.
+ *   outside function bodies `return`, `shift`, `$1`…, `$@`, `$#` (all fine inside a subshell) —
+ *   or that this lexer cannot follow (unbalanced quotes, blocks or heredocs, `<<` in arithmetic,
+ *   a non-bash shebang), is run whole as one turn: written to /tmp/t1-solution.sh through a
+ *   quoted heredoc and run with `bash`, as `t1 tasks check` runs it.
  *
  * The lexer knows quotes ('…', "…", $'…'), backslashes, comments, heredocs (<<, <<-, quoted
  * delimiters), $( ), ` `, ${ }, ( ), { }, if/fi, case/esac (patterns and ;; ;& ;;&),
@@ -51,10 +52,10 @@ const isBare = (c: string) => !META.has(c) && !"'\"`$\\".includes(c)
 
 const POSITIONAL_IN_TEXT = /\$(?:[0-9@*#]|\{[0-9@*#]|\{?BASH_SOURCE)/
 const SAFE_SET_OPTIONS = new Set(["pipefail", "xtrace", "verbose"])
-/** Builtins that act on the shell itself: harmless in a subshell… */
-const SUBSHELL_SAFE = new Set(["exit", "return", "shift", "exec", "trap", "set", "logout"])
-/** …and these in a function, where they act on the function. */
-const FUNCTION_SAFE = new Set(["return", "shift"])
+/** Builtins that act on the shell itself (harmless in a subshell)… */
+const SHELL_ALTERING = new Set(["exit", "return", "shift", "exec", "trap", "set", "logout"])
+/** …of which these act on the function when in one. */
+const FUNCTION_LOCAL = new Set(["return", "shift"])
 
 class Unsupported {
   constructor(readonly reason: string) {}
@@ -283,9 +284,9 @@ const statementBoundaries = (src: string): Array<number> => {
       continued = false
       return
     }
-    if (cmdPos && delimited && SUBSHELL_SAFE.has(bare) && !inSubshell()) {
+    if (cmdPos && delimited && SHELL_ALTERING.has(bare) && !inSubshell()) {
       if (bare === "set") checkSet(j)
-      else if (!(FUNCTION_SAFE.has(bare) && inFunction())) unsupported(bare)
+      else if (!(FUNCTION_LOCAL.has(bare) && inFunction())) unsupported(bare)
     }
     continued = false
     // An assignment keeps the command position: `X=1 cmd`.

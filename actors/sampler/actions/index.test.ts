@@ -1,0 +1,41 @@
+import { Effect, Exit } from "effect"
+import { describe, expect, it } from "vitest"
+import {
+  ACTION_FORMAT_NAMES,
+  ACTION_FORMATS,
+  actionFormat,
+  isActionFormatName,
+  shellBlock,
+  terminusJson,
+  UnknownActionFormat,
+} from "./index.ts"
+
+describe("actionFormat", () => {
+  it("finds each format by its name", async () => {
+    expect(await Effect.runPromise(actionFormat("shell-block"))).toBe(shellBlock)
+    expect(await Effect.runPromise(actionFormat("terminus-json"))).toBe(terminusJson)
+    for (const name of ACTION_FORMAT_NAMES) expect(ACTION_FORMATS[name].name).toBe(name)
+  })
+
+  it("fails with UnknownActionFormat naming the valid choices", async () => {
+    const exit = await Effect.runPromiseExit(actionFormat("xml"))
+    expect(Exit.isFailure(exit)).toBe(true)
+    const error = await Effect.runPromise(Effect.flip(actionFormat("xml")))
+    expect(error).toBeInstanceOf(UnknownActionFormat)
+    expect(error._tag).toBe("UnknownActionFormat")
+    expect(error.valid).toEqual(["shell-block", "terminus-json"])
+    expect(error.message).toBe('unknown action format "xml"; valid: shell-block, terminus-json')
+  })
+
+  it("does not take inherited keys for names", () => {
+    expect(isActionFormatName("toString")).toBe(false)
+    expect(isActionFormatName("__proto__")).toBe(false)
+  })
+
+  it("every format has a system prompt that shows how to finish", () => {
+    expect(shellBlock.systemPrompt).toContain("<|done|>")
+    expect(shellBlock.systemPrompt).toContain("```bash")
+    expect(terminusJson.systemPrompt).toContain('"task_complete"')
+    expect(terminusJson.systemPrompt).toContain("C-c")
+  })
+})
