@@ -1,9 +1,9 @@
 import { readFile } from "node:fs/promises"
 import { create } from "@bufbuild/protobuf"
 import { Data, Effect } from "effect"
-import { packDirectory } from "../actors/verifier/archive.ts"
 import { packFiles } from "../actors/sandbox/tar-bytes.ts"
-import { type Task as TaskMessage, TaskFormat, TaskSchema, TaskSplit } from "../proto/index.ts"
+import { packDirectory } from "../actors/verifier/archive.ts"
+import { TaskFormat, type Task as TaskMessage, TaskSchema, TaskSplit } from "../proto/index.ts"
 import type { Task } from "./task.ts"
 
 export class TaskWireError extends Data.TaggedError("TaskWireError")<{
@@ -16,7 +16,11 @@ export class TaskWireError extends Data.TaggedError("TaskWireError")<{
 }
 
 const FORMAT = { tb2: TaskFormat.TB2, tb1: TaskFormat.TB1, native: TaskFormat.NATIVE } as const
-const SPLIT = { train: TaskSplit.TRAIN, eval: TaskSplit.EVAL, unspecified: TaskSplit.UNSPECIFIED } as const
+const SPLIT = {
+  train: TaskSplit.TRAIN,
+  eval: TaskSplit.EVAL,
+  unspecified: TaskSplit.UNSPECIFIED,
+} as const
 
 /**
  * The wire form of a loaded task, self-contained: tests (and the reference solution) travel as
@@ -29,10 +33,16 @@ export const taskToWire = (task: Task, image: string): Effect.Effect<TaskMessage
       const v = task.verifier
       const tests = await packDirectory(
         v.testsDir,
-        v.script !== undefined && v.scriptPath !== undefined ? { name: v.script, path: v.scriptPath } : undefined,
+        v.script !== undefined && v.scriptPath !== undefined
+          ? { name: v.script, path: v.scriptPath }
+          : undefined,
       )
-      const setupScript = task.environment.setupScript ? await readFile(task.environment.setupScript, "utf8") : ""
-      const solution = task.solution ? await packFiles({ "solve.sh": await readFile(task.solution, "utf8") }, 0o755) : undefined
+      const setupScript = task.environment.setupScript
+        ? await readFile(task.environment.setupScript, "utf8")
+        : ""
+      const solution = task.solution
+        ? await packFiles({ "solve.sh": await readFile(task.solution, "utf8") }, 0o755)
+        : undefined
       return create(TaskSchema, {
         id: task.id,
         taskSet: task.taskSet,
@@ -51,9 +61,12 @@ export const taskToWire = (task: Task, image: string): Effect.Effect<TaskMessage
         testFiles: { source: { case: "tar", value: tests.tar } },
         tags: [...task.tags],
         split: SPLIT[task.split],
-        testCommand: v.kind === "script" && v.script !== undefined ? `bash ${v.testDir}/${v.script}` : "",
+        testCommand:
+          v.kind === "script" && v.script !== undefined ? `bash ${v.testDir}/${v.script}` : "",
         testDir: v.testDir,
-        ...(solution ? { solutionFiles: { source: { case: "tar" as const, value: solution } } } : {}),
+        ...(solution
+          ? { solutionFiles: { source: { case: "tar" as const, value: solution } } }
+          : {}),
         expectedTestCount: v.expectedTests,
         family: task.family,
         setupScript,

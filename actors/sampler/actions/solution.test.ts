@@ -260,14 +260,19 @@ describe("planSolution: statements", () => {
   it(`merges more than ${MAX_SOLUTION_STEPS} statements into that many turns, in order`, () => {
     const script = Array.from({ length: 40 }, (_, k) => `echo ${k}`).join("\n")
     const s = steps(script)
-    expect(s.length).toBeLessThanOrEqual(MAX_SOLUTION_STEPS)
+    expect(s).toHaveLength(MAX_SOLUTION_STEPS)
     expect(s.join("\n")).toBe(script)
+    const echo = (from: number, to: number) =>
+      Array.from({ length: to - from }, (_, k) => `echo ${from + k}`).join("\n")
     expect(planSolution(script, 3)).toEqual({
       kind: "steps",
-      steps: [0, 14, 28].map((from) =>
-        Array.from({ length: Math.min(14, 40 - from) }, (_, k) => `echo ${from + k}`).join("\n"),
-      ),
+      steps: [echo(0, 13), echo(13, 26), echo(26, 40)],
     })
+    // 18 statements in 16 turns: two turns of two.
+    const eighteen = Array.from({ length: 18 }, (_, k) => `echo ${k}`).join("\n")
+    expect(steps(eighteen).map((t) => t.split("\n").length)).toEqual([
+      1, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 2,
+    ])
   })
 
   it.each(Object.entries(SPLIT))(
@@ -292,6 +297,7 @@ describe("planSolution: whole script", () => {
     ["exit in a function", "f() {\n  exit 1\n}\n", /^exit at line 2$/],
     ["positional after a function", 'f() { echo "$1"; }\necho "$1"\n', /positional/],
     ["$@ in an unquoted heredoc", "cat <<EOF\n$@\nEOF\n", /positional parameters in a heredoc/],
+    ["$0 in a heredoc in a function", "f() {\n  cat <<EOF\n$1 $0\nEOF\n}\n", /in a heredoc/],
     ["BASH_SOURCE", `echo "\${BASH_SOURCE[0]}"\n`, /BASH_SOURCE/],
     ["errexit later", "echo a\nset -e\necho b\n", /^set -e at line 2$/],
     ["set -o errexit later", "echo a\nset -o errexit\n", /set -o errexit/],
@@ -328,6 +334,8 @@ describe("planSolution: whole script", () => {
       "(exit 3) || echo sub\n",
       "x=$(exit 0)\n",
       "set -o pipefail\n",
+      "set -x # trace from here\n",
+      "f() {\n  cat <<EOF\n$1 and $2\nEOF\n}\n",
       "echo a\nset -x\nset +e\n",
       "cat <<'EOF'\n$1\nEOF\n",
       "echo \\$1\n",

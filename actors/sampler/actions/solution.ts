@@ -50,7 +50,7 @@ const META = new Set([" ", "\t", "\n", ";", "&", "|", "<", ">", "(", ")"])
 /** Characters that can be part of a bare (unquoted, unexpanded) word. */
 const isBare = (c: string) => !META.has(c) && !"'\"`$\\".includes(c)
 
-const POSITIONAL_IN_TEXT = /\$(?:[0-9@*#]|\{[0-9@*#]|\{?BASH_SOURCE)/
+const POSITIONAL_IN_TEXT = /\$\{?(?:[0-9@*#]|BASH_SOURCE)/g
 const SAFE_SET_OPTIONS = new Set(["pipefail", "xtrace", "verbose"])
 /** Builtins that act on the shell itself (harmless in a subshell)… */
 const SHELL_ALTERING = new Set(["exit", "return", "shift", "exec", "trap", "set", "logout"])
@@ -169,9 +169,13 @@ const statementBoundaries = (src: string): Array<number> => {
         const line = src.slice(i, lineEnd)
         const candidate = doc.stripTabs ? line.replace(/^\t+/, "") : line
         if (candidate === doc.delimiter) {
-          const used = doc.quoted ? null : POSITIONAL_IN_TEXT.exec(src.slice(bodyStart, i))
-          if (used !== null && (!inFunction() || /0|BASH_SOURCE/.test(used[0]))) {
-            unsupported("use of the positional parameters in a heredoc", bodyStart)
+          if (!doc.quoted) {
+            for (const [used] of src.slice(bodyStart, i).matchAll(POSITIONAL_IN_TEXT)) {
+              // In a function $1… are its arguments; $0 and BASH_SOURCE name the script anyway.
+              if (!inFunction() || /^\$\{?(0|B)/.test(used)) {
+                unsupported("use of the positional parameters in a heredoc", bodyStart)
+              }
+            }
           }
           i = nl < 0 ? n : nl + 1
           break
@@ -184,11 +188,13 @@ const statementBoundaries = (src: string): Array<number> => {
   /** `set` in the persistent shell: fine for pipefail, xtrace and turning options off. */
   const checkSet = (argsFrom: number) => {
     const end = src.slice(argsFrom).search(/[;&|\n]/)
-    const args = src
+    const words = src
       .slice(argsFrom, end < 0 ? n : argsFrom + end)
       .trim()
       .split(/\s+/)
-      .filter((a) => a !== "" && !a.startsWith("#"))
+      .filter((a) => a !== "")
+    const comment = words.findIndex((a) => a.startsWith("#"))
+    const args = comment < 0 ? words : words.slice(0, comment)
     for (let k = 0; k < args.length; k++) {
       const a = args[k] ?? ""
       if (a === "-o" || a === "+o") {
@@ -599,9 +605,9 @@ export const planSolution = (script: string, maxSteps = MAX_SOLUTION_STEPS): Sol
   }
   const limit = Math.max(1, maxSteps)
   if (steps.length <= limit) return { kind: "steps", steps }
-  const size = Math.ceil(steps.length / limit)
-  const merged: Array<string> = []
-  for (let k = 0; k < steps.length; k += size) merged.push(steps.slice(k, k + size).join("\n"))
+  // Exactly `limit` turns, their sizes differing by at most one.
+  const at = (k: number) => Math.floor((k * steps.length) / limit)
+  const merged = Array.from({ length: limit }, (_, k) => steps.slice(at(k), at(k + 1)).join("\n"))
   return { kind: "steps", steps: merged }
 }
 
