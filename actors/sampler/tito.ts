@@ -199,14 +199,12 @@ export class TrajectoryBuilder {
     }
     const generated = this.generatedVersions.slice(0, n).filter((v): v is bigint => v !== undefined)
     const spanVersions = generated.length > 0 ? generated : this.versions.slice(0, Math.max(1, n))
-    const versionStart = spanVersions.reduce(
-      (a, b) => (b < a ? b : a),
-      spanVersions[0] ?? this.version,
-    )
-    const versionEnd = spanVersions.reduce(
-      (a, b) => (b > a ? b : a),
-      spanVersions[0] ?? this.version,
-    )
+    let versionStart = spanVersions[0] ?? this.version
+    let versionEnd = versionStart
+    for (const v of spanVersions) {
+      if (v < versionStart) versionStart = v
+      if (v > versionEnd) versionEnd = v
+    }
     const span: ChunkSpan = {
       start,
       end,

@@ -24,7 +24,6 @@ import {
 } from "../../model/index.ts"
 import {
   EpisodePurpose,
-  type EpisodeWorkItem,
   EpisodeWorkItemSchema,
   type Task as TaskMessage,
   TerminationReason,

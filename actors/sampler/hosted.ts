@@ -1,0 +1,157 @@
+import { readFileSync } from "node:fs"
+import { Effect } from "effect"
+import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
+import {
+  ChatTemplate,
+  decodeWeights,
+  loadTokenizerJson,
+  TinyMoe,
+  type Tokenizer,
+} from "../../model/index.ts"
+import { type KernelChoice, selectKernels } from "../../model/kernels/select.ts"
+import {
+  ActorConfigError,
+  type FlagValues,
+  flagInt,
+  flagText,
+  type HostedActor,
+} from "../hosted.ts"
+import { ACTION_FORMATS, type ActionFormatName, isActionFormatName } from "./actions/index.ts"
+import { runSampler } from "./actor.ts"
+import type { PolicyBackend } from "./policy/backend.ts"
+import { embeddedPolicy } from "./policy/embedded.ts"
+import { sglangBackend } from "./policy/sglang.ts"
+import { vllmBackend } from "./policy/vllm.ts"
+
+export const samplerFlagsHelp = `  --policy NAME                tinymoe (embedded, default), sglang or vllm (T1_POLICY)
+  --weights FILE               TinyMoE weights (safetensors written by t1); default: initialised from --seed (T1_WEIGHTS)
+  --seed N                     initialisation seed when no --weights (default 0)
+  --kernels NAME               TinyMoE kernels: auto (gpu.js where measured faster), reference, webasm, cpu (T1_KERNELS; default auto)
+  --tokenizer FILE             tokenizer.json (Hugging Face format); default: the bundled one (T1_TOKENIZER)
+  --format NAME                action format: shell-block (default for tinymoe) or terminus-json (default for engines) (T1_ACTION_FORMAT)
+  --engine-url URL             SGLang or vLLM server root, e.g. http://127.0.0.1:30000 (T1_ENGINE_URL)
+  --engine-model NAME          vLLM served model name (T1_ENGINE_MODEL)
+  --context-length N           the engine's context length, or TinyMoE's per-episode context (default 4096)
+  --routing L,K,E              the engine model's MoE layers, top-k and experts, to request routed experts (R3)`
+
+const KERNELS = new Set(["auto", "reference", "webasm", "cpu"])
+
+const tokenizerFrom = (flags: FlagValues): Tokenizer => {
+  const path = flagText(flags, "tokenizer", "T1_TOKENIZER")
+  if (!path) return loadBundledTokenizer()
+  try {
+    return loadTokenizerJson(readFileSync(path, "utf8"))
+  } catch (e) {
+    throw new ActorConfigError(`--tokenizer ${path}: ${e instanceof Error ? e.message : String(e)}`)
+  }
+}
+
+const routingLayout = (flags: FlagValues) => {
+  const raw = flagText(flags, "routing", "T1_ENGINE_ROUTING")
+  if (!raw) return undefined
+  const parts = raw.split(",").map(Number)
+  if (parts.length !== 3 || parts.some((n) => !Number.isInteger(n) || n < 1)) {
+    throw new ActorConfigError(
+      `--routing must be LAYERS,TOP_K,EXPERTS (positive integers), got ${JSON.stringify(raw)}`,
+    )
+  }
+  const [layers = 1, topK = 1, numExperts = 1] = parts
+  return { layers, topK, numExperts }
+}
+
+/** `t1 actor sampler`: runs episodes from the work queue with the configured policy. */
+export const samplerActor: HostedActor = {
+  summary:
+    "runs episodes from <prefix>.episodes: policy turns, shell actions in sandboxes, verification, trajectories streamed (TITO, R3)",
+  flags: {
+    policy: { type: "string" },
+    weights: { type: "string" },
+    seed: { type: "string" },
+    kernels: { type: "string" },
+    tokenizer: { type: "string" },
+    format: { type: "string" },
+    "engine-url": { type: "string" },
+    "engine-model": { type: "string" },
+    "context-length": { type: "string" },
+    routing: { type: "string" },
+  },
+  flagsHelp: samplerFlagsHelp,
+  run: ({ subjects, concurrency, shutdownGraceMs }, flags) => {
+    const policyName = flagText(flags, "policy", "T1_POLICY") ?? "tinymoe"
+    if (!["tinymoe", "sglang", "vllm"].includes(policyName)) {
+      throw new ActorConfigError(
+        `--policy must be tinymoe, sglang or vllm, got ${JSON.stringify(policyName)}`,
+      )
+    }
+    const formatName =
+      flagText(flags, "format", "T1_ACTION_FORMAT") ??
+      (policyName === "tinymoe" ? "shell-block" : "terminus-json")
+    if (!isActionFormatName(formatName))
+      throw new ActorConfigError(
+        `--format must be shell-block or terminus-json, got ${JSON.stringify(formatName)}`,
+      )
+    const format = ACTION_FORMATS[formatName as ActionFormatName]
+    const tokenizer = tokenizerFrom(flags)
+    const template = new ChatTemplate(tokenizer)
+    const contextLength = flagInt(flags, "context-length", "T1_CONTEXT_LENGTH", 4096, 16)
+    const engine = (): PolicyBackend => {
+      const baseUrl = flagText(flags, "engine-url", "T1_ENGINE_URL")
+      if (!baseUrl)
+        throw new ActorConfigError(`--engine-url is required with --policy ${policyName}`)
+      const routing = routingLayout(flags)
+      if (policyName === "sglang")
+        return sglangBackend({ baseUrl, contextLength, ...(routing ? { routing } : {}) })
+      const model = flagText(flags, "engine-model", "T1_ENGINE_MODEL")
+      if (!model) throw new ActorConfigError("--engine-model is required with --policy vllm")
+      return vllmBackend({ baseUrl, model, contextLength, ...(routing ? { routing } : {}) })
+    }
+    const kernelsName = flagText(flags, "kernels", "T1_KERNELS") ?? "auto"
+    if (!KERNELS.has(kernelsName))
+      throw new ActorConfigError(
+        `--kernels must be auto, reference, webasm or cpu, got ${JSON.stringify(kernelsName)}`,
+      )
+    const weightsPath = flagText(flags, "weights", "T1_WEIGHTS")
+    const seed = flagInt(flags, "seed", "T1_SEED", 0)
+    const tinymoe = () => {
+      const kernels = selectKernels(kernelsName as KernelChoice)
+      if (weightsPath) {
+        let bytes: Uint8Array
+        try {
+          bytes = readFileSync(weightsPath)
+        } catch (e) {
+          throw new ActorConfigError(
+            `--weights ${weightsPath}: ${e instanceof Error ? e.message : String(e)}`,
+          )
+        }
+        const decoded = decodeWeights(bytes, "f32", kernels)
+        return { model: decoded.model, version: decoded.version ?? 0n }
+      }
+      return {
+        model: TinyMoe.create({ config: { vocabSize: tokenizer.vocabSize }, seed, kernels }),
+        version: 0n,
+      }
+    }
+    return Effect.scoped(
+      Effect.gen(function* () {
+        let policy: PolicyBackend
+        if (policyName === "tinymoe") {
+          const { model, version } = tinymoe()
+          if (model.config.vocabSize < tokenizer.vocabSize) {
+            throw new ActorConfigError(
+              `the weights' vocabulary (${model.config.vocabSize}) is smaller than the tokenizer's (${tokenizer.vocabSize})`,
+            )
+          }
+          policy = yield* embeddedPolicy(model, version, { contextLength })
+        } else policy = engine()
+        return yield* runSampler({
+          subjects,
+          policy,
+          template,
+          format,
+          concurrency,
+          shutdownGraceMs,
+        })
+      }),
+    ).pipe(Effect.mapError((e) => ({ message: e instanceof Error ? e.message : String(e) })))
+  },
+}
