@@ -51,7 +51,8 @@ export const trajectoryRows = (input: TrajectoryRowsInput): TrajectoryRows => {
   let rewardRow = -1
   for (let r = 0; r < rows; r++) {
     const id = ids[r + 1] as number
-    if (!(Number.isInteger(id) && id >= 0 && id <= 0x7fffffff)) fail(`ids[${r + 1}]`, `not a token id: ${id}`)
+    if (!(Number.isInteger(id) && id >= 0 && id <= 0x7fffffff))
+      fail(`ids[${r + 1}]`, `not a token id: ${id}`)
     const m = lossMask[r + 1] as number
     if (m !== 0 && m !== 1) fail(`lossMask[${r + 1}]`, `must be 0 or 1, got ${m}`)
     targets[r] = id

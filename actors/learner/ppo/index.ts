@@ -1,0 +1,7 @@
+export * from "./admission.ts"
+export { PpoError } from "./errors.ts"
+export * from "./gae.ts"
+export * from "./loss.ts"
+export * from "./metrics.ts"
+export * from "./rows.ts"
+export * from "./warmup.ts"
