@@ -20,6 +20,7 @@ export { type CreateOptions, TinyMoe } from "./model.ts"
 export {
   countParams,
   initParams,
+  mapParams,
   type ParamEntry,
   type Params,
   type Precision,

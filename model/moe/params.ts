@@ -148,3 +148,17 @@ export const zerosLike = (c: TinyMoeConfig, precision: Precision): Params =>
 
 export const countParams = (c: TinyMoeConfig): number =>
   paramEntries(c, buildParams(c, "f32")).reduce((n, e) => n + e.data.length, 0)
+
+/** A new parameter set whose tensors are `f` of this one's (e.g. rounded to bfloat16). */
+export const mapParams = (
+  c: TinyMoeConfig,
+  p: Params,
+  precision: Precision,
+  f: (data: Floats, name: string) => ArrayLike<number>,
+): Params => {
+  const source = new Map(paramEntries(c, p).map((e) => [e.name, e.data]))
+  return buildParams(c, precision, (name, _shape, data) => {
+    const from = source.get(name)
+    if (from) data.set(f(from, name))
+  })
+}

@@ -1,0 +1,45 @@
+import { fromBinary } from "@bufbuild/protobuf"
+import { Effect, Stream } from "effect"
+import { type Trajectory, TrajectoryRecordSchema } from "../../proto/index.ts"
+import type { BusShape, Subjects } from "../../services/bus/index.ts"
+import { TrajectoryAssembler, TrajectoryCorrupt } from "./assemble.ts"
+
+/**
+ * Reads one job's trajectory stream from the start with a durable consumer of its own and
+ * returns the first `count` complete trajectories (tools, experiments and tests; the buffer
+ * actor is the production reader). Corrupt trajectories fail the effect.
+ */
+export const collectTrajectories = (
+  bus: BusShape,
+  subjects: Subjects,
+  job: string,
+  count: number,
+  durable = `collect-${job}`,
+): Effect.Effect<Trajectory[], unknown> =>
+  Effect.gen(function* () {
+    yield* bus.ensureConsumer({
+      stream: subjects.trajectoriesStream,
+      durable,
+      filterSubject: subjects.trajectories(job),
+      ackWaitMs: 60_000,
+      maxDeliver: 5,
+    })
+    const assembler = new TrajectoryAssembler()
+    const found = yield* bus
+      .consume(subjects.trajectoriesStream, durable, { maxInFlight: 256 })
+      .pipe(
+        Stream.mapEffect((item) =>
+          Effect.gen(function* () {
+            const record = fromBinary(TrajectoryRecordSchema, item.data)
+            yield* item.ack
+            const done = assembler.add(record)
+            if (done instanceof TrajectoryCorrupt) return yield* Effect.fail(done)
+            return done
+          }),
+        ),
+        Stream.filter((t): t is Trajectory => t !== undefined),
+        Stream.take(count),
+        Stream.runCollect,
+      )
+    return Array.from(found)
+  })
