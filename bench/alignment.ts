@@ -43,7 +43,7 @@ import { Bus, MemoryBusLive, subjectsFor } from "../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"
 import { loadTask, resolveTaskImage } from "../tasks/index.ts"
 import { taskToWire } from "../tasks/wire.ts"
-import { startSandboxAndVerifier } from "../test/support/actors.ts"
+import { startSandboxAndVerifier } from "../actors/local.ts"
 import { messagesOf } from "./support/retokenize.ts"
 
 const USAGE = `usage: npm run exp:alignment -- [--json] [--episodes N] [--turns N] [--seed S]

@@ -5,6 +5,7 @@ import { imageCommand } from "./commands/image.ts"
 import { modelCommand } from "./commands/model.ts"
 import { pingCommand } from "./commands/ping.ts"
 import { tasksCommand } from "./commands/tasks.ts"
+import { trainCommand } from "./commands/train.ts"
 import { UsageError } from "./flags.ts"
 import { runCommand } from "./run-main.ts"
 
@@ -29,6 +30,10 @@ const commands: Record<
   },
   ping: { summary: "check that the bus and at least one actor answer", run: pingCommand },
   tasks: { summary: "task families, synth, decontam, check (t1 tasks --help)", run: tasksCommand },
+  train: {
+    summary: "SFT warm start on golden trajectories (t1 train sft --out weights.safetensors)",
+    run: trainCommand,
+  },
 }
 
 const version = (): string => {

@@ -106,6 +106,7 @@ export class Trainer {
     readonly model: TinyMoe,
     readonly config: LearnerConfig,
     optimizer?: AdamW,
+    criticOptimizer?: AdamW,
   ) {
     this.optimizer =
       optimizer ??
@@ -114,13 +115,15 @@ export class Trainer {
         weightDecay: config.weightDecay,
         maxGradNorm: config.maxGradNorm,
       })
-    this.criticOptimizer = new AdamW(
-      { lr: config.lr, weightDecay: 0, maxGradNorm: config.maxGradNorm },
-      model
-        .entries()
-        .filter((e) => CRITIC_PARAMS.has(e.name))
-        .map((e) => ({ name: e.name, data: e.data, decay: false })),
-    )
+    this.criticOptimizer =
+      criticOptimizer ??
+      new AdamW(
+        { lr: config.lr, weightDecay: 0, maxGradNorm: config.maxGradNorm },
+        model
+          .entries()
+          .filter((e) => CRITIC_PARAMS.has(e.name))
+          .map((e) => ({ name: e.name, data: e.data, decay: false })),
+      )
   }
 
   /**

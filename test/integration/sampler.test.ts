@@ -40,7 +40,7 @@ import {
 import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
 import { loadTask, resolveTaskImage } from "../../tasks/index.ts"
 import { taskToWire } from "../../tasks/wire.ts"
-import { startSandboxAndVerifier } from "../support/actors.ts"
+import { startSandboxAndVerifier } from "../../actors/local.ts"
 import { type NatsServerProcess, startNatsServer } from "../support/nats-server.ts"
 
 const docker = await Effect.runPromise(dockerEngineAvailable())

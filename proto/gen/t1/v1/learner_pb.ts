@@ -4,7 +4,9 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Trajectory } from "./trajectory_pb.ts";
+import type { ObjectRef } from "./common_pb.ts";
+import { file_t1_v1_common } from "./common_pb.ts";
+import type { EpisodeEnd, Trajectory } from "./trajectory_pb.ts";
 import { file_t1_v1_trajectory } from "./trajectory_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -12,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file t1/v1/learner.proto.
  */
 export const file_t1_v1_learner: GenFile = /*@__PURE__*/
-  fileDesc("ChN0MS92MS9sZWFybmVyLnByb3RvEgV0MS52MSKmAQoQVGFrZUJhdGNoUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSGAoQbWF4X3RyYWplY3RvcmllcxgCIAEoDRISCgptYXhfdG9rZW5zGAMgASgNEhYKDnBvbGljeV92ZXJzaW9uGAQgASgEEhUKDW1heF9zdGFsZW5lc3MYBSABKA0SDwoHd2FpdF9tcxgGIAEoDRIUCgx3aG9sZV9ncm91cHMYByABKAgirwEKBUJhdGNoEg4KBmpvYl9pZBgBIAEoCRIQCghiYXRjaF9pZBgCIAEoCRInCgx0cmFqZWN0b3JpZXMYAyADKAsyES50MS52MS5UcmFqZWN0b3J5EhYKDnBvbGljeV92ZXJzaW9uGAQgASgEEhQKDHRvdGFsX3Rva2VucxgFIAEoBBIVCg1kcm9wcGVkX3N0YWxlGAYgASgNEhYKDnN0YWxlbmVzc19tZWFuGAcgASgBIuQECg9UcmFpblN0ZXBSZXBvcnQSDAoEc3RlcBgBIAEoBBIWCg5wb2xpY3lfdmVyc2lvbhgCIAEoBBIgCgVwaGFzZRgDIAEoDjIRLnQxLnYxLlRyYWluUGhhc2USNAoHbWV0cmljcxgEIAMoCzIjLnQxLnYxLlRyYWluU3RlcFJlcG9ydC5NZXRyaWNzRW50cnkSJAocdHJhaW5faW5mZXJfbG9ncHJvYl9hYnNfZGlmZhgFIAEoARIWCg5taXNtYXRjaF9rbF9rMxgGIAEoARITCgtwb2xpY3lfbG9zcxgHIAEoARISCgp2YWx1ZV9sb3NzGAggASgBEhoKEmV4cGxhaW5lZF92YXJpYW5jZRgJIAEoARIPCgdlbnRyb3B5GAogASgBEhAKCGNsaXBmcmFjGAsgASgBEhQKDHRpc19jbGlwZnJhYxgMIAEoARIRCglhcHByb3hfa2wYDSABKAESEwoLcmV3YXJkX21lYW4YDiABKAESFQoNcmVzb2x2ZWRfcmF0ZRgPIAEoARIZChF0b2tlbnNfcGVyX3NlY29uZBgQIAEoARIWCg5zdGFsZW5lc3NfbWVhbhgRIAEoARIOCgZqb2JfaWQYEiABKAkSEAoIYmF0Y2hfaWQYEyABKAkSFAoMdHJhamVjdG9yaWVzGBQgASgNEg4KBnRva2VucxgVIAEoBBITCgtkdXJhdGlvbl9tcxgWIAEoDRIYChBmaW5pc2hlZF91bml4X21zGBcgASgDGi4KDE1ldHJpY3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAE6AjgBIrYBChNXZWlnaHRzQW5ub3VuY2VtZW50Eg4KBmpvYl9pZBgBIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgCIAEoBBIOCgZidWNrZXQYAyABKAkSDAoEbmFtZRgEIAEoCRIOCgZzaGEyNTYYBSABKAkSEgoKc2l6ZV9ieXRlcxgGIAEoBBIXCg9jcmVhdGVkX3VuaXhfbXMYByABKAMSDgoGZm9ybWF0GAggASgJEgwKBHN0ZXAYCSABKAQqcgoKVHJhaW5QaGFzZRIbChdUUkFJTl9QSEFTRV9VTlNQRUNJRklFRBAAEhMKD1RSQUlOX1BIQVNFX1NGVBABEh0KGVRSQUlOX1BIQVNFX0NSSVRJQ19XQVJNVVAQAhITCg9UUkFJTl9QSEFTRV9QUE8QA2IGcHJvdG8z", [file_t1_v1_trajectory]);
+  fileDesc("ChN0MS92MS9sZWFybmVyLnByb3RvEgV0MS52MSLzAQoQVGFrZUJhdGNoUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSGAoQbWF4X3RyYWplY3RvcmllcxgCIAEoDRISCgptYXhfdG9rZW5zGAMgASgNEhYKDnBvbGljeV92ZXJzaW9uGAQgASgEEhUKDW1heF9zdGFsZW5lc3MYBSABKA0SDwoHd2FpdF9tcxgGIAEoDRIUCgx3aG9sZV9ncm91cHMYByABKAgSFAoMYWNrX2JhdGNoX2lkGAggASgJEiEKGWRyb3BfemVyb192YXJpYW5jZV9ncm91cHMYCSABKAgSEgoKZ3JvdXBfc2l6ZRgKIAEoDSKCAQoPUmVhZHlUcmFqZWN0b3J5Eh4KA2VuZBgBIAEoCzIRLnQxLnYxLkVwaXNvZGVFbmQSIwoGaW5saW5lGAIgASgLMhEudDEudjEuVHJhamVjdG9yeUgAEiIKBm9iamVjdBgDIAEoCzIQLnQxLnYxLk9iamVjdFJlZkgAQgYKBGJvZHkiigIKBUJhdGNoEg4KBmpvYl9pZBgBIAEoCRIQCghiYXRjaF9pZBgCIAEoCRInCgx0cmFqZWN0b3JpZXMYAyADKAsyES50MS52MS5UcmFqZWN0b3J5EhYKDnBvbGljeV92ZXJzaW9uGAQgASgEEhQKDHRvdGFsX3Rva2VucxgFIAEoBBIVCg1kcm9wcGVkX3N0YWxlGAYgASgNEhYKDnN0YWxlbmVzc19tZWFuGAcgASgBEikKD3RyYWplY3RvcnlfcmVmcxgIIAMoCzIQLnQxLnYxLk9iamVjdFJlZhIPCgd3ZWlnaHRzGAkgAygBEh0KFWRyb3BwZWRfemVyb192YXJpYW5jZRgKIAEoDSLkBAoPVHJhaW5TdGVwUmVwb3J0EgwKBHN0ZXAYASABKAQSFgoOcG9saWN5X3ZlcnNpb24YAiABKAQSIAoFcGhhc2UYAyABKA4yES50MS52MS5UcmFpblBoYXNlEjQKB21ldHJpY3MYBCADKAsyIy50MS52MS5UcmFpblN0ZXBSZXBvcnQuTWV0cmljc0VudHJ5EiQKHHRyYWluX2luZmVyX2xvZ3Byb2JfYWJzX2RpZmYYBSABKAESFgoObWlzbWF0Y2hfa2xfazMYBiABKAESEwoLcG9saWN5X2xvc3MYByABKAESEgoKdmFsdWVfbG9zcxgIIAEoARIaChJleHBsYWluZWRfdmFyaWFuY2UYCSABKAESDwoHZW50cm9weRgKIAEoARIQCghjbGlwZnJhYxgLIAEoARIUCgx0aXNfY2xpcGZyYWMYDCABKAESEQoJYXBwcm94X2tsGA0gASgBEhMKC3Jld2FyZF9tZWFuGA4gASgBEhUKDXJlc29sdmVkX3JhdGUYDyABKAESGQoRdG9rZW5zX3Blcl9zZWNvbmQYECABKAESFgoOc3RhbGVuZXNzX21lYW4YESABKAESDgoGam9iX2lkGBIgASgJEhAKCGJhdGNoX2lkGBMgASgJEhQKDHRyYWplY3RvcmllcxgUIAEoDRIOCgZ0b2tlbnMYFSABKAQSEwoLZHVyYXRpb25fbXMYFiABKA0SGAoQZmluaXNoZWRfdW5peF9tcxgXIAEoAxouCgxNZXRyaWNzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgBOgI4ASK2AQoTV2VpZ2h0c0Fubm91bmNlbWVudBIOCgZqb2JfaWQYASABKAkSFgoOcG9saWN5X3ZlcnNpb24YAiABKAQSDgoGYnVja2V0GAMgASgJEgwKBG5hbWUYBCABKAkSDgoGc2hhMjU2GAUgASgJEhIKCnNpemVfYnl0ZXMYBiABKAQSFwoPY3JlYXRlZF91bml4X21zGAcgASgDEg4KBmZvcm1hdBgIIAEoCRIMCgRzdGVwGAkgASgEKnIKClRyYWluUGhhc2USGwoXVFJBSU5fUEhBU0VfVU5TUEVDSUZJRUQQABITCg9UUkFJTl9QSEFTRV9TRlQQARIdChlUUkFJTl9QSEFTRV9DUklUSUNfV0FSTVVQEAISEwoPVFJBSU5fUEhBU0VfUFBPEANiBnByb3RvMw", [file_t1_v1_common, file_t1_v1_trajectory]);
 
 /**
  * The learner asks the buffer for a batch (request/reply on `<prefix>.buffer.<job_id>.take`).
@@ -48,7 +50,8 @@ export type TakeBatchRequest = Message<"t1.v1.TakeBatchRequest"> & {
 
   /**
    * Trajectories whose admitted_policy_version < policy_version - max_staleness (η) are
-   * dropped, never served.
+   * dropped, never served (or, when the buffer is configured to down-weight, served with a
+   * weight below 1: see Batch.weights).
    *
    * @generated from field: uint32 max_staleness = 5;
    */
@@ -62,11 +65,38 @@ export type TakeBatchRequest = Message<"t1.v1.TakeBatchRequest"> & {
   waitMs: number;
 
   /**
-   * Serve only whole groups (all k rollouts of a task), for group-relative statistics.
+   * Serve only whole groups (all k rollouts of a task), for group-relative statistics. A group
+   * is whole when `group_size` distinct sample indices of its group_id are ready, or when no new
+   * member arrived for the buffer's group timeout (members lost for good: stale, dropped).
    *
    * @generated from field: bool whole_groups = 7;
    */
   wholeGroups: boolean;
+
+  /**
+   * Confirms the batch this learner took before (its Batch.batch_id): the buffer then forgets
+   * its trajectories for good. A batch that is not confirmed within the buffer's batch timeout
+   * (or whose buffer restarted) is served again. Empty: nothing to confirm.
+   *
+   * @generated from field: string ack_batch_id = 8;
+   */
+  ackBatchId: string;
+
+  /**
+   * With whole_groups: drop groups whose rewards are all equal (no learning signal under
+   * group-relative advantages); counted in Batch.dropped_zero_variance. Ignored otherwise.
+   *
+   * @generated from field: bool drop_zero_variance_groups = 9;
+   */
+  dropZeroVarianceGroups: boolean;
+
+  /**
+   * Rollouts per group (k, the job's samples_per_task), for whole_groups; 0 means the buffer's
+   * configured group size.
+   *
+   * @generated from field: uint32 group_size = 10;
+   */
+  groupSize: number;
 };
 
 /**
@@ -77,8 +107,56 @@ export const TakeBatchRequestSchema: GenMessage<TakeBatchRequest> = /*@__PURE__*
   messageDesc(file_t1_v1_learner, 0);
 
 /**
- * Trajectories for one learner step. The serialised Batch is usually larger than NATS
- * max_payload, so the buffer replies with BlobChunk messages (message_type "t1.v1.Batch").
+ * A trajectory stored by the buffer and not yet consumed by training: one message on the
+ * JetStream stream `<PREFIX>_READY`, subject `<prefix>.ready.<job_id>`, Nats-Msg-Id
+ * "<job_id>:<episode_id>" (exactly one trainable trajectory per episode). A trajectory too large
+ * for one message is kept in the object store and this message points at it.
+ *
+ * @generated from message t1.v1.ReadyTrajectory
+ */
+export type ReadyTrajectory = Message<"t1.v1.ReadyTrajectory"> & {
+  /**
+   * The trajectory's end record (reward, group, admitted version, infra_failed), so that the
+   * buffer can filter and group without fetching the object.
+   *
+   * @generated from field: t1.v1.EpisodeEnd end = 1;
+   */
+  end?: EpisodeEnd | undefined;
+
+  /**
+   * @generated from oneof t1.v1.ReadyTrajectory.body
+   */
+  body: {
+    /**
+     * The whole trajectory.
+     *
+     * @generated from field: t1.v1.Trajectory inline = 2;
+     */
+    value: Trajectory;
+    case: "inline";
+  } | {
+    /**
+     * An encoded Trajectory in the object store (bucket `<prefix>-trajectories`, name
+     * "<job_id>/<episode_id>").
+     *
+     * @generated from field: t1.v1.ObjectRef object = 3;
+     */
+    value: ObjectRef;
+    case: "object";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message t1.v1.ReadyTrajectory.
+ * Use `create(ReadyTrajectorySchema)` to create a new message.
+ */
+export const ReadyTrajectorySchema: GenMessage<ReadyTrajectory> = /*@__PURE__*/
+  messageDesc(file_t1_v1_learner, 1);
+
+/**
+ * Trajectories for one learner step, in one reply message under NATS max_payload: trajectories
+ * that fit are inline, larger ones are object-store references (trajectory_refs) that the
+ * client (actors/buffer/client.ts) fetches and appends to `trajectories`.
  *
  * @generated from message t1.v1.Batch
  */
@@ -129,6 +207,32 @@ export type Batch = Message<"t1.v1.Batch"> & {
    * @generated from field: double staleness_mean = 7;
    */
   stalenessMean: number;
+
+  /**
+   * Trajectories of this batch kept in the object store (an encoded Trajectory each): they come
+   * after `trajectories` in batch order. The buffer client resolves them, appends them to
+   * `trajectories` and clears this list.
+   *
+   * @generated from field: repeated t1.v1.ObjectRef trajectory_refs = 8;
+   */
+  trajectoryRefs: ObjectRef[];
+
+  /**
+   * Loss weight of each trajectory, in batch order (`trajectories`, then `trajectory_refs`); one
+   * per trajectory. 1 unless the buffer down-weights stale trajectories: a trajectory of
+   * staleness s > max_staleness (η) then has weight decay^(s - η) (decay 0.5 by default).
+   *
+   * @generated from field: repeated double weights = 9;
+   */
+  weights: number[];
+
+  /**
+   * Trajectories dropped while cutting this batch because their whole group had equal rewards
+   * (TakeBatchRequest.drop_zero_variance_groups).
+   *
+   * @generated from field: uint32 dropped_zero_variance = 10;
+   */
+  droppedZeroVariance: number;
 };
 
 /**
@@ -136,7 +240,7 @@ export type Batch = Message<"t1.v1.Batch"> & {
  * Use `create(BatchSchema)` to create a new message.
  */
 export const BatchSchema: GenMessage<Batch> = /*@__PURE__*/
-  messageDesc(file_t1_v1_learner, 1);
+  messageDesc(file_t1_v1_learner, 2);
 
 /**
  * Diagnostics of one learner step. Named fields are always reported (0 where a phase does not
@@ -306,7 +410,7 @@ export type TrainStepReport = Message<"t1.v1.TrainStepReport"> & {
  * Use `create(TrainStepReportSchema)` to create a new message.
  */
 export const TrainStepReportSchema: GenMessage<TrainStepReport> = /*@__PURE__*/
-  messageDesc(file_t1_v1_learner, 2);
+  messageDesc(file_t1_v1_learner, 3);
 
 /**
  * A new policy version is available: published on `<prefix>.weights.<job_id>`. Its bytes are in
@@ -382,7 +486,7 @@ export type WeightsAnnouncement = Message<"t1.v1.WeightsAnnouncement"> & {
  * Use `create(WeightsAnnouncementSchema)` to create a new message.
  */
 export const WeightsAnnouncementSchema: GenMessage<WeightsAnnouncement> = /*@__PURE__*/
-  messageDesc(file_t1_v1_learner, 3);
+  messageDesc(file_t1_v1_learner, 4);
 
 /**
  * Stage of the training recipe.

@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto"
 import { Effect, type Scope } from "effect"
-import { DockerDriverLive } from "../../actors/sandbox/docker/index.ts"
-import { runSandboxHost } from "../../actors/sandbox/host.ts"
-import { runVerifier } from "../../actors/verifier/index.ts"
-import type { Bus, Subjects } from "../../services/bus/index.ts"
-import type { Metrics } from "../../services/metrics/index.ts"
+import type { Bus, Subjects } from "../services/bus/index.ts"
+import type { Metrics } from "../services/metrics/index.ts"
+import { DockerDriverLive } from "./sandbox/docker/index.ts"
+import { runSandboxHost } from "./sandbox/host.ts"
+import { runVerifier } from "./verifier/index.ts"
 
 /** A sandbox host on the Docker engine and a verifier, serving `subjects` on the current bus. */
 export const startSandboxAndVerifier = (

@@ -1,0 +1,12 @@
+export { type BufferOptions, runBuffer } from "./actor.ts"
+export { TrajectoryAssembler, TrajectoryCorrupt } from "./assemble.ts"
+export {
+  BufferClientError,
+  resolveBatch,
+  type TakeBatchOptions,
+  type TakeBatchParams,
+  takeBatch,
+} from "./client.ts"
+export { type BufferMetrics, bufferMetrics, type DropReason } from "./metrics.ts"
+export { type StalePolicy, stalenessOf } from "./pool.ts"
+export { type BufferNames, bufferNames } from "./wire.ts"

@@ -1,0 +1,114 @@
+import { Effect, Option } from "effect"
+import {
+  AdamW,
+  decodeAdamWState,
+  decodeWeights,
+  encodeAdamWState,
+  encodeWeights,
+  type Kernels,
+} from "../../model/index.ts"
+import type { BusShape } from "../../services/bus/index.ts"
+import { type LearnerConfig, Trainer } from "./trainer.ts"
+
+/** What a learner needs to continue after a crash, besides the weights and optimiser moments. */
+export interface CheckpointManifest {
+  readonly step: number
+  readonly version: string
+  /** The last batch taken from the buffer and trained on (acked with the next take). */
+  readonly lastBatchId: string
+  readonly savedUnixMs: number
+}
+
+const names = (job: string) => ({
+  weights: `${job}/weights.safetensors`,
+  optimizer: `${job}/optimizer.safetensors`,
+  critic: `${job}/critic-optimizer.safetensors`,
+  manifest: `${job}/manifest.json`,
+})
+
+/**
+ * Saves weights, both optimisers and the manifest into the object store bucket. The manifest is
+ * written last and names the step, so a crash mid-save leaves the previous checkpoint usable:
+ * on load, tensors whose step disagrees with the manifest are a torn save and refused.
+ */
+export const saveCheckpoint = (
+  bus: BusShape,
+  bucket: string,
+  job: string,
+  trainer: Trainer,
+  version: bigint,
+  lastBatchId: string,
+): Effect.Effect<CheckpointManifest, unknown> =>
+  Effect.gen(function* () {
+    const store = yield* bus.objectStore(bucket)
+    const n = names(job)
+    const step = String(trainer.step)
+    yield* store.put(n.weights, encodeWeights(trainer.model, "F32", { version, extra: { step } }))
+    yield* store.put(n.optimizer, encodeAdamWState(trainer.optimizer.state()))
+    yield* store.put(n.critic, encodeAdamWState(trainer.criticOptimizer.state()))
+    const manifest: CheckpointManifest = {
+      step: trainer.step,
+      version: version.toString(),
+      lastBatchId,
+      savedUnixMs: Date.now(),
+    }
+    yield* store.put(n.manifest, new TextEncoder().encode(JSON.stringify(manifest)))
+    return manifest
+  })
+
+export interface Restored {
+  readonly trainer: Trainer
+  readonly version: bigint
+  readonly lastBatchId: string
+}
+
+/** The latest checkpoint of a job, or undefined when it has none. */
+export const loadCheckpoint = (
+  bus: BusShape,
+  bucket: string,
+  job: string,
+  config: LearnerConfig,
+  kernels?: Kernels,
+): Effect.Effect<Restored | undefined, unknown> =>
+  Effect.gen(function* () {
+    const store = yield* bus.objectStore(bucket)
+    const n = names(job)
+    const manifestBytes = yield* store.get(n.manifest)
+    if (Option.isNone(manifestBytes)) return undefined
+    const manifest = JSON.parse(new TextDecoder().decode(manifestBytes.value)) as CheckpointManifest
+    const get = (name: string) =>
+      store
+        .get(name)
+        .pipe(
+          Effect.flatMap((o) =>
+            Option.isSome(o)
+              ? Effect.succeed(o.value)
+              : Effect.fail(new Error(`checkpoint ${name} is missing`)),
+          ),
+        )
+    const decoded = decodeWeights(yield* get(n.weights), "f32", kernels)
+    if (decoded.metadata.step !== String(manifest.step)) {
+      return yield* Effect.fail(
+        new Error(
+          `checkpoint of ${job} is torn: weights at step ${decoded.metadata.step}, manifest at ${manifest.step}`,
+        ),
+      )
+    }
+    const model = decoded.model
+    const params = model.entries().map((e) => ({ name: e.name, data: e.data, decay: e.decay }))
+    const optimizer = AdamW.restore(
+      { lr: config.lr, weightDecay: config.weightDecay, maxGradNorm: config.maxGradNorm },
+      params,
+      decodeAdamWState(yield* get(n.optimizer)),
+    )
+    const critic = AdamW.restore(
+      { lr: config.lr, weightDecay: 0, maxGradNorm: config.maxGradNorm },
+      params
+        .filter((p) => p.name === "valueHead" || p.name === "valueBias")
+        .map((p) => ({ ...p, decay: false })),
+      decodeAdamWState(yield* get(n.critic)),
+    )
+    const trainer = new Trainer(model, config, optimizer, critic)
+    trainer.step = manifest.step
+    return { trainer, version: BigInt(manifest.version), lastBatchId: manifest.lastBatchId }
+  })

@@ -1,0 +1,72 @@
+import { readFile } from "node:fs/promises"
+import { create } from "@bufbuild/protobuf"
+import { Effect } from "effect"
+import type { ChatTemplate } from "../../model/index.ts"
+import { EpisodePurpose, EpisodeWorkItemSchema, type Trajectory } from "../../proto/index.ts"
+import type { BusShape, Subjects } from "../../services/bus/index.ts"
+import { resolveTaskImage, type Task } from "../../tasks/index.ts"
+import { taskToWire } from "../../tasks/wire.ts"
+import { collectTrajectories } from "../buffer/collect.ts"
+import type { ActionFormat } from "../sampler/actions/index.ts"
+import { busPorts } from "../sampler/bus-ports.ts"
+import { runEpisode } from "../sampler/episode.ts"
+import { scriptedPolicy } from "../sampler/policy/scripted.ts"
+
+/**
+ * Golden trajectories for the SFT warm start: each task's reference solution played as agent
+ * turns (the oracle agent) through the real episode loop — sandbox, observations, verifier — so
+ * the transcripts are built by the same TITO builder as the policy's own rollouts. Only episodes
+ * the verifier resolves are kept.
+ */
+export const goldenTrajectories = (
+  bus: BusShape,
+  subjects: Subjects,
+  tasks: ReadonlyArray<Task>,
+  template: ChatTemplate,
+  format: ActionFormat,
+  options: { readonly job?: string; readonly concurrency?: number } = {},
+): Effect.Effect<{ trajectories: Trajectory[]; skipped: string[] }, unknown> =>
+  Effect.gen(function* () {
+    const job = options.job ?? `golden-${Date.now().toString(36)}`
+    const withSolutions = tasks.filter((t) => t.solution !== undefined)
+    const scripts = new Map<string, ReadonlyArray<string>>()
+    for (const task of withSolutions) {
+      scripts.set(
+        `${task.id}:0`,
+        format.renderSolution(
+          yield* Effect.promise(() => readFile(task.solution as string, "utf8")),
+        ),
+      )
+    }
+    const policy = scriptedPolicy(template.tokenizer, (session) => scripts.get(session) ?? [])
+    const ends = yield* Effect.forEach(
+      withSolutions,
+      (task) =>
+        Effect.gen(function* () {
+          const { image } = yield* resolveTaskImage(task)
+          const wire = yield* taskToWire(task, image)
+          const item = create(EpisodeWorkItemSchema, {
+            jobId: job,
+            episodeId: task.id,
+            task: wire,
+            taskRef: { taskSet: task.taskSet, taskId: task.id },
+            sampling: { temperature: 1, topP: 1, maxTokens: 4096 },
+            limits: { maxTurns: 64, maxTokens: 16_384, commandTimeoutMs: 60_000 },
+            purpose: EpisodePurpose.ROLLOUT,
+            admittedUnixMs: BigInt(Date.now()),
+          })
+          const ports = {
+            ...busPorts(bus, subjects, { jobId: job, episodeId: task.id, attempt: 0 }),
+            policy,
+            template,
+            format,
+          }
+          return yield* runEpisode(ports, item, 0)
+        }),
+      { concurrency: options.concurrency ?? 4 },
+    )
+    const all = yield* collectTrajectories(bus, subjects, job, ends.length)
+    const trajectories = all.filter((t) => t.end?.resolved === true)
+    const skipped = all.filter((t) => t.end?.resolved !== true).map((t) => t.episodeId)
+    return { trajectories, skipped }
+  })

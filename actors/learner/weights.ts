@@ -1,0 +1,116 @@
+import { createHash } from "node:crypto"
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
+import { Data, Effect, Option, Stream } from "effect"
+import { decodeWeights, encodeWeights, type Kernels, type TinyMoe } from "../../model/index.ts"
+import { type WeightsAnnouncement, WeightsAnnouncementSchema } from "../../proto/index.ts"
+import type { BusShape, Subjects } from "../../services/bus/index.ts"
+
+export class WeightsUnavailable extends Data.TaggedError("WeightsUnavailable")<{
+  readonly name: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `weights ${this.name}: ${this.reason}`
+  }
+}
+
+/** KV key of a job's latest announcement, so a sampler that starts late finds it. */
+const latestKey = (job: string) => `${job}.latest`
+
+/**
+ * Publishes a policy version: the safetensors bytes into the object store (`<prefix>-weights`,
+ * name `<job>/v<version>.safetensors`), the announcement into KV (latest per job) and on
+ * `<prefix>.weights.<job>`.
+ */
+export const publishWeights = (
+  bus: BusShape,
+  subjects: Subjects,
+  job: string,
+  model: TinyMoe,
+  version: bigint,
+  step: bigint,
+): Effect.Effect<WeightsAnnouncement, unknown> =>
+  Effect.gen(function* () {
+    const bytes = encodeWeights(model, "F32", { version, extra: { job, step: step.toString() } })
+    const name = `${job}/v${version}.safetensors`
+    const store = yield* bus.objectStore(subjects.weightsBucket)
+    yield* store.put(name, bytes)
+    const announcement = create(WeightsAnnouncementSchema, {
+      jobId: job,
+      policyVersion: version,
+      bucket: subjects.weightsBucket,
+      name,
+      sha256: createHash("sha256").update(bytes).digest("hex"),
+      sizeBytes: BigInt(bytes.length),
+      createdUnixMs: BigInt(Date.now()),
+      format: "safetensors",
+      step,
+    })
+    const encoded = toBinary(WeightsAnnouncementSchema, announcement)
+    const kv = yield* bus.kv(subjects.weightsBucket)
+    yield* kv.put(latestKey(job), encoded)
+    yield* bus.publish(subjects.weights(job), encoded)
+    return announcement
+  })
+
+/** Fetches announced weights and checks their digest. */
+export const fetchWeights = (
+  bus: BusShape,
+  announcement: WeightsAnnouncement,
+  kernels?: Kernels,
+): Effect.Effect<TinyMoe, unknown> =>
+  Effect.gen(function* () {
+    const store = yield* bus.objectStore(announcement.bucket)
+    const found = yield* store.get(announcement.name)
+    if (Option.isNone(found))
+      return yield* new WeightsUnavailable({
+        name: announcement.name,
+        reason: "not in the object store",
+      })
+    const digest = createHash("sha256").update(found.value).digest("hex")
+    if (digest !== announcement.sha256) {
+      return yield* new WeightsUnavailable({
+        name: announcement.name,
+        reason: `sha256 ${digest} ≠ announced ${announcement.sha256}`,
+      })
+    }
+    return yield* Effect.try({
+      try: () => decodeWeights(found.value, "f32", kernels).model,
+      catch: (e) => new WeightsUnavailable({ name: announcement.name, reason: String(e) }),
+    })
+  })
+
+/**
+ * Keeps a sampler's embedded policy on the learner's latest weights: the latest announcement at
+ * start-up, then every newer one on `<prefix>.weights.<job>`. A version not newer than the one
+ * in use is ignored, so a replayed or reordered announcement never goes back.
+ */
+export const followWeights = (
+  bus: BusShape,
+  subjects: Subjects,
+  job: string,
+  target: { readonly version: bigint; setWeights(model: TinyMoe, version: bigint): void },
+  kernels?: Kernels,
+) =>
+  Effect.gen(function* () {
+    const apply = (bytes: Uint8Array) =>
+      Effect.gen(function* () {
+        const a = fromBinary(WeightsAnnouncementSchema, bytes)
+        if (a.policyVersion <= target.version) return
+        const model = yield* fetchWeights(bus, a, kernels)
+        target.setWeights(model, a.policyVersion)
+        yield* Effect.logInfo(`sampler: weights v${a.policyVersion} (step ${a.step}) in use`)
+      }).pipe(
+        Effect.catch((e) =>
+          Effect.logWarning(`sampler: ignoring a weights announcement: ${String(e)}`),
+        ),
+      )
+    const messages = yield* bus.subscribe(subjects.weights(job))
+    const kv = yield* bus.kv(subjects.weightsBucket)
+    const latest = yield* kv.get(latestKey(job))
+    if (Option.isSome(latest)) yield* apply(latest.value.value)
+    return yield* messages.pipe(
+      Stream.runForEach((m) => apply(m.data)),
+      Effect.forkScoped,
+    )
+  })
