@@ -1,6 +1,7 @@
 import { runActor } from "../services/actor/index.ts"
 import { diagnosticActor } from "./diagnostic/index.ts"
 import type { HostedActor } from "./hosted.ts"
+import { bufferActor, learnerActor } from "./learner/hosted.ts"
 import { samplerActor } from "./sampler/hosted.ts"
 import { sandboxActor } from "./sandbox/index.ts"
 import { verifierActor } from "./verifier/index.ts"
@@ -12,6 +13,8 @@ export const actorRegistry: Readonly<Record<string, HostedActor>> = {
     run: ({ subjects, concurrency, shutdownGraceMs }, _flags) =>
       runActor(diagnosticActor(subjects.ping, "diagnostic"), { concurrency, shutdownGraceMs }),
   },
+  buffer: bufferActor,
+  learner: learnerActor,
   sampler: samplerActor,
   sandbox: sandboxActor,
   verifier: verifierActor,

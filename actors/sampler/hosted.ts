@@ -9,6 +9,7 @@ import {
   type Tokenizer,
 } from "../../model/index.ts"
 import { type KernelChoice, selectKernels } from "../../model/kernels/select.ts"
+import { Bus } from "../../services/bus/index.ts"
 import {
   ActorConfigError,
   type FlagValues,
@@ -16,6 +17,7 @@ import {
   flagText,
   type HostedActor,
 } from "../hosted.ts"
+import { followWeights } from "../learner/weights.ts"
 import { ACTION_FORMATS, type ActionFormatName, isActionFormatName } from "./actions/index.ts"
 import { runSampler } from "./actor.ts"
 import type { PolicyBackend } from "./policy/backend.ts"
@@ -32,7 +34,8 @@ export const samplerFlagsHelp = `  --policy NAME                tinymoe (embedde
   --engine-url URL             SGLang or vLLM server root, e.g. http://127.0.0.1:30000 (T1_ENGINE_URL)
   --engine-model NAME          vLLM served model name (T1_ENGINE_MODEL)
   --context-length N           the engine's context length, or TinyMoE's per-episode context (default 4096)
-  --routing L,K,E              the engine model's MoE layers, top-k and experts, to request routed experts (R3)`
+  --routing L,K,E              the engine model's MoE layers, top-k and experts, to request routed experts (R3)
+  --job ID                     follow this job's weight announcements (TinyMoE switches between turns) (T1_JOB)`
 
 const KERNELS = new Set(["auto", "reference", "webasm", "cpu"])
 
@@ -74,6 +77,7 @@ export const samplerActor: HostedActor = {
     "engine-model": { type: "string" },
     "context-length": { type: "string" },
     routing: { type: "string" },
+    job: { type: "string" },
   },
   flagsHelp: samplerFlagsHelp,
   run: ({ subjects, concurrency, shutdownGraceMs }, flags) => {
@@ -141,7 +145,17 @@ export const samplerActor: HostedActor = {
               `the weights' vocabulary (${model.config.vocabSize}) is smaller than the tokenizer's (${tokenizer.vocabSize})`,
             )
           }
-          policy = yield* embeddedPolicy(model, version, { contextLength })
+          const embedded = yield* embeddedPolicy(model, version, { contextLength })
+          const job = flagText(flags, "job", "T1_JOB")
+          if (job)
+            yield* followWeights(
+              yield* Bus,
+              subjects,
+              job,
+              embedded,
+              selectKernels(kernelsName as KernelChoice),
+            )
+          policy = embedded
         } else policy = engine()
         return yield* runSampler({
           subjects,

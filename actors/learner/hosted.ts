@@ -1,0 +1,167 @@
+import { readFileSync } from "node:fs"
+import { Effect } from "effect"
+import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
+import { decodeWeights, TinyMoe } from "../../model/index.ts"
+import { runBuffer } from "../buffer/index.ts"
+import {
+  ActorConfigError,
+  type FlagValues,
+  flagInt,
+  flagText,
+  type HostedActor,
+} from "../hosted.ts"
+import { runLearner } from "./actor.ts"
+import { DEFAULT_LEARNER_CONFIG, type LearnerConfig } from "./trainer.ts"
+
+const number = (
+  flags: FlagValues,
+  name: string,
+  env: string,
+  fallback: number,
+  check: (x: number) => boolean,
+  what: string,
+) => {
+  const raw = flagText(flags, name, env)
+  if (raw === undefined) return fallback
+  const x = Number(raw)
+  if (!Number.isFinite(x) || !check(x))
+    throw new ActorConfigError(`--${name} must be ${what}, got ${JSON.stringify(raw)}`)
+  return x
+}
+
+const jobOf = (flags: FlagValues) => {
+  const job = flagText(flags, "job", "T1_JOB")
+  if (!job) throw new ActorConfigError("--job is required (the job whose trajectories to use)")
+  if (!/^[A-Za-z0-9_-]+$/.test(job))
+    throw new ActorConfigError(`--job must be [A-Za-z0-9_-]+, got ${JSON.stringify(job)}`)
+  return job
+}
+
+export const learnerFlagsHelp = `  --job ID                     job to train (T1_JOB; required)
+  --weights FILE               starting weights when the job has no checkpoint (e.g. t1 train sft output); default: initialised from --seed
+  --seed N                     initialisation seed without --weights (default 0)
+  --batch-size N               trajectories per update (default 16)
+  --max-staleness N            η: drop trajectories admitted more than N versions ago (default 2)
+  --lr X                       learning rate (default ${DEFAULT_LEARNER_CONFIG.lr})
+  --critic-warmup-steps N      first N updates train only the critic (default 0)
+  --actor-lambda X             GAE λ of the policy (critic λ = 1) (default ${DEFAULT_LEARNER_CONFIG.actorLambda})
+  --tis-threshold X            truncated importance sampling cap; 0 disables (default ${DEFAULT_LEARNER_CONFIG.tisThreshold})
+  --temperature X              the samplers' temperature (default 1)
+  --r3 on|off                  replay the sampler's routing (default on)
+  --checkpoint-every N         updates between checkpoints (default 10)
+  --max-steps N                stop after N updates (default: run forever)`
+
+export const learnerActor: HostedActor = {
+  summary:
+    "PPO actor-critic on batches from the buffer (R3, TITO, TIS), publishes weights, checkpoints and resumes",
+  flags: Object.fromEntries(
+    [
+      "job",
+      "weights",
+      "seed",
+      "batch-size",
+      "max-staleness",
+      "lr",
+      "critic-warmup-steps",
+      "actor-lambda",
+      "tis-threshold",
+      "temperature",
+      "r3",
+      "checkpoint-every",
+      "max-steps",
+    ].map((f) => [f, { type: "string" as const }]),
+  ),
+  flagsHelp: learnerFlagsHelp,
+  run: ({ subjects }, flags) => {
+    const jobId = jobOf(flags)
+    const r3 = flagText(flags, "r3", "T1_R3") ?? "on"
+    if (r3 !== "on" && r3 !== "off")
+      throw new ActorConfigError(`--r3 must be on or off, got ${JSON.stringify(r3)}`)
+    const tis = number(
+      flags,
+      "tis-threshold",
+      "T1_TIS_THRESHOLD",
+      DEFAULT_LEARNER_CONFIG.tisThreshold ?? 2,
+      (x) => x >= 0,
+      "a number ≥ 0",
+    )
+    const config: LearnerConfig = {
+      ...DEFAULT_LEARNER_CONFIG,
+      lr: number(
+        flags,
+        "lr",
+        "T1_LR",
+        DEFAULT_LEARNER_CONFIG.lr,
+        (x) => x > 0 && x < 1,
+        "in (0, 1)",
+      ),
+      criticWarmupSteps: flagInt(flags, "critic-warmup-steps", "T1_CRITIC_WARMUP_STEPS", 0),
+      actorLambda: number(
+        flags,
+        "actor-lambda",
+        "T1_ACTOR_LAMBDA",
+        DEFAULT_LEARNER_CONFIG.actorLambda,
+        (x) => x >= 0 && x <= 1,
+        "in [0, 1]",
+      ),
+      tisThreshold: tis === 0 ? undefined : tis,
+      temperature: number(flags, "temperature", "T1_TEMPERATURE", 1, (x) => x > 0, "> 0"),
+      replayRouting: r3 === "on",
+    }
+    const weights = flagText(flags, "weights", "T1_WEIGHTS")
+    let initial: TinyMoe
+    try {
+      initial = weights
+        ? decodeWeights(readFileSync(weights)).model
+        : TinyMoe.create({
+            config: { vocabSize: loadBundledTokenizer().vocabSize },
+            seed: flagInt(flags, "seed", "T1_SEED", 0),
+          })
+    } catch (e) {
+      throw new ActorConfigError(
+        `--weights ${weights}: ${e instanceof Error ? e.message : String(e)}`,
+      )
+    }
+    const maxSteps = flagText(flags, "max-steps", "T1_MAX_STEPS")
+    return runLearner({
+      subjects,
+      jobId,
+      config,
+      initial,
+      batchSize: flagInt(flags, "batch-size", "T1_BATCH_SIZE", 16, 1),
+      maxStaleness: flagInt(flags, "max-staleness", "T1_MAX_STALENESS", 2),
+      checkpointEvery: flagInt(flags, "checkpoint-every", "T1_CHECKPOINT_EVERY", 10, 1),
+      ...(maxSteps ? { maxSteps: flagInt(flags, "max-steps", "T1_MAX_STEPS", 0, 1) } : {}),
+    }).pipe(
+      Effect.flatMap(() => Effect.never),
+      Effect.mapError((e) => ({ message: e instanceof Error ? e.message : String(e) })),
+    )
+  },
+}
+
+export const bufferActor: HostedActor = {
+  summary:
+    "assembles a job's streamed trajectories, stores them durably, serves staleness-bounded batches to the learner",
+  flags: {
+    job: { type: "string" },
+    "group-size": { type: "string" },
+    "stale-policy": { type: "string" },
+  },
+  flagsHelp: `  --job ID                     job whose trajectories to buffer (T1_JOB; required)
+  --group-size N               rollouts per group when a request does not say (default 0: by timeout)
+  --stale-policy drop|downweight  trajectories staler than η (default drop)`,
+  run: ({ subjects }, flags) => {
+    const jobId = jobOf(flags)
+    const stale = flagText(flags, "stale-policy", "T1_STALE_POLICY") ?? "drop"
+    if (stale !== "drop" && stale !== "downweight")
+      throw new ActorConfigError(
+        `--stale-policy must be drop or downweight, got ${JSON.stringify(stale)}`,
+      )
+    return runBuffer({
+      subjects,
+      jobId,
+      groupSize: flagInt(flags, "group-size", "T1_GROUP_SIZE", 0),
+      stalePolicy: stale,
+    }).pipe(Effect.mapError((e) => ({ message: e.message ?? String(e) })))
+  },
+}
