@@ -20,7 +20,7 @@
  * Needs a Docker engine and the t1-base image (`npx t1 image build-base`). Reports; never asserts.
  */
 
-import { readdirSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { create } from "@bufbuild/protobuf"
@@ -29,6 +29,7 @@ import { collectTrajectories } from "../actors/buffer/collect.ts"
 import { trainingSequence } from "../actors/learner/decode.ts"
 import { trainInferLogprobAbsDiff } from "../actors/learner/ppo/index.ts"
 import { DEFAULT_LEARNER_CONFIG, Trainer } from "../actors/learner/trainer.ts"
+import { startSandboxAndVerifier } from "../actors/local.ts"
 import { shellBlock } from "../actors/sampler/actions/index.ts"
 import { busPorts } from "../actors/sampler/bus-ports.ts"
 import { runEpisode } from "../actors/sampler/episode.ts"
@@ -36,22 +37,29 @@ import { embeddedPolicy } from "../actors/sampler/policy/embedded.ts"
 import { ensureSamplerStreams } from "../actors/sampler/streams.ts"
 import { dockerEngineAvailable } from "../actors/sandbox/docker/index.ts"
 import { loadBundledTokenizer } from "../model/bundled/bundled.ts"
-import { bf16Round, ChatTemplate, mapParams, TinyMoe, tokenLogprobs } from "../model/index.ts"
+import {
+  bf16Round,
+  ChatTemplate,
+  decodeWeights,
+  mapParams,
+  TinyMoe,
+  tokenLogprobs,
+} from "../model/index.ts"
 import { selectKernels } from "../model/kernels/select.ts"
 import { EpisodePurpose, EpisodeWorkItemSchema, type Trajectory } from "../proto/index.ts"
 import { Bus, MemoryBusLive, subjectsFor } from "../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"
 import { loadTask, resolveTaskImage } from "../tasks/index.ts"
 import { taskToWire } from "../tasks/wire.ts"
-import { startSandboxAndVerifier } from "../actors/local.ts"
 import { messagesOf } from "./support/retokenize.ts"
 
-const USAGE = `usage: npm run exp:alignment -- [--json] [--episodes N] [--turns N] [--seed S]
+const USAGE = `usage: npm run exp:alignment -- [--json] [--episodes N] [--turns N] [--seed S] [--weights FILE]
 
   --json          also print one JSON object as the last line of output
   --episodes N    episodes to sample, one per bundled training task (default 8)
   --turns N       agent turns per episode (default 4)
-  --seed S        model initialisation and sampling seed (default 0)`
+  --seed S        model initialisation and sampling seed (default 0)
+  --weights FILE  TinyMoE weights to use (e.g. from t1 train sft); default: initialised from --seed`
 
 const { values } = parseArgs({
   options: {
@@ -59,6 +67,7 @@ const { values } = parseArgs({
     episodes: { type: "string" },
     turns: { type: "string" },
     seed: { type: "string" },
+    weights: { type: "string" },
     help: { type: "boolean", short: "h" },
   },
 })
@@ -87,7 +96,9 @@ const main = Effect.gen(function* () {
     )
   const tokenizer = loadBundledTokenizer()
   const template = new ChatTemplate(tokenizer)
-  const learnerModel = TinyMoe.create({ config: { vocabSize: tokenizer.vocabSize }, seed: SEED })
+  const learnerModel = values.weights
+    ? decodeWeights(readFileSync(values.weights)).model
+    : TinyMoe.create({ config: { vocabSize: tokenizer.vocabSize }, seed: SEED })
   const samplerParams = mapParams(learnerModel.config, learnerModel.params, "f32", (data) =>
     bf16Round(Float32Array.from(data)),
   )
