@@ -8,6 +8,7 @@ import {
   type TrajectoryRecord,
   TrajectorySchema,
 } from "../../proto/index.ts"
+import { concatBytes } from "../../services/packed/index.ts"
 
 /** A chunk stream that cannot be a trajectory (gaps, overlaps, inconsistent arrays). */
 export class TrajectoryCorrupt extends Data.TaggedError("TrajectoryCorrupt")<{
@@ -28,16 +29,6 @@ interface Partial {
 }
 
 const keyOf = (episodeId: string, attempt: number) => `${episodeId}:${attempt}`
-
-const concat = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
-  let o = 0
-  for (const p of parts) {
-    out.set(p, o)
-    o += p.length
-  }
-  return out
-}
 
 /**
  * Reassembles trajectories from chunk and end records arriving in any order, with duplicates
@@ -156,10 +147,10 @@ const assemble = (
     jobId: end.jobId,
     episodeId: end.episodeId,
     attempt: end.attempt,
-    tokenIds: concat(ordered.map((c) => c.tokenIds)),
-    logprobs: concat(ordered.map((c) => c.logprobs)),
-    lossMask: concat(ordered.map((c) => c.lossMask)),
-    routing: concat(ordered.map((c) => c.routing)),
+    tokenIds: concatBytes(ordered.map((c) => c.tokenIds)),
+    logprobs: concatBytes(ordered.map((c) => c.logprobs)),
+    lossMask: concatBytes(ordered.map((c) => c.lossMask)),
+    routing: concatBytes(ordered.map((c) => c.routing)),
     routingDtype: dtype,
     routingShape: layers ? [routingRows, layers, topK] : [],
     turnStarts: ordered.flatMap((c) => c.turnStarts),

@@ -13,6 +13,7 @@ import {
   TerminationReason,
   type VerifierResult,
 } from "../../proto/index.ts"
+import { concatBytes } from "../../services/packed/index.ts"
 import { packFiles } from "../sandbox/tar-bytes.ts"
 import type { ActionFormat, ShellCommand } from "./actions/format.ts"
 import { formatObservation, malformedObservation } from "./actions/observation.ts"
@@ -118,16 +119,6 @@ const capTokens = (
   out.set(marker, head)
   out.set(ids.subarray(ids.length - tail), head + marker.length)
   return { ids: out, cut: true }
-}
-
-const concat = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
-  let o = 0
-  for (const p of parts) {
-    out.set(p, o)
-    o += p.length
-  }
-  return out
 }
 
 interface Progress {
@@ -436,7 +427,7 @@ const turnLoop = (
         }
         execMs = Date.now() - execStarted
         progress.execMs += execMs
-        observation = concat(parts)
+        observation = concatBytes(parts)
       }
       if (complete) {
         builder.appendContext(glue)

@@ -4,6 +4,7 @@
  * are aligned and always checks length, shape and (for routing) expert indices first.
  */
 export { decode, decodeSync, encode, encodeSync } from "./codec.ts"
+export { concatBytes } from "./concat.ts"
 export type { Dtype, DtypeOf, PackedValues, RoutingDtype, TypedArrayOf } from "./dtype.ts"
 export { BYTES_PER_ELEMENT, MAX_EXPERTS, routingDtypeFor } from "./dtype.ts"
 export { PackedArrayError } from "./errors.ts"

@@ -2,8 +2,9 @@ import { readFile } from "node:fs/promises"
 import { join } from "node:path"
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
 import { Effect, Layer, type Scope, Stream } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { TrajectoryAssembler, TrajectoryCorrupt } from "../../actors/buffer/assemble.ts"
+import { startSandboxAndVerifier } from "../../actors/local.ts"
 import { shellBlock } from "../../actors/sampler/actions/index.ts"
 import { runSampler } from "../../actors/sampler/actor.ts"
 import { busPorts } from "../../actors/sampler/bus-ports.ts"
@@ -40,21 +41,10 @@ import {
 import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
 import { loadTask, resolveTaskImage } from "../../tasks/index.ts"
 import { taskToWire } from "../../tasks/wire.ts"
-import { startSandboxAndVerifier } from "../../actors/local.ts"
-import { type NatsServerProcess, startNatsServer } from "../support/nats-server.ts"
+import { useNatsServer } from "../support/nats-url.ts"
 
 const docker = await Effect.runPromise(dockerEngineAvailable())
-let url = process.env.T1_TEST_NATS_URL ?? ""
-let server: NatsServerProcess | undefined
-beforeAll(async () => {
-  if (url === "") {
-    server = await startNatsServer()
-    url = server.url
-  }
-})
-afterAll(async () => {
-  await server?.stop()
-})
+const nats = useNatsServer()
 
 const TASK_DIR = join(import.meta.dirname, "../../tasks/bundled/train/archive-backup-easy-s0-000")
 
@@ -118,7 +108,7 @@ const system = <A, E>(
     ).pipe(
       Effect.provide(
         Layer.mergeAll(
-          NatsBusLive({ servers: url, name: "t1-sampler-test" }),
+          NatsBusLive({ servers: nats.url, name: "t1-sampler-test" }),
           Layer.succeed(Metrics, makeMetrics({ defaultMetrics: false })),
         ),
       ),

@@ -14,6 +14,8 @@
  * maxBytes (maxBytes below MIN_OBSERVATION_BYTES counts as MIN_OBSERVATION_BYTES).
  */
 
+import { concatBytes } from "../../../services/packed/index.ts"
+
 export interface CommandOutcome {
   readonly output: Uint8Array
   readonly exitCode: number | undefined
@@ -50,18 +52,6 @@ const statusLines = (outcome: CommandOutcome): Array<string> => {
   return lines
 }
 
-const concat = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
-  let length = 0
-  for (const p of parts) length += p.length
-  const out = new Uint8Array(length)
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.length
-  }
-  return out
-}
-
 const NEWLINE = new Uint8Array([0x0a])
 const EMPTY = new Uint8Array(0)
 
@@ -79,7 +69,7 @@ export const formatObservation = (
 
   const whole = output.length + separator(output).length + status.length
   if (whole <= limit) {
-    return { bytes: concat([output, separator(output), status]), truncated: upstream }
+    return { bytes: concatBytes([output, separator(output), status]), truncated: upstream }
   }
   // The marker for the most that could be dropped is the longest it can be.
   const room = limit - status.length - 1 - encoder.encode(omittedMarker(output.length)).length
@@ -88,7 +78,7 @@ export const formatObservation = (
   const head = output.subarray(0, headLength)
   const tail = output.subarray(output.length - (kept - headLength))
   const marker = encoder.encode(omittedMarker(output.length - kept))
-  return { bytes: concat([head, marker, tail, separator(tail), status]), truncated: true }
+  return { bytes: concatBytes([head, marker, tail, separator(tail), status]), truncated: true }
 }
 
 /** The observation for a reply that could not be used: the format's feedback. */
@@ -102,5 +92,5 @@ export const prependWarnings = (
 ): Uint8Array => {
   if (warnings === undefined || warnings.length === 0) return observation
   const note = `Warnings about your previous reply:\n${warnings.map((w) => `- ${w}`).join("\n")}\n\n`
-  return concat([encoder.encode(note), observation])
+  return concatBytes([encoder.encode(note), observation])
 }
