@@ -2,6 +2,7 @@ import { Writable } from "node:stream"
 import type Dockerode from "dockerode"
 import type { ShellProcess, StartShell } from "../shell/process.ts"
 import { readAll, reasonOf } from "./engine.ts"
+import { signalGroupFromHost } from "./host-kill.ts"
 
 export interface DockerShellOptions {
   /** "" = the container's user. */
@@ -57,16 +58,19 @@ export const signalGroup = async (
 ): Promise<void> => {
   if (!Number.isInteger(pgid) || pgid <= 1) throw new Error(`refusing to signal group ${pgid}`)
   // bash's builtin kill: the shell is there anyway, and procps' kill rejects "--".
-  const { exitCode, output } = await runOnce(docker, containerId, [
+  const inside = await runOnce(docker, containerId, [
     "bash",
     "-c",
     'kill -s "$0" -- "-$1"',
     signal,
     String(pgid),
-  ])
+  ]).catch((error: unknown) => ({ exitCode: -1, output: String(error) }))
+  const { exitCode, output } = inside
   // A group that is already gone is not an error: the job ended by itself meanwhile.
-  if (exitCode !== 0 && !/no such process/i.test(output))
-    throw new Error(`kill -${signal} -${pgid} exited ${exitCode}: ${output.trim()}`)
+  if (exitCode === 0 || /no such process/i.test(output)) return
+  // 126/-1: nothing could start inside (e.g. a fork bomb holds every pid): signal from the host.
+  if (await signalGroupFromHost(docker, containerId, pgid, signal)) return
+  throw new Error(`kill -${signal} -${pgid} exited ${exitCode}: ${output.trim()}`)
 }
 
 /**

@@ -1,4 +1,4 @@
-import { Deferred, Effect, Option, Semaphore } from "effect"
+import { Deferred, Effect, Option, Schedule, Semaphore } from "effect"
 import type { ExecOptions, ExecResult } from "../driver.ts"
 import { InvalidCommand, type SandboxError, SandboxInfraError, SandboxNotFound } from "../errors.ts"
 import { CappedOutput } from "./capped-output.ts"
@@ -204,7 +204,18 @@ export const openShellSession = (
         current = undefined
         if (old !== undefined) yield* kill(old)
         if (closed) return yield* new SandboxNotFound({ id: options.id })
-        const shell = yield* spawn
+        // After a fork bomb the killed processes take a moment to go, and until then the pids
+        // limit can refuse the new bash itself (exit 126): a replacement is retried briefly.
+        const shell = yield* spawn.pipe(
+          Effect.retry({
+            while: (e) =>
+              old !== undefined &&
+              e._tag === "SandboxInfraError" &&
+              e.reason.startsWith("bash exited while starting"),
+            schedule: Schedule.exponential("100 millis"),
+            times: 5,
+          }),
+        )
         if (closed) {
           yield* kill(shell)
           return yield* new SandboxNotFound({ id: options.id })
