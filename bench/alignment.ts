@@ -28,6 +28,7 @@ import { Effect, Layer } from "effect"
 import { collectTrajectories } from "../actors/buffer/collect.ts"
 import { trainingSequence } from "../actors/learner/decode.ts"
 import { trainInferLogprobAbsDiff } from "../actors/learner/ppo/index.ts"
+import { messagesOf } from "../actors/learner/retokenize.ts"
 import { DEFAULT_LEARNER_CONFIG, Trainer } from "../actors/learner/trainer.ts"
 import { startSandboxAndVerifier } from "../actors/local.ts"
 import { shellBlock } from "../actors/sampler/actions/index.ts"
@@ -51,7 +52,6 @@ import { Bus, MemoryBusLive, subjectsFor } from "../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"
 import { loadTask, resolveTaskImage } from "../tasks/index.ts"
 import { taskToWire } from "../tasks/wire.ts"
-import { messagesOf } from "./support/retokenize.ts"
 
 const USAGE = `usage: npm run exp:alignment -- [--json] [--episodes N] [--turns N] [--seed S] [--weights FILE]
 

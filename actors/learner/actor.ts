@@ -1,5 +1,5 @@
 import { Effect, Schedule } from "effect"
-import type { Kernels, TinyMoe } from "../../model/index.ts"
+import type { ChatTemplate, Kernels, TinyMoe } from "../../model/index.ts"
 import { Bus, type Subjects } from "../../services/bus/index.ts"
 import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
 import { takeBatch } from "../buffer/client.ts"
@@ -27,6 +27,8 @@ export interface LearnerOptions {
   /** Stop after this many updates in total (counting those before a restart); unset = forever. */
   readonly maxSteps?: number
   readonly kernels?: Kernels
+  /** Chat template for the TITO-off ablation. */
+  readonly template?: ChatTemplate
   /** Called after every update (job events, progress bars). */
   readonly onStep?: (report: StepReport) => Effect.Effect<void>
 }
@@ -94,6 +96,7 @@ export const runLearner = (
       options.kernels,
     )
     const trainer = restored?.trainer ?? new Trainer(options.initial, options.config)
+    trainer.template = options.template
     let version = restored?.version ?? options.initialVersion ?? 0n
     let lastBatchId = restored?.lastBatchId ?? ""
     if (restored)

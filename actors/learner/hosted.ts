@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs"
 import { Effect } from "effect"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
-import { decodeWeights, TinyMoe } from "../../model/index.ts"
+import { ChatTemplate, decodeWeights, loadTokenizerJson, TinyMoe } from "../../model/index.ts"
 import { runBuffer } from "../buffer/index.ts"
 import {
   ActorConfigError,
@@ -48,6 +48,8 @@ export const learnerFlagsHelp = `  --job ID                     job to train (T1
   --tis-threshold X            truncated importance sampling cap; 0 disables (default ${DEFAULT_LEARNER_CONFIG.tisThreshold})
   --temperature X              the samplers' temperature (default 1)
   --r3 on|off                  replay the sampler's routing (default on)
+  --tito on|off                train on the sampled ids (default on); off re-tokenises the conversation text (ablation)
+  --tokenizer FILE             tokenizer.json for --tito off (default: the bundled one)
   --checkpoint-every N         updates between checkpoints (default 10)
   --max-steps N                stop after N updates (default: run forever)`
 
@@ -77,6 +79,9 @@ export const learnerActor: HostedActor = {
     const r3 = flagText(flags, "r3", "T1_R3") ?? "on"
     if (r3 !== "on" && r3 !== "off")
       throw new ActorConfigError(`--r3 must be on or off, got ${JSON.stringify(r3)}`)
+    const tito = flagText(flags, "tito", "T1_TITO") ?? "on"
+    if (tito !== "on" && tito !== "off")
+      throw new ActorConfigError(`--tito must be on or off, got ${JSON.stringify(tito)}`)
     const tis = number(
       flags,
       "tis-threshold",
@@ -107,7 +112,17 @@ export const learnerActor: HostedActor = {
       tisThreshold: tis === 0 ? undefined : tis,
       temperature: number(flags, "temperature", "T1_TEMPERATURE", 1, (x) => x > 0, "> 0"),
       replayRouting: r3 === "on",
+      tito: tito === "on",
     }
+    const tokenizerPath = flagText(flags, "tokenizer", "T1_TOKENIZER")
+    const template =
+      tito === "off"
+        ? new ChatTemplate(
+            tokenizerPath
+              ? loadTokenizerJson(readFileSync(tokenizerPath, "utf8"))
+              : loadBundledTokenizer(),
+          )
+        : undefined
     const weights = flagText(flags, "weights", "T1_WEIGHTS")
     let initial: TinyMoe
     try {
@@ -128,6 +143,7 @@ export const learnerActor: HostedActor = {
       jobId,
       config,
       initial,
+      ...(template ? { template } : {}),
       batchSize: flagInt(flags, "batch-size", "T1_BATCH_SIZE", 16, 1),
       maxStaleness: flagInt(flags, "max-staleness", "T1_MAX_STALENESS", 2),
       checkpointEvery: flagInt(flags, "checkpoint-every", "T1_CHECKPOINT_EVERY", 10, 1),

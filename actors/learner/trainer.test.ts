@@ -108,3 +108,55 @@ describe("PPO trainer", () => {
     expect(last).toBeLessThan(0.1)
   })
 })
+
+describe("TITO switch", () => {
+  it("off: trains on the conversation re-tokenised from text, the sampler's log-probs kept only where the ids survived", async () => {
+    const { loadBundledTokenizer } = await import("../../model/bundled/bundled.ts")
+    const { ChatTemplate } = await import("../../model/index.ts")
+    const { retokenizedSequence } = await import("./retokenize.ts")
+    const tokenizer = loadBundledTokenizer()
+    const template = new ChatTemplate(tokenizer)
+    const prompt = template.render(
+      [
+        { role: "system", content: "act" },
+        { role: "user", content: "list files" },
+      ],
+      { addGenerationPrompt: true },
+    ).ids
+    // "ls" sampled as two byte tokens, a non-canonical split that re-tokenisation merges.
+    const sampled = [
+      ...tokenizer.encode("`"),
+      ...tokenizer.encodeBytes(new TextEncoder().encode("l")),
+      ...tokenizer.encodeBytes(new TextEncoder().encode("s")),
+      template.endOfTurn[0] as number,
+    ]
+    const ids = Uint32Array.from([...prompt, ...sampled])
+    const lossMask = Uint8Array.from([...prompt].map(() => 0).concat(sampled.map(() => 1)))
+    const logprobs = Float32Array.from([...prompt].map(() => 0).concat(sampled.map(() => -1)))
+    const r = retokenizedSequence(template, { ids, lossMask, logprobs })
+    expect(r.ids.length).toBeLessThanOrEqual(ids.length)
+    expect(
+      [...r.behaviourKnown].filter((k, i) => k === 1 && r.lossMask[i] === 1).length,
+    ).toBeGreaterThan(0)
+    const model = TinyMoe.create({
+      config: { ...config, vocabSize: tokenizer.vocabSize, maxSeqLen: 64 },
+      seed: 1,
+    })
+    const trainer = new Trainer(model, { ...DEFAULT_LEARNER_CONFIG, tito: false })
+    trainer.template = template
+    const m = trainer.ppoStep([
+      {
+        episodeId: "x",
+        ids,
+        lossMask,
+        logprobs,
+        routing: undefined,
+        reward: 1,
+        resolved: true,
+        staleness: 0n,
+      },
+    ])
+    expect(Number.isFinite(m.loss)).toBe(true)
+    expect(m.tokens).toBe(r.ids.length)
+  })
+})

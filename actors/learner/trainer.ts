@@ -1,6 +1,7 @@
 import {
   AdamW,
   addGrads,
+  type ChatTemplate,
   optimizerFor,
   type Params,
   paramEntries,
@@ -20,6 +21,7 @@ import {
   trainPhase,
   trajectoryRows,
 } from "./ppo/index.ts"
+import { retokenizedSequence } from "./retokenize.ts"
 
 const CRITIC_PARAMS = new Set(["valueHead", "valueBias"])
 
@@ -42,6 +44,11 @@ export interface LearnerConfig {
   readonly rewardScale: number
   /** R3: replay the sampler's routing at every position. */
   readonly replayRouting: boolean
+  /**
+   * TITO: train on the sampled ids. Off (the ablation), each trajectory is re-rendered from its
+   * text and re-tokenised (needs `Trainer.template`), and R3 cannot apply.
+   */
+  readonly tito: boolean
   readonly auxLossCoef: number
   readonly sftSteps: number
   readonly criticWarmupSteps: number
@@ -62,6 +69,7 @@ export const DEFAULT_LEARNER_CONFIG: LearnerConfig = {
   temperature: 1,
   rewardScale: 1,
   replayRouting: true,
+  tito: true,
   auxLossCoef: 0.01,
   sftSteps: 0,
   criticWarmupSteps: 0,
@@ -101,6 +109,8 @@ export class Trainer {
   /** Critic warm-up updates only the value head, so the frozen policy's rollouts stay on-policy. */
   readonly criticOptimizer: AdamW
   step = 0
+  /** The chat template, for the TITO-off ablation (re-rendering from text). */
+  template: ChatTemplate | undefined
 
   constructor(
     readonly model: TinyMoe,
@@ -199,7 +209,23 @@ export class Trainer {
     const allValues: number[] = []
     const allReturns: number[] = []
     let tokens = 0
-    for (const s of batch) {
+    for (const original of batch) {
+      let s = original
+      let behaviourKnown: Uint8Array | undefined
+      if (!c.tito) {
+        if (!this.template)
+          throw new Error("the TITO-off ablation needs Trainer.template to re-render trajectories")
+        const r = retokenizedSequence(this.template, original)
+        if (r.ids.length < 2) continue
+        s = {
+          ...original,
+          ids: r.ids,
+          lossMask: r.lossMask,
+          logprobs: r.logprobs,
+          routing: undefined,
+        }
+        behaviourKnown = r.behaviourKnown
+      }
       const n = s.ids.length
       tokens += n
       const rows = trajectoryRows({
@@ -223,6 +249,13 @@ export class Trainer {
         actorLambda: c.actorLambda,
       })
       const prox = temperedLogprobs(scored.logits, V, rows.targets, c.temperature)
+      // Re-tokenised tokens were never sampled: their behaviour log-prob is the learner's own.
+      if (behaviourKnown) {
+        for (let r = 0; r < rows.action.length; r++) {
+          if (rows.action[r] === 1 && behaviourKnown[r + 1] === 0)
+            rows.behaviourLogprobs[r] = prox[r] as number
+        }
+      }
       const loss = ppoLoss({
         logits: scored.logits,
         vocab: V,

@@ -61,3 +61,55 @@ export const messagesOf = (
   }
   return { messages, turns }
 }
+
+/**
+ * The TITO ablation: a trajectory as a text-based trainer would rebuild it — the conversation
+ * re-rendered from its text and re-tokenised. Assistant content and `<|end|>` are the trained
+ * tokens. Where a message re-tokenises to the sampled ids, the sampler's log-probs still apply;
+ * elsewhere the behaviour log-prob is unknown (`behaviourKnown` 0) and the learner uses its own.
+ * No routing survives (positions moved), so R3 cannot apply.
+ */
+export const retokenizedSequence = (
+  template: ChatTemplate,
+  s: { readonly ids: Uint32Array; readonly lossMask: Uint8Array; readonly logprobs: Float32Array },
+): {
+  ids: Uint32Array
+  lossMask: Uint8Array
+  logprobs: Float32Array
+  behaviourKnown: Uint8Array
+} => {
+  const { messages, turns } = messagesOf(template, s.ids, s.lossMask, s.logprobs)
+  const rendered = template.render(messages)
+  const n = rendered.ids.length
+  const lossMask = new Uint8Array(n)
+  const logprobs = new Float32Array(n)
+  const behaviourKnown = new Uint8Array(n)
+  let k = 0
+  for (const seg of rendered.segments) {
+    if (seg.role !== "assistant" || seg.message >= messages.length) continue
+    const turn = turns[k]
+    if (!turn) break
+    if (seg.kind === "content") {
+      lossMask.fill(1, seg.start, seg.start + seg.ids.length)
+      const same = seg.ids.length === turn.ids.length && seg.ids.every((v, j) => v === turn.ids[j])
+      if (same) {
+        behaviourKnown.fill(1, seg.start, seg.start + seg.ids.length)
+        logprobs.set(turn.logprobs, seg.start)
+      }
+    } else if (seg.kind === "end") {
+      lossMask[seg.start] = 1
+      if (turn.endLogprob !== undefined) {
+        behaviourKnown[seg.start] = 1
+        logprobs[seg.start] = turn.endLogprob
+      }
+      k++
+    }
+  }
+  const last = lossMask.lastIndexOf(1)
+  return {
+    ids: rendered.ids.subarray(0, last + 1),
+    lossMask: lossMask.subarray(0, last + 1),
+    logprobs: logprobs.subarray(0, last + 1),
+    behaviourKnown: behaviourKnown.subarray(0, last + 1),
+  }
+}
