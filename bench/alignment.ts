@@ -24,7 +24,7 @@ import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { create } from "@bufbuild/protobuf"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Logger } from "effect"
 import { collectTrajectories } from "../actors/buffer/collect.ts"
 import { trainingSequence } from "../actors/learner/decode.ts"
 import { trainInferLogprobAbsDiff } from "../actors/learner/ppo/index.ts"
@@ -243,6 +243,8 @@ const main = Effect.gen(function* () {
 
 Effect.runPromise(
   Effect.scoped(main).pipe(
+    // Logs go to stderr: with --json the JSON object must be the last line of stdout.
+    Effect.provideService(Logger.LogToStderr, true),
     Effect.provide(
       Layer.mergeAll(
         MemoryBusLive(),
