@@ -15,6 +15,7 @@ export const collectTrajectories = (
   job: string,
   count: number,
   durable = `collect-${job}`,
+  onTrajectory?: (t: Trajectory) => void,
 ): Effect.Effect<Trajectory[], unknown> =>
   Effect.gen(function* () {
     yield* bus.ensureConsumer({

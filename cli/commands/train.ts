@@ -1,14 +1,12 @@
 import { writeFile } from "node:fs/promises"
 import { Effect, Layer } from "effect"
-import { trainingSequence } from "../../actors/learner/decode.ts"
-import { goldenTrajectories } from "../../actors/learner/golden.ts"
-import { DEFAULT_LEARNER_CONFIG, Trainer } from "../../actors/learner/trainer.ts"
+import { sftWarmStart } from "../../actors/learner/sft.ts"
 import { startSandboxAndVerifier } from "../../actors/local.ts"
 import { shellBlock } from "../../actors/sampler/actions/index.ts"
 import { ensureSamplerStreams } from "../../actors/sampler/streams.ts"
 import { dockerEngineAvailable } from "../../actors/sandbox/docker/index.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
-import { ChatTemplate, encodeWeights, Rng, TinyMoe } from "../../model/index.ts"
+import { ChatTemplate, encodeWeights } from "../../model/index.ts"
 import { Bus, MemoryBusLive, subjectsFor } from "../../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
 import { loadTasks } from "../../tasks/index.ts"
@@ -88,46 +86,29 @@ const sft = (o: {
       yield* ensureSamplerStreams(bus, subjects)
       yield* startSandboxAndVerifier(subjects)
       const started = Date.now()
-      const { trajectories, skipped } = yield* goldenTrajectories(
+      const { model, golden, skipped, losses } = yield* sftWarmStart(
         bus,
         subjects,
         tasks,
         template,
         shellBlock,
+        {
+          steps: o.steps,
+          batch: o.batch,
+          lr: o.lr,
+          seed: o.seed,
+          onStep: (step, loss) => {
+            if (step % 10 === 0 || step === 1)
+              process.stderr.write(
+                `t1 train sft: step ${step}/${o.steps} loss ${loss.toFixed(3)}\n`,
+              )
+          },
+        },
       )
       if (skipped.length > 0)
         yield* Effect.logWarning(
           `t1 train sft: oracle did not resolve ${skipped.join(", ")}; skipped`,
         )
-      const sequences = trajectories.flatMap((t) => {
-        const s = trainingSequence(t, 0n)
-        return s ? [s] : []
-      })
-      if (sequences.length === 0)
-        return yield* Effect.fail(
-          new Error("no golden trajectory: no task was resolved by its reference solution"),
-        )
-      yield* Effect.logInfo(
-        `t1 train sft: ${sequences.length} golden trajectories in ${((Date.now() - started) / 1000).toFixed(1)} s`,
-      )
-      const model = TinyMoe.create({ config: { vocabSize: tokenizer.vocabSize }, seed: o.seed })
-      const trainer = new Trainer(model, {
-        ...DEFAULT_LEARNER_CONFIG,
-        lr: o.lr,
-        replayRouting: false,
-      })
-      const rng = new Rng(o.seed + 1)
-      const losses: number[] = []
-      for (let step = 0; step < o.steps; step++) {
-        const picked = Array.from(
-          { length: Math.min(o.batch, sequences.length) },
-          () => sequences[Math.floor(rng.next() * sequences.length)] as (typeof sequences)[number],
-        )
-        const { loss } = trainer.sftStep(picked)
-        losses.push(loss)
-        if ((step + 1) % 10 === 0 || step === 0)
-          yield* Effect.logInfo(`t1 train sft: step ${step + 1}/${o.steps} loss ${loss.toFixed(3)}`)
-      }
       yield* Effect.promise(() =>
         writeFile(
           o.out,
@@ -135,7 +116,7 @@ const sft = (o: {
         ),
       )
       const summary = {
-        golden: sequences.length,
+        golden,
         steps: o.steps,
         first_loss: losses[0],
         last_loss: losses.at(-1),
@@ -143,7 +124,7 @@ const sft = (o: {
         out: o.out,
       }
       process.stdout.write(
-        `SFT: ${summary.golden} golden trajectories, ${o.steps} steps, loss ${summary.first_loss?.toFixed(3)} → ${summary.last_loss?.toFixed(3)}, ${summary.seconds.toFixed(1)} s; weights in ${o.out}\n`,
+        `SFT: ${golden} golden trajectories, ${o.steps} steps, loss ${summary.first_loss?.toFixed(3)} → ${summary.last_loss?.toFixed(3)}, ${summary.seconds.toFixed(1)} s; weights in ${o.out}\n`,
       )
       if (o.json) process.stdout.write(`${JSON.stringify(summary)}\n`)
     }),

@@ -1,0 +1,85 @@
+import { Effect } from "effect"
+import { type ChatTemplate, Rng, TinyMoe } from "../../model/index.ts"
+import type { BusShape, Subjects } from "../../services/bus/index.ts"
+import type { Task } from "../../tasks/index.ts"
+import type { ActionFormat } from "../sampler/actions/index.ts"
+import { trainingSequence } from "./decode.ts"
+import { goldenTrajectories } from "./golden.ts"
+import { DEFAULT_LEARNER_CONFIG, Trainer } from "./trainer.ts"
+
+export interface SftOptions {
+  readonly steps: number
+  readonly batch: number
+  readonly lr: number
+  readonly seed: number
+  /** Cut golden transcripts to this many tokens (attention cost grows with the square). */
+  readonly maxTokens?: number
+  readonly onStep?: (step: number, loss: number) => void
+}
+
+/**
+ * The SFT warm start: golden trajectories of `tasks` (their reference solutions through the real
+ * episode loop), then `steps` supervised updates of a fresh TinyMoE on their generated tokens.
+ */
+export const sftWarmStart = (
+  bus: BusShape,
+  subjects: Subjects,
+  tasks: ReadonlyArray<Task>,
+  template: ChatTemplate,
+  format: ActionFormat,
+  o: SftOptions,
+): Effect.Effect<
+  { model: TinyMoe; golden: number; skipped: string[]; losses: number[] },
+  unknown
+> =>
+  Effect.gen(function* () {
+    const { trajectories, skipped } = yield* goldenTrajectories(
+      bus,
+      subjects,
+      tasks,
+      template,
+      format,
+    )
+    const cap = o.maxTokens ?? Number.POSITIVE_INFINITY
+    const sequences = trajectories.flatMap((t) => {
+      const s = trainingSequence(t, 0n)
+      if (!s) return []
+      if (s.ids.length <= cap) return [s]
+      const n = Math.max(2, Math.floor(cap))
+      return [
+        {
+          ...s,
+          ids: s.ids.subarray(0, n),
+          lossMask: s.lossMask.subarray(0, n),
+          logprobs: s.logprobs.subarray(0, n),
+          routing: undefined,
+        },
+      ]
+    })
+    if (sequences.length === 0)
+      return yield* Effect.fail(
+        new Error("no golden trajectory: no task was resolved by its reference solution"),
+      )
+    const model = TinyMoe.create({
+      config: { vocabSize: template.tokenizer.vocabSize },
+      seed: o.seed,
+    })
+    const trainer = new Trainer(model, {
+      ...DEFAULT_LEARNER_CONFIG,
+      lr: o.lr,
+      replayRouting: false,
+    })
+    const rng = new Rng(o.seed + 1)
+    const losses: number[] = []
+    for (let step = 0; step < o.steps; step++) {
+      const picked = Array.from(
+        { length: Math.min(o.batch, sequences.length) },
+        () => sequences[Math.floor(rng.next() * sequences.length)] as (typeof sequences)[number],
+      )
+      const { loss } = trainer.sftStep(picked)
+      losses.push(loss)
+      o.onStep?.(step + 1, loss)
+      yield* Effect.yieldNow
+    }
+    return { model, golden: sequences.length, skipped, losses }
+  })
