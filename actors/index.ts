@@ -1,4 +1,5 @@
 import { runActor } from "../services/actor/index.ts"
+import { coordinatorActor } from "./coordinator/index.ts"
 import { diagnosticActor } from "./diagnostic/index.ts"
 import type { HostedActor } from "./hosted.ts"
 import { bufferActor, learnerActor } from "./learner/hosted.ts"
@@ -14,6 +15,7 @@ export const actorRegistry: Readonly<Record<string, HostedActor>> = {
       runActor(diagnosticActor(subjects.ping, "diagnostic"), { concurrency, shutdownGraceMs }),
   },
   buffer: bufferActor,
+  coordinator: coordinatorActor,
   learner: learnerActor,
   sampler: samplerActor,
   sandbox: sandboxActor,

@@ -1,11 +1,13 @@
 import { readFileSync } from "node:fs"
 import type { Effect } from "effect"
 import { actorCommand } from "./commands/actor.ts"
+import { gatewayCommand } from "./commands/gateway.ts"
 import { imageCommand } from "./commands/image.ts"
 import { modelCommand } from "./commands/model.ts"
 import { pingCommand } from "./commands/ping.ts"
 import { tasksCommand } from "./commands/tasks.ts"
 import { trainCommand } from "./commands/train.ts"
+import { upCommand } from "./commands/up.ts"
 import { UsageError } from "./flags.ts"
 import { runCommand } from "./run-main.ts"
 
@@ -20,6 +22,10 @@ const commands: Record<
     summary: "run one actor against NATS (t1 actor <name> --concurrency N --nats URL)",
     run: actorCommand,
   },
+  gateway: {
+    summary: "serve the gRPC JobService against NATS (t1 gateway --listen 127.0.0.1:50051)",
+    run: gatewayCommand,
+  },
   image: {
     summary: "build sandbox images offline (t1 image build-base | build <task-dir>)",
     run: imageCommand,
@@ -30,6 +36,10 @@ const commands: Record<
   },
   ping: { summary: "check that the bus and at least one actor answer", run: pingCommand },
   tasks: { summary: "task families, synth, decontam, check (t1 tasks --help)", run: tasksCommand },
+  up: {
+    summary: "everything in one process on the embedded default: SFT, eval, RL, eval, report",
+    run: upCommand,
+  },
   train: {
     summary: "SFT warm start on golden trajectories (t1 train sft --out weights.safetensors)",
     run: trainCommand,

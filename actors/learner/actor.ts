@@ -29,6 +29,11 @@ export interface LearnerOptions {
   readonly kernels?: Kernels
   /** Chat template for the TITO-off ablation. */
   readonly template?: ChatTemplate
+  /**
+   * How long the buffer may wait to fill a batch of `batchSize` (default 2 s: train on what is
+   * there). A long wait makes every update a full batch.
+   */
+  readonly batchWaitMs?: number
   /** Called after every update (job events, progress bars). */
   readonly onStep?: (report: StepReport) => Effect.Effect<void>
 }
@@ -113,7 +118,7 @@ export const runLearner = (
         maxTokens: options.maxBatchTokens ?? 0,
         policyVersion: version,
         maxStaleness: options.maxStaleness,
-        waitMs: 2000,
+        waitMs: options.batchWaitMs ?? 2000,
         wholeGroups: options.wholeGroups ?? false,
         dropZeroVarianceGroups: options.dropZeroVarianceGroups ?? false,
         ackBatchId: lastBatchId,

@@ -32,7 +32,7 @@ export const goldenTrajectories = (
     const scripts = new Map<string, ReadonlyArray<string>>()
     for (const task of withSolutions) {
       scripts.set(
-        `${task.id}:0`,
+        `${job}:${task.id}:0`,
         format.renderSolution(
           yield* Effect.promise(() => readFile(task.solution as string, "utf8")),
         ),

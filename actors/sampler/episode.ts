@@ -166,7 +166,7 @@ export const runEpisode = (
       verifyMs: 0,
       verifier: undefined,
     }
-    const sessionId = `${item.episodeId}:${attempt}`
+    const sessionId = `${item.jobId}:${item.episodeId}:${attempt}`
 
     const body = Effect.gen(function* () {
       const sandboxStarted = Date.now()

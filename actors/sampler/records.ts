@@ -94,6 +94,7 @@ export const endRecord = (end: EpisodeEnd): TrajectoryRecord =>
 export const encodeRecord = (record: TrajectoryRecord): Uint8Array =>
   toBinary(TrajectoryRecordSchema, record)
 
+/** The trajectory stream's duplicate window spans every job, so the job is part of the id. */
 export const chunkMsgId = (who: ChunkIdentity, seq: number) =>
-  `${who.episodeId}:${who.attempt}:${seq}`
-export const endMsgId = (who: ChunkIdentity) => `${who.episodeId}:${who.attempt}:end`
+  `${who.jobId}:${who.episodeId}:${who.attempt}:${seq}`
+export const endMsgId = (who: ChunkIdentity) => `${who.jobId}:${who.episodeId}:${who.attempt}:end`

@@ -38,7 +38,7 @@ export type EpisodeWorkItem = Message<"t1.v1.EpisodeWorkItem"> & {
 
   /**
    * 0-based run number of this episode. Every run of an episode streams its trajectory under a
-   * distinct attempt (the Nats-Msg-Id of a chunk is "episode_id:attempt:seq"), so chunks of an
+   * distinct attempt (the Nats-Msg-Id of a chunk is "job_id:episode_id:attempt:seq"), so chunks of an
    * abandoned run are never mistaken for a new run's. The coordinator raises it when it
    * re-issues an episode after an infra failure.
    *

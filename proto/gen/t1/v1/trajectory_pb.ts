@@ -20,7 +20,7 @@ export const file_t1_v1_trajectory: GenFile = /*@__PURE__*/
 
 /**
  * One contiguous span of an episode's token sequence, streamed by the sampler on the JetStream
- * stream `<prefix>.traj.<job_id>` with Nats-Msg-Id "episode_id:attempt:seq", so a retried publish
+ * stream `<prefix>.traj.<job_id>` with Nats-Msg-Id "job_id:episode_id:attempt:seq" (the duplicate window is stream-wide, so the job is part of it), so a retried publish
  * is stored once.
  *
  * The episode's sequence is exactly what the model saw and produced (TITO): prompt, generated,
@@ -234,7 +234,7 @@ export const EpisodeTimingsSchema: GenMessage<EpisodeTimings> = /*@__PURE__*/
 
 /**
  * The last record of an episode attempt on the trajectory stream, published after all its
- * chunks (Nats-Msg-Id "episode_id:attempt:end"). The episode is complete when chunks
+ * chunks (Nats-Msg-Id "job_id:episode_id:attempt:end"). The episode is complete when chunks
  * 0..total_chunks-1 and this record are stored.
  *
  * @generated from message t1.v1.EpisodeEnd

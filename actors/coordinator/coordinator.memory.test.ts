@@ -1,0 +1,4 @@
+import { MemoryBusLive } from "../../services/bus/index.ts"
+import { coordinatorContract } from "./coordinator.contract.ts"
+
+coordinatorContract("in-memory bus", () => MemoryBusLive())

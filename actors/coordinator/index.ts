@@ -1,0 +1,66 @@
+/**
+ * The coordinator: turns jobs into episode work items, admits them within the staleness bound,
+ * follows their end records, and keeps each job's status, events and evaluation.
+ */
+import { Effect } from "effect"
+import { type FlagValues, flagInt, type HostedActor } from "../hosted.ts"
+import { runCoordinator } from "./actor.ts"
+
+export { type CoordinatorOptions, runCoordinator } from "./actor.ts"
+export { coordinatorDurable } from "./job.ts"
+export { coordinatorBucket, LeaseLost } from "./lease.ts"
+export { RUNS_PER_ATTEMPT } from "./ledger.ts"
+export { coordinatorMetrics } from "./metrics.ts"
+export { type EvaluationStats, evaluationStats, passAtK, type TaskOutcome } from "./pass-at-k.ts"
+export {
+  episodeId,
+  episodeIndex,
+  groupId,
+  JobSpecInvalid,
+  JobTasksUnavailable,
+  type ResolveImage,
+  workItemMsgId,
+} from "./plan.ts"
+export {
+  allJobEvents,
+  busJobStore,
+  ensureJobEventsStream,
+  isCancelRequested,
+  isTerminal,
+  type JobChange,
+  JobNotFound,
+  type JobStorePort,
+  jobEventMsgId,
+  jobEventsStream,
+  requestCancel,
+  type StoredJob,
+} from "./ports.ts"
+
+export const coordinatorFlagsHelp = `  --max-concurrent N           episodes running at once for a job whose spec sets none (T1_MAX_CONCURRENT; default 16)
+  --lease-ttl-ms MS            a job's lease lapses this long after its coordinator's last heartbeat (T1_LEASE_TTL_MS; default 15000)
+  --cancel-grace-ms MS         how long a cancelled job waits for its running episodes (T1_CANCEL_GRACE_MS; default 60000)
+  --episode-timeout-ms MS      an attempt with no end record this long counts as an infra failure; 0 = never (T1_EPISODE_TIMEOUT_MS; default 10800000)`
+
+const options = (flags: FlagValues) => ({
+  defaultMaxConcurrent: flagInt(flags, "max-concurrent", "T1_MAX_CONCURRENT", 16, 1),
+  leaseTtlMs: flagInt(flags, "lease-ttl-ms", "T1_LEASE_TTL_MS", 15_000, 100),
+  cancelGraceMs: flagInt(flags, "cancel-grace-ms", "T1_CANCEL_GRACE_MS", 60_000),
+  episodeTimeoutMs: flagInt(flags, "episode-timeout-ms", "T1_EPISODE_TIMEOUT_MS", 3 * 60 * 60_000),
+})
+
+/** `t1 actor coordinator`: runs jobs from the job store (any number of replicas, one per job). */
+export const coordinatorActor: HostedActor = {
+  summary:
+    "turns jobs into episode work items on <prefix>.episodes: staleness-bounded admission, infra retries, job status and events, evaluation (pass@k)",
+  flags: {
+    "max-concurrent": { type: "string" },
+    "lease-ttl-ms": { type: "string" },
+    "cancel-grace-ms": { type: "string" },
+    "episode-timeout-ms": { type: "string" },
+  },
+  flagsHelp: coordinatorFlagsHelp,
+  run: ({ subjects }, flags) =>
+    runCoordinator({ subjects, ...options(flags) }).pipe(
+      Effect.mapError((e) => ({ message: e.message })),
+    ),
+}

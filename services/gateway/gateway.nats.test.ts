@@ -1,0 +1,107 @@
+import * as grpc from "@grpc/grpc-js"
+import { Effect } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { JobKind, JobState } from "../../proto/index.ts"
+import { useNatsServer } from "../../test/support/nats-url.ts"
+import { Bus, NatsBusLive } from "../bus/index.ts"
+import { type GatewayHarness, gatewayHarness, rawClient } from "./gateway.fixture.ts"
+import {
+  HealthCheckRequestSchema,
+  HealthCheckResponse_ServingStatus,
+  HealthCheckResponseSchema,
+} from "./gen/grpc/health/v1/health_pb.ts"
+import { appendJobEvent, jobEventsStream } from "./jobs.ts"
+
+const nats = useNatsServer()
+
+const spec = { name: "shared", kind: JobKind.ROLLOUT, taskSet: "bundled-train" }
+
+/** Consumers the job event stream has now (watch readers must not be left behind). */
+const consumerCount = (h: GatewayHarness) =>
+  h.run(
+    Effect.gen(function* () {
+      const bus = yield* Bus
+      const reply = yield* bus.request(
+        `$JS.API.STREAM.INFO.${jobEventsStream(h.subjects)}`,
+        new Uint8Array(0),
+        { timeoutMs: 5_000 },
+      )
+      const info: { state?: { consumer_count?: number } } = JSON.parse(
+        new TextDecoder().decode(reply.data),
+      )
+      return info.state?.consumer_count ?? -1
+    }),
+  )
+
+describe("gateway (NATS)", () => {
+  let h: GatewayHarness
+  beforeAll(async () => {
+    h = await gatewayHarness(NatsBusLive({ servers: nats.url, name: "t1-gateway-test" }))
+  })
+  afterAll(() => h.close())
+
+  it("two gateways on one NATS serve the same jobs and events", async () => {
+    const [a, b] = await Promise.all([h.start(), h.start()])
+    if (a === undefined || b === undefined) throw new Error("no gateways")
+    const onA = a.client()
+    const onB = b.client()
+    const { jobId } = await onA.submitJob({ spec })
+    expect((await onB.getJob({ jobId })).status?.spec?.name).toBe("shared")
+    expect((await onB.listJobs({})).jobs.map((j) => j.jobId)).toContain(jobId)
+
+    const store = await h.store()
+    await h.run(store.transition(jobId, JobState.RUNNING))
+    const seen: bigint[] = []
+    for await (const event of onB.watchJob({ jobId, fromSeq: 2n })) {
+      seen.push(event.seq)
+      if (event.seq === 2n) {
+        await h.run(
+          Bus.use((bus) =>
+            appendJobEvent(bus, h.subjects, jobId, {
+              event: { case: "episodeFinished", value: { episodeId: "e1", reward: 1 } },
+            }),
+          ),
+        )
+      }
+      if (event.seq === 3n) await onA.cancelJob({ jobId, reason: "done" })
+      if (event.seq === 3n) await h.run(store.transition(jobId, JobState.CANCELLED))
+    }
+    expect(seen).toEqual([2n, 3n, 4n])
+    const final = await onA.getJob({ jobId })
+    expect(final.status?.state).toBe(JobState.CANCELLED)
+    expect(final.status?.lastEventSeq).toBe(4n)
+    const cancelAgain = await onB.cancelJob({ jobId }).catch((e: { code: number }) => e)
+    expect(cancelAgain).toMatchObject({ code: grpc.status.FAILED_PRECONDITION })
+    // The watch's consumer was removed with it.
+    expect(await consumerCount(h)).toBe(0)
+  })
+
+  it("health answers SERVING while NATS answers", async () => {
+    const gw = await h.start()
+    const raw = rawClient(gw.endpoint.address)
+    const answer = await raw.unary(
+      "/grpc.health.v1.Health/Check",
+      HealthCheckRequestSchema,
+      HealthCheckResponseSchema,
+      { service: "t1.v1.JobService" },
+    )
+    raw.close()
+    expect(answer.status).toBe(HealthCheckResponse_ServingStatus.SERVING)
+  })
+
+  it("shutdown ends a watch on NATS and leaves no consumer behind", async () => {
+    const gw = await h.start()
+    const client = gw.client()
+    const { jobId } = await client.submitJob({ spec })
+    const watching = (async () => {
+      const seqs: bigint[] = []
+      for await (const event of client.watchJob({ jobId })) seqs.push(event.seq)
+      return seqs
+    })().catch((e: { code: number }) => e)
+    await new Promise((r) => setTimeout(r, 300))
+    expect(await consumerCount(h)).toBe(1)
+    await gw.stop()
+    expect(await watching).toMatchObject({ code: grpc.status.UNAVAILABLE })
+    expect(await consumerCount(h)).toBe(0)
+  })
+})

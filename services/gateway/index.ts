@@ -1,0 +1,54 @@
+/**
+ * The gRPC gateway: t1.v1.JobService (submit, get, list, watch, cancel) over the job store on the
+ * bus, with bearer-token auth, validation, grpc.health.v1 and server reflection; plus the job
+ * store itself (jobs.ts) that the coordinator shares, and a typed client (client.ts).
+ */
+export { parseTokens, type Role, type TokenGrant, type Tokens, TokensFileError } from "./auth.ts"
+export {
+  GatewayCallError,
+  type JobServiceClient,
+  type JobServiceClientOptions,
+  jobServiceClient,
+  jobServiceClientScoped,
+} from "./client.ts"
+export {
+  GatewayStartError,
+  InvalidArgument,
+  JobAlreadyExists,
+  JobContended,
+  JobCorrupt,
+  JobNotFound,
+  JobTerminal,
+  PermissionDenied,
+  stateName,
+  Unauthenticated,
+  type Violation,
+} from "./errors.ts"
+export { codec, type ServiceHandlers, serviceDefinition } from "./grpc-adapter.ts"
+export {
+  allJobEvents,
+  appendJobEvent,
+  type ErrorDetailInit,
+  ensureJobEventsStream,
+  isTerminalEvent,
+  isTerminalState,
+  type JobEventInit,
+  type JobPage,
+  type JobStore,
+  type JobStoreError,
+  jobEventMsgId,
+  jobEventsStream,
+  jobStore,
+  newJobId,
+  TERMINAL_STATES,
+} from "./jobs.ts"
+export {
+  GATEWAY_SERVICES,
+  type GatewayEndpoint,
+  type GatewayOptions,
+  type GatewayTls,
+  runGateway,
+  serveGateway,
+} from "./server.ts"
+export { ERROR_DETAIL_TRAILER, FIELD_PATH_TRAILER } from "./status.ts"
+export { validateJobId, validateJobSpec, validateRequestId } from "./validate.ts"

@@ -1,0 +1,206 @@
+import { toBinary } from "@bufbuild/protobuf"
+import {
+  JobKind,
+  type JobSpec,
+  JobSpecSchema,
+  type LearnerConfig,
+  type Limits,
+  type SamplingParams,
+  TaskSplit,
+} from "../../proto/index.ts"
+import type { Violation } from "./errors.ts"
+
+/** Job ids and other ids that become NATS subject tokens and KV keys (common.proto). */
+export const ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/
+
+/** Names without whitespace or control characters (task sets, task ids, policy refs). */
+const NAME = /^[^\s\p{Cc}]+$/u
+const LABEL_KEY = /^[A-Za-z_][A-Za-z0-9_./-]{0,62}$/
+
+/** A stored JobStatus must fit in one NATS message; the spec gets most of it. */
+export const MAX_SPEC_BYTES = 512 * 1024
+const MAX_TASK_IDS = 100_000
+const MAX_LABELS = 64
+const MAX_SAMPLES_PER_TASK = 1024
+const MAX_EPISODE_ATTEMPTS = 100
+const MAX_STOP_TOKENS = 1024
+
+const JOB_KINDS = [JobKind.TRAIN, JobKind.EVAL, JobKind.ROLLOUT]
+
+class Collector {
+  readonly violations: Violation[] = []
+  add(fieldPath: string, reason: string): void {
+    this.violations.push({ fieldPath, reason })
+  }
+  finite(path: string, value: number): boolean {
+    if (Number.isFinite(value)) return true
+    this.add(path, `must be a finite number, got ${value}`)
+    return false
+  }
+  atLeast(path: string, value: number, min: number): void {
+    if (this.finite(path, value) && value < min) this.add(path, `must be >= ${min}, got ${value}`)
+  }
+  closed(path: string, value: number, min: number, max: number): void {
+    if (this.finite(path, value) && (value < min || value > max)) {
+      this.add(path, `must be in [${min}, ${max}], got ${value}`)
+    }
+  }
+  /** In (min, max), with 0 accepted as "the default" (LearnerConfig's zero convention). */
+  openOrDefault(path: string, value: number, min: number, max: number): void {
+    if (!this.finite(path, value) || value === 0) return
+    if (value <= min || value >= max) this.add(path, `must be in (${min}, ${max}), got ${value}`)
+  }
+  atMost(path: string, value: number, max: number): void {
+    if (value > max) this.add(path, `must be <= ${max}, got ${value}`)
+  }
+  name(path: string, value: string, required: boolean, maxLength = 256): void {
+    if (value === "") {
+      if (required) this.add(path, "required")
+      return
+    }
+    if (value.length > maxLength) this.add(path, `must be at most ${maxLength} characters`)
+    else if (!NAME.test(value)) {
+      this.add(
+        path,
+        `must not contain whitespace or control characters, got ${JSON.stringify(value)}`,
+      )
+    }
+  }
+}
+
+const validateSampling = (c: Collector, s: SamplingParams, limits: Limits | undefined): void => {
+  c.atLeast("spec.sampling.temperature", s.temperature, 0)
+  c.closed("spec.sampling.top_p", s.topP, 0, 1)
+  const budget = limits?.maxTokens ?? 0
+  if (budget > 0 && s.maxTokens > budget) {
+    c.add(
+      "spec.sampling.max_tokens",
+      `must be <= spec.limits.max_tokens (${budget}), got ${s.maxTokens}`,
+    )
+  }
+  if (s.stopTokenIds.length > MAX_STOP_TOKENS) {
+    c.add("spec.sampling.stop_token_ids", `at most ${MAX_STOP_TOKENS} ids`)
+  }
+}
+
+const validateLimits = (c: Collector, l: Limits): void => {
+  if (l.maxTokens > 0 && l.observationMaxTokens > l.maxTokens) {
+    c.add(
+      "spec.limits.observation_max_tokens",
+      `must be <= spec.limits.max_tokens (${l.maxTokens}), got ${l.observationMaxTokens}`,
+    )
+  }
+  if (l.wallClockSec > 0 && l.commandTimeoutMs > l.wallClockSec * 1000) {
+    c.add(
+      "spec.limits.command_timeout_ms",
+      `must be <= spec.limits.wall_clock_sec × 1000 (${l.wallClockSec * 1000}), got ${l.commandTimeoutMs}`,
+    )
+  }
+}
+
+const validateLearner = (c: Collector, l: LearnerConfig): void => {
+  const p = "spec.learner"
+  c.openOrDefault(`${p}.clip_eps`, l.clipEps, 0, 1)
+  c.atLeast(`${p}.value_clip_eps`, l.valueClipEps, 0)
+  c.atLeast(`${p}.entropy_coef`, l.entropyCoef, 0)
+  c.closed(`${p}.gamma`, l.gamma, 0, 1)
+  c.closed(`${p}.actor_lambda`, l.actorLambda, 0, 1)
+  c.closed(`${p}.critic_lambda`, l.criticLambda, 0, 1)
+  c.openOrDefault(`${p}.lr`, l.lr, 0, 1)
+  c.openOrDefault(`${p}.critic_lr`, l.criticLr, 0, 1)
+  if (c.finite(`${p}.tis_threshold`, l.tisThreshold) && l.tisThreshold !== 0) {
+    if (l.tisThreshold < 1) {
+      c.add(`${p}.tis_threshold`, `must be 0 (disabled) or >= 1, got ${l.tisThreshold}`)
+    }
+  }
+  c.atLeast(`${p}.max_grad_norm`, l.maxGradNorm, 0)
+  if (l.batchTrajectories > 0 && l.minibatches > l.batchTrajectories) {
+    c.add(
+      `${p}.minibatches`,
+      `must be <= spec.learner.batch_trajectories (${l.batchTrajectories}), got ${l.minibatches}`,
+    )
+  }
+}
+
+/**
+ * Every problem with a JobSpec, in field order; empty when the spec is valid. Zero values mean
+ * "the default" wherever job.proto says so, and are accepted.
+ */
+export const validateJobSpec = (spec: JobSpec | undefined): Violation[] => {
+  const c = new Collector()
+  if (spec === undefined) {
+    c.add("spec", "required")
+    return c.violations
+  }
+  if (spec.name.length > 256) c.add("spec.name", "must be at most 256 characters")
+  else if (/\p{Cc}/u.test(spec.name)) c.add("spec.name", "must not contain control characters")
+  if (!JOB_KINDS.includes(spec.kind)) {
+    c.add(
+      "spec.kind",
+      `must be JOB_KIND_TRAIN, JOB_KIND_EVAL or JOB_KIND_ROLLOUT, got ${JobKind[spec.kind] === undefined ? spec.kind : `JOB_KIND_${JobKind[spec.kind]}`}`,
+    )
+  }
+  c.name("spec.task_set", spec.taskSet, true)
+  if (spec.taskIds.length > MAX_TASK_IDS) c.add("spec.task_ids", `at most ${MAX_TASK_IDS} ids`)
+  const seen = new Map<string, number>()
+  spec.taskIds.forEach((id, i) => {
+    const path = `spec.task_ids[${i}]`
+    c.name(path, id, true)
+    const first = seen.get(id)
+    if (first !== undefined && id !== "") c.add(path, `duplicate of spec.task_ids[${first}]`)
+    else seen.set(id, i)
+  })
+  if (TaskSplit[spec.split] === undefined) {
+    c.add("spec.split", `must be a TaskSplit value, got ${spec.split}`)
+  }
+  c.name("spec.policy_ref", spec.policyRef, false, 512)
+  if (spec.sampling !== undefined) validateSampling(c, spec.sampling, spec.limits)
+  if (spec.limits !== undefined) validateLimits(c, spec.limits)
+  c.atMost("spec.samples_per_task", spec.samplesPerTask, MAX_SAMPLES_PER_TASK)
+  if (spec.kind === JobKind.TRAIN) {
+    if (spec.learner === undefined) c.add("spec.learner", "required for JOB_KIND_TRAIN")
+    else validateLearner(c, spec.learner)
+  }
+  const labels = Object.entries(spec.labels)
+  if (labels.length > MAX_LABELS) c.add("spec.labels", `at most ${MAX_LABELS} labels`)
+  for (const [key, value] of labels) {
+    const path = `spec.labels[${JSON.stringify(key)}]`
+    if (!LABEL_KEY.test(key)) {
+      c.add(path, "key must match [A-Za-z_][A-Za-z0-9_./-]* and be at most 63 characters")
+    } else if (value.length > 256 || /\p{Cc}/u.test(value)) {
+      c.add(path, "value must be at most 256 characters without control characters")
+    }
+  }
+  c.atMost("spec.max_episode_attempts", spec.maxEpisodeAttempts, MAX_EPISODE_ATTEMPTS)
+  c.name("spec.eval_task_set", spec.evalTaskSet, false)
+  if (c.violations.length === 0) {
+    const bytes = toBinary(JobSpecSchema, spec).byteLength
+    if (bytes > MAX_SPEC_BYTES) {
+      c.add("spec", `encodes to ${bytes} bytes, more than the ${MAX_SPEC_BYTES} allowed`)
+    }
+  }
+  return c.violations
+}
+
+/** A job id as clients send it in GetJob, WatchJob and CancelJob. */
+export const validateJobId = (jobId: string, path = "job_id"): Violation | undefined => {
+  if (jobId === "") return { fieldPath: path, reason: "required" }
+  if (!ID_PATTERN.test(jobId)) {
+    return {
+      fieldPath: path,
+      reason: `must be 1 to 128 characters of [A-Za-z0-9_-], got ${JSON.stringify(jobId.slice(0, 140))}`,
+    }
+  }
+  return undefined
+}
+
+/** SubmitJobRequest.request_id: optional, printable ASCII without spaces. */
+export const validateRequestId = (requestId: string): Violation | undefined => {
+  if (requestId.length > 128) {
+    return { fieldPath: "request_id", reason: "must be at most 128 characters" }
+  }
+  if (!/^[\x21-\x7e]*$/.test(requestId)) {
+    return { fieldPath: "request_id", reason: "must be printable ASCII without spaces" }
+  }
+  return undefined
+}
