@@ -35,6 +35,7 @@ export const collectTrajectories = (
             yield* item.ack
             const done = assembler.add(record)
             if (done instanceof TrajectoryCorrupt) return yield* Effect.fail(done)
+            if (done && onTrajectory) onTrajectory(done)
             return done
           }),
         ),
