@@ -194,6 +194,10 @@ export class Trainer {
     for (const s of batch)
       for (let i = 1; i < s.lossMask.length; i++) actionTokens += s.lossMask[i] as number
     const normalizer = Math.max(1, actionTokens)
+    const valueNormalizer = Math.max(
+      1,
+      batch.reduce((m, b) => m + b.ids.length - 1, 0),
+    )
     let grads: Params | undefined
     const sums = {
       loss: 0,
@@ -275,10 +279,7 @@ export class Trainer {
         ...(c.tisThreshold !== undefined ? { tisThreshold: c.tisThreshold } : {}),
         temperature: c.temperature,
         normalizer,
-        valueNormalizer: Math.max(
-          1,
-          batch.reduce((m, b) => m + b.ids.length - 1, 0),
-        ),
+        valueNormalizer,
         policyWeight,
       })
       const w = rows.action.reduce((a, b) => a + b, 0) / normalizer

@@ -193,6 +193,7 @@ export const backward = (
     const dk = new Float64Array(R * d)
     const dv = new Float64Array(R * d)
     const probs = new Float64Array(R)
+    const dpj = new Float64Array(R)
     for (let r = 0; r < R; r++) {
       for (let h = 0; h < H; h++) {
         const qo = r * d + h * hd
@@ -212,7 +213,6 @@ export const backward = (
           sum += e
         }
         let pdp = 0
-        const dpj = new Float64Array(r + 1)
         for (let j = 0; j <= r; j++) {
           const pj = (probs[j] as number) / sum
           probs[j] = pj

@@ -110,7 +110,8 @@ export const forwardRows = (
 
   const routing = allocRouting(R, c.nLayers, K, E)
   const layers: LayerTape[] = []
-  const scores = new Float64Array(Math.max(...rows.map((row) => row.cache.capacity)))
+  // Attention scores of one row span its position + 1 keys: sized to this call's longest row.
+  const scores = new Float64Array(positions.reduce((m, p) => Math.max(m, p + 1), 0))
   const slot = new Int32Array(K)
   const gate = new Float64Array(K)
 
