@@ -32,8 +32,7 @@ import { messagesOf } from "../actors/learner/retokenize.ts"
 import { DEFAULT_LEARNER_CONFIG, Trainer } from "../actors/learner/trainer.ts"
 import { startSandboxAndVerifier } from "../actors/local.ts"
 import { shellBlock } from "../actors/sampler/actions/index.ts"
-import { busPorts } from "../actors/sampler/bus-ports.ts"
-import { runEpisode } from "../actors/sampler/episode.ts"
+import { runEpisodeHere } from "../actors/sampler/in-process.ts"
 import { embeddedPolicy } from "../actors/sampler/policy/embedded.ts"
 import { ensureSamplerStreams } from "../actors/sampler/streams.ts"
 import { dockerEngineAvailable } from "../actors/sandbox/docker/index.ts"
@@ -50,8 +49,8 @@ import { selectKernels } from "../model/kernels/select.ts"
 import { EpisodePurpose, EpisodeWorkItemSchema, type Trajectory } from "../proto/index.ts"
 import { Bus, MemoryBusLive, subjectsFor } from "../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"
-import { loadTask, resolveTaskImage } from "../tasks/index.ts"
-import { taskToWire } from "../tasks/wire.ts"
+import { loadTask } from "../tasks/index.ts"
+import { resolvedWireTask } from "../tasks/wire.ts"
 
 const USAGE = `usage: npm run exp:alignment -- [--json] [--episodes N] [--turns N] [--seed S] [--weights FILE]
 
@@ -120,8 +119,7 @@ const main = Effect.gen(function* () {
     (name, i) =>
       Effect.gen(function* () {
         const task = yield* loadTask(join(TRAIN_DIR, name))
-        const { image } = yield* resolveTaskImage(task)
-        const wire = yield* taskToWire(task, image)
+        const wire = yield* resolvedWireTask(task)
         const episodeId = `align-${i}`
         const item = create(EpisodeWorkItemSchema, {
           jobId: "alignment",
@@ -138,13 +136,7 @@ const main = Effect.gen(function* () {
           purpose: EpisodePurpose.TRAIN,
           admittedUnixMs: BigInt(Date.now()),
         })
-        const ports = {
-          ...busPorts(bus, subjects, { jobId: "alignment", episodeId, attempt: 0 }),
-          policy,
-          template,
-          format: shellBlock,
-        }
-        return yield* runEpisode(ports, item, 0)
+        return yield* runEpisodeHere(bus, subjects, item, { policy, template, format: shellBlock })
       }),
     { concurrency: 4 },
   )

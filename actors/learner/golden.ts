@@ -4,12 +4,11 @@ import { Effect } from "effect"
 import type { ChatTemplate } from "../../model/index.ts"
 import { EpisodePurpose, EpisodeWorkItemSchema, type Trajectory } from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
-import { resolveTaskImage, type Task } from "../../tasks/index.ts"
-import { taskToWire } from "../../tasks/wire.ts"
+import type { Task } from "../../tasks/index.ts"
+import { resolvedWireTask } from "../../tasks/wire.ts"
 import { collectTrajectories } from "../buffer/collect.ts"
 import type { ActionFormat } from "../sampler/actions/index.ts"
-import { busPorts } from "../sampler/bus-ports.ts"
-import { runEpisode } from "../sampler/episode.ts"
+import { runEpisodeHere } from "../sampler/in-process.ts"
 import { scriptedPolicy } from "../sampler/policy/scripted.ts"
 
 /**
@@ -43,8 +42,7 @@ export const goldenTrajectories = (
       withSolutions,
       (task) =>
         Effect.gen(function* () {
-          const { image } = yield* resolveTaskImage(task)
-          const wire = yield* taskToWire(task, image)
+          const wire = yield* resolvedWireTask(task)
           const item = create(EpisodeWorkItemSchema, {
             jobId: job,
             episodeId: task.id,
@@ -55,13 +53,7 @@ export const goldenTrajectories = (
             purpose: EpisodePurpose.ROLLOUT,
             admittedUnixMs: BigInt(Date.now()),
           })
-          const ports = {
-            ...busPorts(bus, subjects, { jobId: job, episodeId: task.id, attempt: 0 }),
-            policy,
-            template,
-            format,
-          }
-          return yield* runEpisode(ports, item, 0)
+          return yield* runEpisodeHere(bus, subjects, item, { policy, template, format })
         }),
       { concurrency: options.concurrency ?? 4 },
     )

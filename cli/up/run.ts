@@ -22,8 +22,8 @@ import {
 } from "../../proto/index.ts"
 import { Bus, type BusShape, type Subjects } from "../../services/bus/index.ts"
 import type { Metrics } from "../../services/metrics/index.ts"
-import { loadTasks, resolveTaskImage, type Task } from "../../tasks/index.ts"
-import { taskToWire } from "../../tasks/wire.ts"
+import { loadTasks, type Task } from "../../tasks/index.ts"
+import { resolvedWireTask } from "../../tasks/wire.ts"
 import { progressBar } from "./progress.ts"
 import {
   type EvalSummary,
@@ -122,10 +122,7 @@ const prepare = (dir: string) =>
   Effect.gen(function* () {
     const tasks = yield* loadTasks([dir])
     return yield* Effect.forEach(tasks, (task) =>
-      Effect.gen(function* () {
-        const { image } = yield* resolveTaskImage(task)
-        return { task, wire: yield* taskToWire(task, image) }
-      }),
+      Effect.map(resolvedWireTask(task), (wire) => ({ task, wire })),
     )
   })
 

@@ -1,0 +1,32 @@
+import type { Effect } from "effect"
+import type { ChatTemplate } from "../../model/index.ts"
+import type { EpisodeEnd, EpisodeWorkItem } from "../../proto/index.ts"
+import type { BusShape, Subjects } from "../../services/bus/index.ts"
+import type { ActionFormat } from "./actions/index.ts"
+import { busPorts } from "./bus-ports.ts"
+import { type EpisodeInfraError, runEpisode } from "./episode.ts"
+import type { PolicyBackend } from "./policy/backend.ts"
+
+/**
+ * Runs one work item (attempt 0) in this process with the bus ports a sampler actor would use,
+ * for tools that drive episodes themselves (golden trajectories, experiments) instead of going
+ * through the work queue.
+ */
+export const runEpisodeHere = (
+  bus: BusShape,
+  subjects: Subjects,
+  item: EpisodeWorkItem,
+  agent: {
+    readonly policy: PolicyBackend
+    readonly template: ChatTemplate
+    readonly format: ActionFormat
+  },
+): Effect.Effect<EpisodeEnd, EpisodeInfraError> =>
+  runEpisode(
+    {
+      ...busPorts(bus, subjects, { jobId: item.jobId, episodeId: item.episodeId, attempt: 0 }),
+      ...agent,
+    },
+    item,
+    0,
+  )
