@@ -42,7 +42,7 @@ import {
   child,
   ShapeError,
 } from "./fields.ts"
-import { type Fetch, isTransientStatus, postJson } from "./http.ts"
+import { isTransientStatus, postJson } from "./http.ts"
 import {
   checkLayout,
   decodeBase64,
@@ -52,41 +52,22 @@ import {
   routingRows,
   rowsStart,
 } from "./routing.ts"
-import { lengthFinish, parseAnswer, preflight, RoutedPositions } from "./turn.ts"
+import {
+  type EngineOptions,
+  engineUrl,
+  lengthFinish,
+  parseAnswer,
+  preflight,
+  RoutedPositions,
+} from "./turn.ts"
 
-export interface SglangOptions {
-  /** Server root, e.g. `http://10.0.0.5:30000`. */
-  readonly baseUrl: string
-  /** The server's `context_length` (prompt + generation). */
-  readonly contextLength: number
-  /**
-   * Version of the weights the server holds, used when the answer's `meta_info.weight_version`
-   * is not an integer (SGLang's default is "default"). 0 when unset.
-   */
-  readonly policyVersion?: () => bigint
-  readonly headers?: Readonly<Record<string, string>>
-  readonly fetch?: Fetch
-  /**
-   * The model's MoE shape. When set, every request asks for routed experts (the server must run
-   * with `--enable-return-routed-experts`) and an answer without them fails the turn; when unset,
-   * routing is neither requested nor reported.
-   */
-  readonly routing?: RoutingLayout
-  /**
-   * Ask only for routing of positions this session has not been told yet
-   * (`routed_experts_start_len`); the rows then start there. Off by default: every turn carries
-   * the routing of the whole context.
-   */
-  readonly incrementalRouting?: boolean
-  /** Time limit of a request without its own `timeoutMs`. Default 10 minutes. */
-  readonly timeoutMs?: number
-}
+export type SglangOptions = EngineOptions
 
 const NAME = "sglang"
 
 export const sglangBackend = (options: SglangOptions): PolicyBackend => {
   if (options.routing !== undefined) checkLayout(options.routing)
-  const url = `${options.baseUrl.replace(/\/+$/, "")}/generate`
+  const url = engineUrl(options, "/generate")
   const routed = new RoutedPositions()
 
   const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, PolicyError> =>

@@ -7,6 +7,8 @@ import {
   PolicyError,
 } from "./backend.ts"
 import { ShapeError } from "./fields.ts"
+import type { Fetch } from "./http.ts"
+import type { RoutingLayout } from "./routing.ts"
 
 /** How many new tokens a request may ask for, or why it is not sent at all. */
 export type Preflight =
@@ -99,3 +101,36 @@ export class RoutedPositions {
     this.reported.delete(sessionId)
   }
 }
+
+/** Connection and routing options shared by the engine adapters (SGLang, vLLM). */
+export interface EngineOptions {
+  /** Server root, e.g. `http://10.0.0.5:30000`; the adapter adds its endpoint path. */
+  readonly baseUrl: string
+  /** The server's context length (prompt + generation): SGLang `context_length`, vLLM `max_model_len`. */
+  readonly contextLength: number
+  /**
+   * Version of the weights the server holds, used when the answer reports none (vLLM never does,
+   * SGLang's `weight_version` is "default" unless set). 0 when unset.
+   */
+  readonly policyVersion?: () => bigint
+  readonly headers?: Readonly<Record<string, string>>
+  readonly fetch?: Fetch
+  /**
+   * The model's MoE shape. When set, every request asks for routed experts (the server must run
+   * with `--enable-return-routed-experts`) and an answer without them fails the turn; when unset,
+   * routing is neither requested nor reported.
+   */
+  readonly routing?: RoutingLayout
+  /**
+   * Ask only for routing of positions this session has not been told yet (SGLang
+   * `routed_experts_start_len`, vLLM `routed_experts_prompt_start`); the rows then start there.
+   * Off by default: every turn carries the routing of the whole context.
+   */
+  readonly incrementalRouting?: boolean
+  /** Time limit of a request without its own `timeoutMs`. Default 10 minutes. */
+  readonly timeoutMs?: number
+}
+
+/** The endpoint URL under an engine's root. */
+export const engineUrl = (options: EngineOptions, path: string): string =>
+  `${options.baseUrl.replace(/\/+$/, "")}${path}`

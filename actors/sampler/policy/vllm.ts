@@ -38,41 +38,28 @@ import {
   child,
   ShapeError,
 } from "./fields.ts"
-import { type Fetch, postJson } from "./http.ts"
+import { postJson } from "./http.ts"
 import { parseNpy } from "./npy.ts"
 import { checkLayout, decodeBase64, type RoutingLayout, routingRows, rowsStart } from "./routing.ts"
-import { lengthFinish, parseAnswer, preflight, RoutedPositions } from "./turn.ts"
+import {
+  type EngineOptions,
+  engineUrl,
+  lengthFinish,
+  parseAnswer,
+  preflight,
+  RoutedPositions,
+} from "./turn.ts"
 
-export interface VllmOptions {
-  /** Server root, e.g. `http://10.0.0.5:8000` (the adapter adds `/v1/completions`). */
-  readonly baseUrl: string
+export interface VllmOptions extends EngineOptions {
   /** The served model name (`--served-model-name`, or the model path). */
   readonly model: string
-  /** The server's `max_model_len` (prompt + generation). */
-  readonly contextLength: number
-  /** Version of the weights the server holds (vLLM does not report one). 0 when unset. */
-  readonly policyVersion?: () => bigint
-  readonly headers?: Readonly<Record<string, string>>
-  readonly fetch?: Fetch
-  /**
-   * The model's MoE shape. When set, an answer without `routed_experts` fails the turn (the server
-   * must run with `--enable-return-routed-experts`); when unset, routing is not read.
-   */
-  readonly routing?: RoutingLayout
-  /**
-   * Ask only for routing of positions this session has not been told yet
-   * (`routed_experts_prompt_start`); the rows then start there. Off by default.
-   */
-  readonly incrementalRouting?: boolean
-  /** Time limit of a request without its own `timeoutMs`. Default 10 minutes. */
-  readonly timeoutMs?: number
 }
 
 const NAME = "vllm"
 
 export const vllmBackend = (options: VllmOptions): PolicyBackend => {
   if (options.routing !== undefined) checkLayout(options.routing)
-  const url = `${options.baseUrl.replace(/\/+$/, "")}/v1/completions`
+  const url = engineUrl(options, "/v1/completions")
   const routed = new RoutedPositions()
 
   const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, PolicyError> =>
