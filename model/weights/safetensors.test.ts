@@ -74,6 +74,20 @@ describe("encodeSafetensors / decodeSafetensors", () => {
     }
   })
 
+  it("keeps metadata keys that name Object.prototype members as plain entries", () => {
+    const meta = JSON.parse('{"__proto__":"x","constructor":"y","toString":"z"}') as Record<
+      string,
+      string
+    >
+    const { metadata } = decodeSafetensors(encodeSafetensors(new Map(), meta))
+    expect(Object.getPrototypeOf(metadata)).toBe(Object.prototype)
+    expect(Object.entries(metadata).sort()).toEqual([
+      ["__proto__", "x"],
+      ["constructor", "y"],
+      ["toString", "z"],
+    ])
+  })
+
   it("writes exactly the bytes of a hand-built two-tensor file", () => {
     const tensors = new Map<string, Tensor>([
       ["a", { dtype: "U8", shape: [3], data: new Uint8Array([1, 2, 3]) }],

@@ -325,7 +325,13 @@ export function decodeSafetensors(bytes: Uint8Array): Safetensors {
             `metadata values must be strings, got ${JSON.stringify(value)}`,
           )
         }
-        metadata[key] = value
+        // defineProperty, not assignment: a key named "__proto__" must stay an own entry.
+        Object.defineProperty(metadata, key, {
+          value,
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        })
       }
     } else {
       entries.push(readEntry(name, node, dataLength))
