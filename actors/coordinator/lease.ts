@@ -28,7 +28,7 @@ export class LeaseLost extends Data.TaggedError("LeaseLost")<{
   readonly reason: string
 }> {
   override get message(): string {
-    return `lost the coordinator lease of job ${this.jobId}: ${this.reason}`
+    return `lost the lease of job ${this.jobId}: ${this.reason}`
   }
 }
 
@@ -75,7 +75,7 @@ export const tryAcquireLease = (
       if (doc !== undefined && doc.owner !== owner && doc.expiresAtMs > Date.now())
         return Option.none()
       if (doc === undefined)
-        yield* Effect.logWarning(`coordinator: job ${jobId}: undecodable lease value replaced`)
+        yield* Effect.logWarning(`${kv.name}: job ${jobId}: undecodable lease value replaced`)
       ledger = doc?.ledger
       const next: LeaseDoc = {
         v: 1,
@@ -107,7 +107,7 @@ export const tryAcquireLease = (
             .pipe(
               Effect.catchTag("KvConflict", () =>
                 Effect.fail(
-                  new LeaseLost({ jobId, reason: "another coordinator wrote the lease" }),
+                  new LeaseLost({ jobId, reason: "another holder wrote the lease" }),
                 ),
               ),
             )

@@ -212,6 +212,16 @@ describe("JobLedger", () => {
 })
 
 describe("staleness-bounded admission (train)", () => {
+  it("admits nothing until the learner has announced its starting weights", () => {
+    const plan = planFor({ kind: JobKind.TRAIN, learner: { ppoSteps: 2 } }, 3)
+    const l = ledgerFor(plan)
+    const before = newEffects()
+    l.settle(plan, ctx(), before)
+    expect(before.issue).toEqual([])
+    const after = newEffects()
+    l.settle(plan, ctx({ learnerStep: 0 }), after)
+    expect(after.issue.length).toBeGreaterThan(0)
+  })
   it("never exceeds max_concurrent nor (η + step + 1) · batch admitted, with a learner advancing versions", () => {
     fc.assert(
       fc.property(

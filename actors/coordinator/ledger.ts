@@ -326,10 +326,14 @@ export class JobLedger {
   /**
    * Admits new episodes: training within the staleness bound (admissionCapacity, with the
    * learner step as the version counted from the job's start and the scored episodes as
-   * accepted), eval and rollout within max_concurrent and the job's total.
+   * accepted) once the learner has announced weights, eval and rollout within max_concurrent
+   * and the job's total.
    */
   admit(plan: JobPlan, ctx: StepContext, fx: StepEffects): void {
     if (this.phase !== "running") return
+    // A train job waits for its learner's first announcement (its starting weights, v0): an
+    // episode sampled before would use weights the learner never had.
+    if (plan.kind === "train" && ctx.learnerStep === undefined) return
     const running = this.open.size
     let capacity =
       plan.kind === "train"

@@ -11,6 +11,7 @@ import {
   type HostedActor,
 } from "../hosted.ts"
 import { runLearner } from "./actor.ts"
+import { runBufferPool, runLearnerPool } from "./pool.ts"
 import { DEFAULT_LEARNER_CONFIG, type LearnerConfig } from "./trainer.ts"
 
 const number = (
@@ -29,15 +30,33 @@ const number = (
   return x
 }
 
+/** The --job flag; undefined: pool mode (serve the train jobs submitted through the gateway). */
 const jobOf = (flags: FlagValues) => {
   const job = flagText(flags, "job", "T1_JOB")
-  if (!job) throw new ActorConfigError("--job is required (the job whose trajectories to use)")
+  if (!job) return undefined
   if (!/^[A-Za-z0-9_-]+$/.test(job))
     throw new ActorConfigError(`--job must be [A-Za-z0-9_-]+, got ${JSON.stringify(job)}`)
   return job
 }
 
-export const learnerFlagsHelp = `  --job ID                     job to train (T1_JOB; required)
+const poolOptions = (flags: FlagValues, defaultJobs: number) => ({
+  maxJobs: flagInt(flags, "max-jobs", "T1_MAX_JOBS", defaultJobs, 1),
+  leaseTtlMs: flagInt(flags, "lease-ttl-ms", "T1_LEASE_TTL_MS", 15_000, 100),
+})
+
+const POOL_FLAGS = {
+  "max-jobs": { type: "string" as const },
+  "lease-ttl-ms": { type: "string" as const },
+}
+
+export const learnerFlagsHelp = `Without --job the learner is a pool member: it claims train jobs from the job store (one
+learner per job, lease in KV <prefix>-learner) and takes its hyperparameters, starting weights
+(policy_ref) and step budget from each job's spec; the per-job flags below then do not apply.
+  --max-jobs N                 pool mode: jobs trained at once by this process (T1_MAX_JOBS; default 1)
+  --lease-ttl-ms MS            pool mode: a job's lease lapses this long after the last heartbeat (default 15000)
+  --checkpoint-every N         updates between checkpoints (default 10; also in pool mode)
+With --job:
+  --job ID                     train this job (T1_JOB)
   --weights FILE               starting weights when the job has no checkpoint (e.g. t1 train sft output); default: initialised from --seed
   --seed N                     initialisation seed without --weights (default 0)
   --batch-size N               trajectories per update (default 16)
@@ -50,7 +69,6 @@ export const learnerFlagsHelp = `  --job ID                     job to train (T1
   --r3 on|off                  replay the sampler's routing (default on)
   --tito on|off                train on the sampled ids (default on); off re-tokenises the conversation text (ablation)
   --tokenizer FILE             tokenizer.json for --tito off (default: the bundled one)
-  --checkpoint-every N         updates between checkpoints (default 10)
   --max-steps N                stop after N updates (default: run forever)`
 
 export const learnerActor: HostedActor = {
@@ -69,13 +87,22 @@ export const learnerActor: HostedActor = {
       "tis-threshold",
       "temperature",
       "r3",
+      "tito",
+      "tokenizer",
       "checkpoint-every",
       "max-steps",
+      ...Object.keys(POOL_FLAGS),
     ].map((f) => [f, { type: "string" as const }]),
   ),
   flagsHelp: learnerFlagsHelp,
   run: ({ subjects }, flags) => {
     const jobId = jobOf(flags)
+    if (jobId === undefined)
+      return runLearnerPool({
+        subjects,
+        ...poolOptions(flags, 1),
+        checkpointEvery: flagInt(flags, "checkpoint-every", "T1_CHECKPOINT_EVERY", 10, 1),
+      }).pipe(Effect.mapError((e) => ({ message: e.message })))
     const r3 = flagText(flags, "r3", "T1_R3") ?? "on"
     if (r3 !== "on" && r3 !== "off")
       throw new ActorConfigError(`--r3 must be on or off, got ${JSON.stringify(r3)}`)
@@ -162,12 +189,21 @@ export const bufferActor: HostedActor = {
     job: { type: "string" },
     "group-size": { type: "string" },
     "stale-policy": { type: "string" },
+    ...POOL_FLAGS,
   },
-  flagsHelp: `  --job ID                     job whose trajectories to buffer (T1_JOB; required)
+  flagsHelp: `Without --job the buffer is a pool member: it claims train jobs from the job store (one buffer
+per job, lease in KV <prefix>-buffer; group size = the job's samples_per_task).
+  --max-jobs N                 pool mode: jobs buffered at once by this process (T1_MAX_JOBS; default 64)
+  --lease-ttl-ms MS            pool mode: a job's lease lapses this long after the last heartbeat (default 15000)
+  --job ID                     buffer only this job (T1_JOB)
   --group-size N               rollouts per group when a request does not say (default 0: by timeout)
   --stale-policy drop|downweight  trajectories staler than η (default drop)`,
   run: ({ subjects }, flags) => {
     const jobId = jobOf(flags)
+    if (jobId === undefined)
+      return runBufferPool({ subjects, ...poolOptions(flags, 64) }).pipe(
+        Effect.mapError((e) => ({ message: e.message })),
+      )
     const stale = flagText(flags, "stale-policy", "T1_STALE_POLICY") ?? "drop"
     if (stale !== "drop" && stale !== "downweight")
       throw new ActorConfigError(

@@ -15,7 +15,7 @@ export class WeightsUnavailable extends Data.TaggedError("WeightsUnavailable")<{
 }
 
 /** KV key of a job's latest announcement, so a sampler that starts late finds it. */
-const latestKey = (job: string) => `${job}.latest`
+export const latestKey = (job: string): string => `${job}.latest`
 
 /**
  * Publishes a policy version: the safetensors bytes into the object store (`<prefix>-weights`,

@@ -11,18 +11,32 @@ import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
 import type { ActionFormat } from "./actions/format.ts"
 import { busPorts } from "./bus-ports.ts"
 import { type EpisodeInfraError, runEpisode } from "./episode.ts"
-import type { PolicyBackend } from "./policy/backend.ts"
+import type { PolicyBackend, PolicyError } from "./policy/backend.ts"
 import { EPISODE_ACK_WAIT_MS, ensureSamplerStreams, SAMPLER_DURABLE } from "./streams.ts"
 
 export interface SamplerOptions {
   readonly subjects: Subjects
-  readonly policy: PolicyBackend
+  /** One policy for every episode, or one per work item (the embedded TinyMoE per job). */
+  readonly policy:
+    | PolicyBackend
+    | ((item: EpisodeWorkItem) => Effect.Effect<PolicyBackend, PolicyError>)
   readonly template: ChatTemplate
   readonly format: ActionFormat
   /** Episodes run at once by this process. */
   readonly concurrency?: number
   readonly shutdownGraceMs?: number
 }
+
+/**
+ * Stands in for a per-item policy that could not be loaded: the episode's first turn fails
+ * with the load error, so the episode ends as an infra failure the coordinator retries.
+ */
+const unavailablePolicy = (error: PolicyError): PolicyBackend => ({
+  name: error.backend,
+  contextLength: Number.MAX_SAFE_INTEGER,
+  generate: () => Effect.fail(error),
+  release: () => Effect.void,
+})
 
 /**
  * Attempt number of one run. Each delivery of a work item is a new run (a redelivered item means
@@ -85,45 +99,52 @@ export const runSampler = (options: SamplerOptions): Effect.Effect<never, unknow
     const bus = yield* Bus
     const m = samplerMetrics(yield* Metrics)
     yield* ensureSamplerStreams(bus, options.subjects)
+    const choose = options.policy
+    const policyOf = (item: EpisodeWorkItem): Effect.Effect<PolicyBackend> =>
+      typeof choose !== "function"
+        ? Effect.succeed(choose)
+        : choose(item).pipe(Effect.catch((e) => Effect.succeed(unavailablePolicy(e))))
     const handle = (
       item: EpisodeWorkItem,
       deliveryCount: number,
     ): Effect.Effect<void, EpisodeInfraError> => {
       const attempt = runAttempt(item, deliveryCount)
-      const ports = {
-        ...busPorts(bus, options.subjects, {
-          jobId: item.jobId,
-          episodeId: item.episodeId,
-          attempt,
-        }),
-        policy: options.policy,
-        template: options.template,
-        format: options.format,
-        onTurn: (t: { generatedTokens: number; generationMs: number; execMs: number }) =>
-          Effect.sync(() => {
-            m.turns.inc()
-            m.generated.inc(t.generatedTokens)
-            m.generation.observe(t.generationMs / 1000)
-            m.exec.observe(t.execMs / 1000)
+      return Effect.flatMap(policyOf(item), (policy) => {
+        const ports = {
+          ...busPorts(bus, options.subjects, {
+            jobId: item.jobId,
+            episodeId: item.episodeId,
+            attempt,
           }),
-      }
-      return Effect.acquireUseRelease(
-        Effect.sync(() => m.running.inc()),
-        () =>
-          runEpisode(ports, item, attempt).pipe(
-            Effect.tap((end) =>
-              Effect.gen(function* () {
-                m.episodes.inc({ termination: TERMINATION[end.termination] ?? "unspecified" })
-                m.drift.inc(end.driftEvents)
-                if (!end.infraFailed) m.reward.observe(end.reward)
-                yield* Effect.logInfo(
-                  `sampler: episode ${end.episodeId} (attempt ${attempt}) ${TERMINATION[end.termination]} after ${end.turns} turns, reward ${end.reward}`,
-                )
-              }),
+          policy,
+          template: options.template,
+          format: options.format,
+          onTurn: (t: { generatedTokens: number; generationMs: number; execMs: number }) =>
+            Effect.sync(() => {
+              m.turns.inc()
+              m.generated.inc(t.generatedTokens)
+              m.generation.observe(t.generationMs / 1000)
+              m.exec.observe(t.execMs / 1000)
+            }),
+        }
+        return Effect.acquireUseRelease(
+          Effect.sync(() => m.running.inc()),
+          () =>
+            runEpisode(ports, item, attempt).pipe(
+              Effect.tap((end) =>
+                Effect.gen(function* () {
+                  m.episodes.inc({ termination: TERMINATION[end.termination] ?? "unspecified" })
+                  m.drift.inc(end.driftEvents)
+                  if (!end.infraFailed) m.reward.observe(end.reward)
+                  yield* Effect.logInfo(
+                    `sampler: episode ${end.episodeId} (attempt ${attempt}) ${TERMINATION[end.termination]} after ${end.turns} turns, reward ${end.reward}`,
+                  )
+                }),
+              ),
             ),
-          ),
-        () => Effect.sync(() => m.running.dec()),
-      )
+          () => Effect.sync(() => m.running.dec()),
+        )
+      })
     }
     return yield* runActor(
       {

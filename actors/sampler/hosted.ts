@@ -22,12 +22,17 @@ import { ACTION_FORMATS, type ActionFormatName, isActionFormatName } from "./act
 import { runSampler } from "./actor.ts"
 import type { PolicyBackend } from "./policy/backend.ts"
 import { embeddedPolicy } from "./policy/embedded.ts"
+import { jobPolicies } from "./policy/job-policies.ts"
 import { sglangBackend } from "./policy/sglang.ts"
 import { vllmBackend } from "./policy/vllm.ts"
 
-export const samplerFlagsHelp = `  --policy NAME                tinymoe (embedded, default), sglang or vllm (T1_POLICY)
-  --weights FILE               TinyMoE weights (safetensors written by t1); default: initialised from --seed (T1_WEIGHTS)
-  --seed N                     initialisation seed when no --weights (default 0)
+export const samplerFlagsHelp = `With the embedded TinyMoE and neither --weights nor --job, each job samples with its own
+weights: a train job's latest published version (followed as its learner announces new ones),
+an eval or rollout job's policy_ref (tinymoe:init, tinymoe:seed:N, job:<id>, or an object in
+the weights bucket). Policies idle for 10 minutes are dropped.
+  --policy NAME                tinymoe (embedded, default), sglang or vllm (T1_POLICY)
+  --weights FILE               one TinyMoE for every job (safetensors written by t1) (T1_WEIGHTS)
+  --seed N                     with --job and no --weights: initialisation seed (default 0)
   --kernels NAME               TinyMoE kernels: auto (gpu.js where measured faster), reference, webasm, cpu (T1_KERNELS; default auto)
   --tokenizer FILE             tokenizer.json (Hugging Face format); default: the bundled one (T1_TOKENIZER)
   --format NAME                action format: shell-block (default for tinymoe) or terminus-json (default for engines) (T1_ACTION_FORMAT)
@@ -35,7 +40,7 @@ export const samplerFlagsHelp = `  --policy NAME                tinymoe (embedde
   --engine-model NAME          vLLM served model name (T1_ENGINE_MODEL)
   --context-length N           the engine's context length, or TinyMoE's per-episode context (default 4096)
   --routing L,K,E              the engine model's MoE layers, top-k and experts, to request routed experts (R3)
-  --job ID                     follow this job's weight announcements (TinyMoE switches between turns) (T1_JOB)`
+  --job ID                     one TinyMoE for every job, following this job's weight announcements (T1_JOB)`
 
 const KERNELS = new Set(["auto", "reference", "webasm", "cpu"])
 
@@ -138,6 +143,24 @@ export const samplerActor: HostedActor = {
     return Effect.scoped(
       Effect.gen(function* () {
         let policy: PolicyBackend
+        const job = flagText(flags, "job", "T1_JOB")
+        if (policyName === "tinymoe" && !weightsPath && !job) {
+          const policies = yield* jobPolicies({
+            bus: yield* Bus,
+            subjects,
+            vocabSize: tokenizer.vocabSize,
+            contextLength,
+            kernels: selectKernels(kernelsName as KernelChoice),
+          })
+          return yield* runSampler({
+            subjects,
+            policy: policies.forItem,
+            template,
+            format,
+            concurrency,
+            shutdownGraceMs,
+          })
+        }
         if (policyName === "tinymoe") {
           const { model, version } = tinymoe()
           if (model.config.vocabSize < tokenizer.vocabSize) {
@@ -146,7 +169,6 @@ export const samplerActor: HostedActor = {
             )
           }
           const embedded = yield* embeddedPolicy(model, version, { contextLength })
-          const job = flagText(flags, "job", "T1_JOB")
           if (job)
             yield* followWeights(
               yield* Bus,

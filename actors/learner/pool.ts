@@ -1,0 +1,127 @@
+/**
+ * Learner and buffer pools: `t1 actor learner` and `t1 actor buffer` without `--job` serve the
+ * train jobs submitted through the gateway. Each job is claimed by one learner and one buffer
+ * (leases in KV `<prefix>-learner` and `<prefix>-buffer`); the learner takes its hyperparameters
+ * from the job's spec, starts from its policy_ref (or its checkpoint), reports every update as a
+ * learner_step job event, and stops at the spec's step budget.
+ */
+import { randomUUID } from "node:crypto"
+import { create } from "@bufbuild/protobuf"
+import { Effect } from "effect"
+import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
+import { ChatTemplate, type Kernels } from "../../model/index.ts"
+import { JobKind, type JobStatus, TrainStepReportSchema } from "../../proto/index.ts"
+import { Bus, type BusError, type Subjects } from "../../services/bus/index.ts"
+import { Metrics } from "../../services/metrics/index.ts"
+import { runBuffer } from "../buffer/index.ts"
+import { busJobStore } from "../coordinator/ports.ts"
+import { runJobPool } from "../pool/claim.ts"
+import { runLearner } from "./actor.ts"
+import { jobLearnerPlan, trainStepReport } from "./job-spec.ts"
+import { resolvePolicyRef } from "./policy-ref.ts"
+
+export interface PoolOptions {
+  readonly subjects: Subjects
+  /** Names this process in leases; default a random UUID. */
+  readonly owner?: string
+  /** A job's lease lapses this long after its holder's last heartbeat (default 15 s). */
+  readonly leaseTtlMs?: number
+  /** Jobs served at once by this process. */
+  readonly maxJobs?: number
+}
+
+const isTrainJob = (status: JobStatus): boolean => status.spec?.kind === JobKind.TRAIN
+
+export interface LearnerPoolOptions extends PoolOptions {
+  readonly kernels?: Kernels
+  readonly checkpointEvery?: number
+  readonly batchWaitMs?: number
+}
+
+/** Trains every train job, one at a time per process by default. */
+export const runLearnerPool = (
+  o: LearnerPoolOptions,
+): Effect.Effect<never, BusError, Bus | Metrics> =>
+  Effect.gen(function* () {
+    const bus = yield* Bus
+    const store = yield* busJobStore(bus, o.subjects)
+    const jobs = (yield* Metrics).gauge({
+      name: "t1_learner_jobs",
+      help: "Train jobs this learner process is serving",
+    })
+    let template: ChatTemplate | undefined
+    return yield* runJobPool({
+      name: "learner",
+      store,
+      leases: yield* bus.kv(`${o.subjects.prefix}-learner`),
+      owner: o.owner ?? randomUUID(),
+      ttlMs: o.leaseTtlMs ?? 15_000,
+      maxJobs: o.maxJobs ?? 1,
+      wants: isTrainJob,
+      onRunning: (n) => jobs.set(n),
+      run: (job) =>
+        Effect.gen(function* () {
+          const spec = job.status.spec
+          if (spec === undefined) return
+          const plan = jobLearnerPlan(spec)
+          const tokenizer = loadBundledTokenizer()
+          const initial = yield* resolvePolicyRef(
+            bus,
+            o.subjects,
+            spec.policyRef,
+            tokenizer.vocabSize,
+            o.kernels,
+          )
+          if (!plan.config.tito) template ??= new ChatTemplate(tokenizer)
+          yield* runLearner({
+            subjects: o.subjects,
+            jobId: job.jobId,
+            config: plan.config,
+            initial: initial.model,
+            initialVersion: initial.version,
+            batchSize: plan.batchSize,
+            maxStaleness: plan.maxStaleness,
+            wholeGroups: plan.groupSize > 1,
+            ...(plan.maxSteps === undefined ? {} : { maxSteps: plan.maxSteps }),
+            ...(o.checkpointEvery === undefined ? {} : { checkpointEvery: o.checkpointEvery }),
+            ...(o.batchWaitMs === undefined ? {} : { batchWaitMs: o.batchWaitMs }),
+            ...(o.kernels ? { kernels: o.kernels } : {}),
+            ...(plan.config.tito ? {} : { template }),
+            onStep: (r) =>
+              store
+                .appendEvent(job.jobId, {
+                  case: "learnerStep",
+                  value: create(TrainStepReportSchema, trainStepReport(job.jobId, r)),
+                })
+                .pipe(
+                  Effect.asVoid,
+                  Effect.catch((e) =>
+                    Effect.logWarning(`learner: job ${job.jobId}: step event: ${String(e)}`),
+                  ),
+                ),
+          })
+        }),
+    })
+  })
+
+/** Buffers every train job's trajectories, many jobs per process. */
+export const runBufferPool = (o: PoolOptions): Effect.Effect<never, BusError, Bus | Metrics> =>
+  Effect.gen(function* () {
+    const bus = yield* Bus
+    const store = yield* busJobStore(bus, o.subjects)
+    return yield* runJobPool({
+      name: "buffer",
+      store,
+      leases: yield* bus.kv(`${o.subjects.prefix}-buffer`),
+      owner: o.owner ?? randomUUID(),
+      ttlMs: o.leaseTtlMs ?? 15_000,
+      maxJobs: o.maxJobs ?? 64,
+      wants: isTrainJob,
+      run: (job) =>
+        runBuffer({
+          subjects: o.subjects,
+          jobId: job.jobId,
+          groupSize: job.status.spec ? jobLearnerPlan(job.status.spec).groupSize : 0,
+        }),
+    })
+  })
