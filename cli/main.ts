@@ -1,13 +1,18 @@
 import { readFileSync } from "node:fs"
 import type { Effect } from "effect"
 import { actorCommand } from "./commands/actor.ts"
+import { cancelCommand } from "./commands/cancel.ts"
+import { evalCommand } from "./commands/eval.ts"
 import { gatewayCommand } from "./commands/gateway.ts"
 import { imageCommand } from "./commands/image.ts"
+import { jobsCommand } from "./commands/jobs.ts"
 import { modelCommand } from "./commands/model.ts"
 import { pingCommand } from "./commands/ping.ts"
+import { submitCommand } from "./commands/submit.ts"
 import { tasksCommand } from "./commands/tasks.ts"
 import { trainCommand } from "./commands/train.ts"
 import { upCommand } from "./commands/up.ts"
+import { watchCommand } from "./commands/watch.ts"
 import { UsageError } from "./flags.ts"
 import { runCommand } from "./run-main.ts"
 
@@ -22,6 +27,11 @@ const commands: Record<
     summary: "run one actor against NATS (t1 actor <name> --concurrency N --nats URL)",
     run: actorCommand,
   },
+  cancel: { summary: "cancel a job (t1 cancel <job-id> --reason TEXT)", run: cancelCommand },
+  eval: {
+    summary: "submit an eval job (t1 eval --task-set DIR --samples-per-task K --watch)",
+    run: evalCommand,
+  },
   gateway: {
     summary: "serve the gRPC JobService against NATS (t1 gateway --listen 127.0.0.1:50051)",
     run: gatewayCommand,
@@ -30,11 +40,16 @@ const commands: Record<
     summary: "build sandbox images offline (t1 image build-base | build <task-dir>)",
     run: imageCommand,
   },
+  jobs: { summary: "list jobs (t1 jobs --state running --limit 20)", run: jobsCommand },
   model: {
     summary: "train a tokenizer (t1 model train-tokenizer --corpus F --out tokenizer.json)",
     run: modelCommand,
   },
   ping: { summary: "check that the bus and at least one actor answer", run: pingCommand },
+  submit: {
+    summary: "submit a job file to the gateway (t1 submit job.yaml --watch)",
+    run: submitCommand,
+  },
   tasks: { summary: "task families, synth, decontam, check (t1 tasks --help)", run: tasksCommand },
   up: {
     summary: "everything in one process on the embedded default: SFT, eval, RL, eval, report",
@@ -43,6 +58,10 @@ const commands: Record<
   train: {
     summary: "SFT warm start on golden trajectories (t1 train sft --out weights.safetensors)",
     run: trainCommand,
+  },
+  watch: {
+    summary: "follow a job's events until it ends (t1 watch <job-id> --json)",
+    run: watchCommand,
   },
 }
 
