@@ -4,7 +4,7 @@ import { Bus, type Subjects } from "../../services/bus/index.ts"
 import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
 import { takeBatch } from "../buffer/client.ts"
 import { loadCheckpoint, saveCheckpoint } from "./checkpoint.ts"
-import { trainingSequence } from "./decode.ts"
+import { TrajectoryMalformed, trainingSequence } from "./decode.ts"
 import { type LearnerConfig, type StepMetrics, Trainer } from "./trainer.ts"
 import { publishWeights } from "./weights.ts"
 
@@ -128,10 +128,21 @@ export const runLearner = (
           schedule: Schedule.spaced("1 second"),
         }),
       )
+      const malformed: TrajectoryMalformed[] = []
       const sequences = batch.trajectories.flatMap((t) => {
-        const s = trainingSequence(t, version)
-        return s ? [s] : []
+        try {
+          const s = trainingSequence(t, version)
+          return s ? [s] : []
+        } catch (e) {
+          // One bad trajectory is dropped with a warning; it must not stop the job's training.
+          if (e instanceof TrajectoryMalformed) {
+            malformed.push(e)
+            return []
+          }
+          throw e
+        }
       })
+      for (const e of malformed) yield* Effect.logWarning(`learner: dropped ${e.message}`)
       // The buffer waited up to wait_ms; train on what it had, or ask again.
       if (sequences.length === 0) continue
       const metrics = trainer.ppoStep(sequences)

@@ -1,4 +1,15 @@
+import { Data } from "effect"
 import { DType, type Trajectory } from "../../proto/index.ts"
+
+/** A trajectory whose arrays do not fit together (a buffer bug or a corrupted batch). */
+export class TrajectoryMalformed extends Data.TaggedError("TrajectoryMalformed")<{
+  readonly episodeId: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `trajectory ${this.episodeId}: ${this.reason}`
+  }
+}
 
 /** A trajectory's arrays as typed arrays (copies, aligned), cut after its last generated token. */
 export interface TrainingSequence {
@@ -13,19 +24,37 @@ export interface TrainingSequence {
   readonly staleness: bigint
 }
 
-const copy = (bytes: Uint8Array) => bytes.slice().buffer
+// new Uint8Array(…), not .slice(): a Node Buffer's slice is a view into its (shared) pool.
+const copy = (bytes: Uint8Array) => new Uint8Array(bytes).buffer
+
+/** Why the arrays of `t` cannot be read as one sequence, or undefined when they can. */
+const malformation = (t: Trajectory): string | undefined => {
+  const n = t.tokenIds.length / 4
+  if (!Number.isInteger(n)) return `token_ids is ${t.tokenIds.length} bytes, not whole uint32s`
+  if (t.logprobs.length !== 4 * n) return `logprobs is ${t.logprobs.length} bytes for ${n} tokens`
+  if (t.lossMask.length !== n) return `loss_mask is ${t.lossMask.length} bytes for ${n} tokens`
+  if (t.routing.length === 0) return undefined
+  const [rows = 0, layers = 0, topK = 0] = t.routingShape
+  const width = t.routingDtype === DType.DTYPE_UINT16 ? 2 : 1
+  if (rows * layers * topK * width !== t.routing.length)
+    return `routing is ${t.routing.length} bytes, shape [${t.routingShape.join(", ")}] needs ${rows * layers * topK * width}`
+  return undefined
+}
 
 /**
  * Nothing after the last generated token carries a decision, a log-prob or routing, so
  * training sequences end there: rows predict tokens 1..p, with p the last generated position.
- * Returns undefined when the policy generated nothing.
+ * Returns undefined when the policy generated nothing; throws TrajectoryMalformed when the
+ * arrays do not fit together.
  */
 export const trainingSequence = (
   t: Trajectory,
   policyVersion: bigint,
 ): TrainingSequence | undefined => {
+  const reason = malformation(t)
+  if (reason !== undefined) throw new TrajectoryMalformed({ episodeId: t.episodeId, reason })
   const ids = new Uint32Array(copy(t.tokenIds))
-  const lossMask = t.lossMask.slice()
+  const lossMask = new Uint8Array(t.lossMask)
   const logprobs = new Float32Array(copy(t.logprobs))
   const last = lossMask.lastIndexOf(1)
   if (last < 1) return undefined
@@ -33,7 +62,9 @@ export const trainingSequence = (
   let routing: Uint8Array | Uint16Array | undefined
   if (t.routing.length > 0 && rows >= last) {
     const all =
-      t.routingDtype === DType.DTYPE_UINT16 ? new Uint16Array(copy(t.routing)) : t.routing.slice()
+      t.routingDtype === DType.DTYPE_UINT16
+        ? new Uint16Array(copy(t.routing))
+        : new Uint8Array(t.routing)
     routing = all.subarray(0, last * layers * topK)
   }
   return {

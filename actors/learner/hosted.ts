@@ -50,7 +50,7 @@ const POOL_FLAGS = {
 }
 
 export const learnerFlagsHelp = `Without --job the learner is a pool member: it claims train jobs from the job store (one
-learner per job, lease in KV <prefix>-learner) and takes its hyperparameters, starting weights
+learner per job, lease in KV <prefix>-learner-leases) and takes its hyperparameters, starting weights
 (policy_ref) and step budget from each job's spec; the per-job flags below then do not apply.
   --max-jobs N                 pool mode: jobs trained at once by this process (T1_MAX_JOBS; default 1)
   --lease-ttl-ms MS            pool mode: a job's lease lapses this long after the last heartbeat (default 15000)
@@ -192,7 +192,7 @@ export const bufferActor: HostedActor = {
     ...POOL_FLAGS,
   },
   flagsHelp: `Without --job the buffer is a pool member: it claims train jobs from the job store (one buffer
-per job, lease in KV <prefix>-buffer; group size = the job's samples_per_task).
+per job, lease in KV <prefix>-buffer-leases; group size = the job's samples_per_task).
   --max-jobs N                 pool mode: jobs buffered at once by this process (T1_MAX_JOBS; default 64)
   --lease-ttl-ms MS            pool mode: a job's lease lapses this long after the last heartbeat (default 15000)
   --job ID                     buffer only this job (T1_JOB)

@@ -1,7 +1,7 @@
 /**
  * Learner and buffer pools: `t1 actor learner` and `t1 actor buffer` without `--job` serve the
  * train jobs submitted through the gateway. Each job is claimed by one learner and one buffer
- * (leases in KV `<prefix>-learner` and `<prefix>-buffer`); the learner takes its hyperparameters
+ * (leases in KV `<prefix>-learner-leases` and `<prefix>-buffer-leases`); the learner takes its hyperparameters
  * from the job's spec, starts from its policy_ref (or its checkpoint), reports every update as a
  * learner_step job event, and stops at the spec's step budget.
  */
@@ -53,7 +53,7 @@ export const runLearnerPool = (
     return yield* runJobPool({
       name: "learner",
       store,
-      leases: yield* bus.kv(`${o.subjects.prefix}-learner`),
+      leases: yield* bus.kv(`${o.subjects.prefix}-learner-leases`),
       owner: o.owner ?? randomUUID(),
       ttlMs: o.leaseTtlMs ?? 15_000,
       maxJobs: o.maxJobs ?? 1,
@@ -112,7 +112,7 @@ export const runBufferPool = (o: PoolOptions): Effect.Effect<never, BusError, Bu
     return yield* runJobPool({
       name: "buffer",
       store,
-      leases: yield* bus.kv(`${o.subjects.prefix}-buffer`),
+      leases: yield* bus.kv(`${o.subjects.prefix}-buffer-leases`),
       owner: o.owner ?? randomUUID(),
       ttlMs: o.leaseTtlMs ?? 15_000,
       maxJobs: o.maxJobs ?? 64,

@@ -4,7 +4,7 @@
  * and gives it back when the job ends or the process stops. A holder that dies is replaced
  * once its lease lapses; a job whose run failed waits a cool-down before anyone retries it here.
  */
-import { Deferred, Effect, Option, Schedule, Semaphore, Stream } from "effect"
+import { Cause, Deferred, Effect, Exit, Option, Schedule, Semaphore, Stream } from "effect"
 import type { JobStatus } from "../../proto/index.ts"
 import { BusClosed, type BusError, type KvBucket } from "../../services/bus/index.ts"
 import { type JobLease, tryAcquireLease } from "../coordinator/lease.ts"
@@ -76,12 +76,13 @@ export const runJobPool = <R>(o: JobPoolOptions<R>): Effect.Effect<never, BusErr
             Effect.map(work, () => "done" as const),
             Effect.map(Deferred.await(slot.ended), () => "ended" as const),
             heartbeat,
-          ]).pipe(Effect.result)
+          ]).pipe(Effect.exit)
           const ended = Option.isSome(yield* Deferred.poll(slot.ended))
-          if (outcome._tag === "Failure") {
+          // Failures and defects alike: a run that dies must not leave the lease held silently.
+          if (Exit.isFailure(outcome) && !Cause.hasInterruptsOnly(outcome.cause)) {
             coolUntil.set(job.jobId, Date.now() + coolDownMs)
             yield* Effect.logWarning(
-              `${o.name}: job ${job.jobId} stopped here: ${describe(outcome.failure)}`,
+              `${o.name}: job ${job.jobId} stopped here: ${Cause.pretty(outcome.cause)}`,
             )
           }
           if (ended) {

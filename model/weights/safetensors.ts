@@ -183,7 +183,8 @@ function aligned<T>(
 ): T {
   const length = raw.byteLength / size
   if (raw.byteOffset % size === 0) return make(raw.buffer, raw.byteOffset, length)
-  return make(raw.slice().buffer, 0, length)
+  // A copy that owns its buffer: a Node Buffer's .slice() would be a view into its pool.
+  return make(new Uint8Array(raw).buffer, 0, length)
 }
 
 function decodeData(name: string, dtype: Dtype, shape: number[], raw: Uint8Array): Tensor {

@@ -39,5 +39,6 @@ export const fromLittleEndian = <D extends Dtype>(
   const length = bytes.byteLength / width
   if (!hostIsLittleEndian) return viewAs(dtype, swapByteOrder(bytes, width).buffer, 0, length)
   if (bytes.byteOffset % width === 0) return viewAs(dtype, bytes.buffer, bytes.byteOffset, length)
-  return viewAs(dtype, bytes.slice().buffer, 0, length)
+  // A copy that owns its buffer: a Node Buffer's .slice() would be a view into its pool.
+  return viewAs(dtype, new Uint8Array(bytes).buffer, 0, length)
 }

@@ -128,6 +128,15 @@ describe("decode", () => {
     },
   )
 
+  it("copies unaligned bytes that live in a Node Buffer's shared pool correctly", () => {
+    // NATS hands messages over as Buffers; Buffer#slice is a view, so a copy must not use it.
+    const pool = Buffer.alloc(64, 0xee)
+    const values = new Uint32Array([1, 2, 0xdeadbeef])
+    pool.set(new Uint8Array(values.buffer), 5)
+    const got = fromLittleEndian(pool.subarray(5, 17), "uint32")
+    expect([...got]).toEqual([...values])
+  })
+
   it("keeps NaN payloads bit-exact", () => {
     const bits = Uint32Array.of(0x7fc00001, 0xffbadbad, 0x7f800001, 0x80000000)
     const data = atOffset(encodeSync("logprobs", new Float32Array(bits.buffer)).data, 1)
