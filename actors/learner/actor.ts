@@ -108,7 +108,15 @@ export const runLearner = (
       yield* Effect.logInfo(
         `learner: ${options.jobId} resumed at step ${trainer.step}, version ${version}`,
       )
-    else yield* publishWeights(bus, options.subjects, options.jobId, trainer.model, version, 0n)
+    // Announced again after a restart: the last one may have died with the previous process.
+    yield* publishWeights(
+      bus,
+      options.subjects,
+      options.jobId,
+      trainer.model,
+      version,
+      BigInt(trainer.step),
+    )
     m.version.set(Number(version))
     const every = options.checkpointEvery ?? 10
     while (options.maxSteps === undefined || trainer.step < options.maxSteps) {
@@ -148,14 +156,6 @@ export const runLearner = (
       const metrics = trainer.ppoStep(sequences)
       version += 1n
       lastBatchId = batch.batchId
-      yield* publishWeights(
-        bus,
-        options.subjects,
-        options.jobId,
-        trainer.model,
-        version,
-        BigInt(trainer.step),
-      )
       m.steps.inc({ phase: metrics.phase })
       m.tokens.inc(metrics.tokens)
       m.version.set(Number(version))
@@ -179,11 +179,21 @@ export const runLearner = (
       yield* Effect.logInfo(
         `learner: step ${trainer.step} (${metrics.phase}) v${version}: ${sequences.length} trajectories, reward ${metrics.rewardMean.toFixed(2)}, policy loss ${metrics.policyLoss.toFixed(4)}, value loss ${metrics.valueLoss.toFixed(4)}, |Δlogp| ${metrics.trainInferLogprobAbsDiff.toExponential(2)}`,
       )
+      // The step's event, then its checkpoint, then its announcement: the coordinator may end
+      // the job on the announcement of the last step, and by then both must be stored.
       if (options.onStep)
         yield* options.onStep({ ...metrics, step: trainer.step, version, batchId: batch.batchId })
-      if (trainer.step % every === 0)
+      const last = options.maxSteps !== undefined && trainer.step >= options.maxSteps
+      if (trainer.step % every === 0 || last)
         yield* saveCheckpoint(bus, bucket, options.jobId, trainer, version, lastBatchId)
+      yield* publishWeights(
+        bus,
+        options.subjects,
+        options.jobId,
+        trainer.model,
+        version,
+        BigInt(trainer.step),
+      )
     }
-    yield* saveCheckpoint(bus, bucket, options.jobId, trainer, version, lastBatchId)
     return { steps: trainer.step, version }
   })

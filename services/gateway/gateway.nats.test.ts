@@ -104,4 +104,78 @@ describe("gateway (NATS)", () => {
     expect(await watching).toMatchObject({ code: grpc.status.UNAVAILABLE })
     expect(await consumerCount(h)).toBe(0)
   })
+
+  it("1000 concurrent watches, half dropped by their clients mid-stream: the rest see every event, nothing is left behind", async () => {
+    const gw = await h.start()
+    const clients = Array.from({ length: 4 }, () => gw.client())
+    const first = clients[0]
+    if (first === undefined) throw new Error("no client")
+    const { jobId } = await first.submitJob({ spec })
+    const store = await h.store()
+    const n = 1000
+    let started = 0
+    let dropped = 0
+    const watchers = Array.from({ length: n }, (_, i) =>
+      (async () => {
+        const seqs: bigint[] = []
+        const client = clients[i % clients.length] ?? first
+        for await (const event of client.watchJob({ jobId })) {
+          seqs.push(event.seq)
+          if (seqs.length === 1) started++
+          // Every other client walks away after the second event.
+          if (i % 2 === 1 && event.seq >= 2n) {
+            dropped++
+            break
+          }
+        }
+        return seqs
+      })(),
+    )
+    const until = async (cond: () => boolean | Promise<boolean>, what: string) => {
+      const end = Date.now() + 90_000
+      while (!(await cond())) {
+        if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+        await new Promise((r) => setTimeout(r, 100))
+      }
+    }
+    const gauge = async () => {
+      const text = await h.metrics.registry.metrics()
+      return Number(/^t1_gateway_watch_streams (\d+)/m.exec(text)?.[1] ?? Number.NaN)
+    }
+    await until(() => started === n, "every watch to get its first event")
+    expect(await gauge()).toBe(n)
+    await h.run(store.transition(jobId, JobState.RUNNING))
+    await until(() => dropped === n / 2, "half the clients to leave")
+    await h.run(
+      Bus.use((bus) =>
+        appendJobEvent(bus, h.subjects, jobId, {
+          event: { case: "episodeFinished", value: { episodeId: "e1", reward: 1 } },
+        }),
+      ),
+    )
+    await first.cancelJob({ jobId, reason: "load test" })
+    await h.run(store.transition(jobId, JobState.CANCELLED))
+    const results = await Promise.all(watchers)
+    const last = (await first.getJob({ jobId })).status?.lastEventSeq ?? 0n
+    const everything = Array.from({ length: Number(last) }, (_, i) => BigInt(i + 1))
+    results.forEach((seqs, i) => {
+      expect(seqs).toEqual(i % 2 === 1 ? [1n, 2n] : everything)
+    })
+    await until(async () => (await gauge()) === 0, "the watch gauge to return to 0")
+    await until(async () => (await consumerCount(h)) === 0, "every watch consumer to be removed")
+    for (const c of clients) c.close()
+  }, 180_000)
+
+  it("a cancelled job resubmitted: the same request id returns it as it is, a new one starts a new job", async () => {
+    const gw = await h.start()
+    const client = gw.client()
+    const first = await client.submitJob({ spec, requestId: "resubmit-1" })
+    await client.cancelJob({ jobId: first.jobId, reason: "changed my mind" })
+    const again = await client.submitJob({ spec, requestId: "resubmit-1" })
+    expect(again.jobId).toBe(first.jobId)
+    expect(again.status?.state).toBe(JobState.CANCELLED)
+    const fresh = await client.submitJob({ spec, requestId: "resubmit-2" })
+    expect(fresh.jobId).not.toBe(first.jobId)
+    expect(fresh.status?.state).toBe(JobState.PENDING)
+  })
 })

@@ -34,6 +34,16 @@ export interface MakeMetricsOptions {
   readonly defaultMetrics?: boolean
 }
 
+/**
+ * prom-client's default collectors name three gauges `…_total`, which Prometheus reserves for
+ * counters (`promtool check metrics` refuses them). The same counts are served by type as
+ * `t1_nodejs_active_handles`, `…_requests` and `…_resources`, so the `_total` ones are dropped.
+ */
+const dropTotalGauges = (registry: Registry): void => {
+  for (const what of ["handles", "requests", "resources"])
+    registry.removeSingleMetric(`t1_nodejs_active_${what}_total`)
+}
+
 type AnyMetric = Counter<string> | Gauge<string> | Histogram<string>
 
 interface Registration {
@@ -51,7 +61,10 @@ const describe = (
 
 export const makeMetrics = (options: MakeMetricsOptions = {}): MetricsShape => {
   const registry = new Registry()
-  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: "t1_" })
+  if (options.defaultMetrics ?? true) {
+    collectDefaultMetrics({ register: registry, prefix: "t1_" })
+    dropTotalGauges(registry)
+  }
   const registrations = new Map<string, Registration>()
 
   const getOrCreate = <M extends AnyMetric>(
