@@ -1,13 +1,16 @@
-import { fromBinary } from "@bufbuild/protobuf"
 import { Effect, Stream } from "effect"
 import { type Trajectory, TrajectoryRecordSchema } from "../../proto/index.ts"
+import { protobufDecoder } from "../../services/actor/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
 import { TrajectoryAssembler, TrajectoryCorrupt } from "./assemble.ts"
+
+const decodeRecord = protobufDecoder(TrajectoryRecordSchema)
 
 /**
  * Reads one job's trajectory stream from the start with a durable consumer of its own and
  * returns the first `count` complete trajectories (tools, experiments and tests; the buffer
- * actor is the production reader). Corrupt trajectories fail the effect.
+ * actor is the production reader). Corrupt trajectories and undecodable records (a
+ * MalformedMessage) fail the effect.
  */
 export const collectTrajectories = (
   bus: BusShape,
@@ -31,7 +34,7 @@ export const collectTrajectories = (
       .pipe(
         Stream.mapEffect((item) =>
           Effect.gen(function* () {
-            const record = fromBinary(TrajectoryRecordSchema, item.data)
+            const record = yield* decodeRecord(item.data)
             yield* item.ack
             const done = assembler.add(record)
             if (done instanceof TrajectoryCorrupt) return yield* Effect.fail(done)

@@ -106,9 +106,7 @@ export const tryAcquireLease = (
             .update(jobId, encodeDoc(doc), revision)
             .pipe(
               Effect.catchTag("KvConflict", () =>
-                Effect.fail(
-                  new LeaseLost({ jobId, reason: "another holder wrote the lease" }),
-                ),
+                Effect.fail(new LeaseLost({ jobId, reason: "another holder wrote the lease" })),
               ),
             )
           ledger = next

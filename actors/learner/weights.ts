@@ -95,7 +95,12 @@ export const followWeights = (
   Effect.gen(function* () {
     const apply = (bytes: Uint8Array) =>
       Effect.gen(function* () {
-        const a = fromBinary(WeightsAnnouncementSchema, bytes)
+        // Undecodable bytes are a failure, ignored below like any bad announcement, not a defect.
+        const a = yield* Effect.try({
+          try: () => fromBinary(WeightsAnnouncementSchema, bytes),
+          catch: (e) =>
+            new WeightsUnavailable({ name: "announcement", reason: `undecodable: ${String(e)}` }),
+        })
         if (a.policyVersion <= target.version) return
         const model = yield* fetchWeights(bus, a, kernels)
         target.setWeights(model, a.policyVersion)

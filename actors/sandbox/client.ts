@@ -44,7 +44,11 @@ export class SandboxRequestFailed extends Data.TaggedError("SandboxRequestFailed
 export class SandboxProtocolError extends Data.TaggedError("SandboxProtocolError")<{
   readonly operation: string
   readonly reason: string
-}> {}
+}> {
+  override get message(): string {
+    return `sandbox ${this.operation}: undecodable reply: ${this.reason}`
+  }
+}
 
 export type SandboxClientError =
   | BusError

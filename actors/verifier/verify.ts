@@ -314,7 +314,10 @@ const runTests = (
     plan.kind === "pytest"
       ? [
           options.python ?? "python3",
-          "-m pytest",
+          // Not `-m pytest`: that puts the workdir first on sys.path, where a pytest.py the
+          // agent left would stand in for pytest and write its own report. The workdir stays
+          // importable for the tests, after the installed packages.
+          `-c ${shellQuote(PYTEST_MAIN)}`,
           ...plan.targets.map(shellQuote),
           "-rA -p no:cacheprovider --continue-on-collection-errors",
           `--junitxml=${shellQuote(reportPath(places))} -o junit_family=xunit1`,
@@ -338,6 +341,9 @@ const runTests = (
       ),
     )
 }
+
+const PYTEST_MAIN =
+  'import sys; (sys.path and sys.path[0] in ("", ".")) and sys.path.append(sys.path.pop(0)); import pytest; raise SystemExit(pytest.console_main())'
 
 const reportPath = (places: Places) => `${places.scratch}/report.xml`
 

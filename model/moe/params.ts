@@ -91,6 +91,23 @@ export const paramEntries = (c: TinyMoeConfig, p: Params): ParamEntry[] => {
   return entries
 }
 
+/**
+ * Every parameter's name and shape in the canonical order, lazily and without allocating: what a
+ * loader checks a file against before trusting the config in its header.
+ */
+export function* paramShapes(
+  c: TinyMoeConfig,
+): Generator<readonly [string, ReadonlyArray<number>]> {
+  yield ["embed", [c.vocabSize, c.dModel]]
+  const shapes = layerShapes(c)
+  for (let i = 0; i < c.nLayers; i++)
+    for (const key of LAYER_KEYS) yield [`layers.${i}.${key}`, shapes[key]]
+  yield ["finalNorm", [c.dModel]]
+  yield ["lmHead", [c.dModel, c.vocabSize]]
+  yield ["valueHead", [c.dModel]]
+  yield ["valueBias", [1]]
+}
+
 /** Allocates a parameter set (all zeros) and hands each tensor to `fill`. */
 export const buildParams = (
   c: TinyMoeConfig,

@@ -78,4 +78,32 @@ describe("TinyMoE weights in safetensors", () => {
       decodeWeights(encodeSafetensors(tensors, { ...meta, config: '{"topK": 9}' })),
     ).toThrow(/topK/)
   })
+
+  it("refuses a header config that outgrows the file before allocating for it (found by npm run test:fuzz)", () => {
+    const model = TinyMoe.create({ config, seed: 1 })
+    const tensors = new Map(
+      model
+        .entries()
+        .map((e) => [
+          e.name,
+          { dtype: "F32" as const, shape: e.shape, data: Float32Array.from(e.data) },
+        ]),
+    )
+    const withConfig = (patch: object) =>
+      encodeSafetensors(tensors, {
+        format: "t1-tinymoe",
+        config: JSON.stringify({ ...model.config, ...patch }),
+      })
+    // Each used to allocate first: a RangeError (invalid typed array length) or gigabytes.
+    expect(() => decodeWeights(withConfig({ vocabSize: 2 ** 40 }))).toThrow(
+      /embed.*shape \[32, 16\], expected \[1099511627776, 16\]/,
+    )
+    expect(() => decodeWeights(withConfig({ dFf: 1e9 }))).toThrow(SafetensorsError)
+    expect(() => decodeWeights(withConfig({ nLayers: 1e9 }))).toThrow(
+      /layers\.2\.attnNorm.*missing/,
+    )
+    expect(() => decodeWeights(withConfig({ maxSeqLen: 2 ** 31 }))).toThrow(
+      /__metadata__\.config\.maxSeqLen.*at most 1048576/,
+    )
+  })
 })

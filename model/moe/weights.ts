@@ -7,7 +7,7 @@ import {
 } from "../weights/index.ts"
 import { DEFAULT_CONFIG, type TinyMoeConfig, validateConfig } from "./config.ts"
 import { TinyMoe } from "./model.ts"
-import { buildParams, type Precision } from "./params.ts"
+import { buildParams, type Precision, paramShapes } from "./params.ts"
 
 export const WEIGHTS_FORMAT = "t1-tinymoe"
 
@@ -53,6 +53,9 @@ const fail = (field: string, reason: string): never => {
   throw new SafetensorsError({ field, reason })
 }
 
+/** Longest context a weights file may declare (the default is 8192): RoPE tables have that many rows. */
+export const MAX_SEQ_LEN = 1 << 20
+
 const parseConfig = (text: string | undefined): TinyMoeConfig => {
   if (text === undefined) return fail("__metadata__.config", "missing: not a t1 TinyMoE checkpoint")
   let parsed: unknown
@@ -66,6 +69,9 @@ const parseConfig = (text: string | undefined): TinyMoeConfig => {
   const config = { ...DEFAULT_CONFIG, ...(parsed as Partial<TinyMoeConfig>) }
   const error = validateConfig(config)
   if (error) return fail(`__metadata__.config.${error.field}`, error.message)
+  // No tensor in the file bounds maxSeqLen, so a bound of its own.
+  if (config.maxSeqLen > MAX_SEQ_LEN)
+    return fail("__metadata__.config.maxSeqLen", `at most ${MAX_SEQ_LEN}, got ${config.maxSeqLen}`)
   return config
 }
 
@@ -85,8 +91,10 @@ export const decodeWeights = (
       `expected "${WEIGHTS_FORMAT}", got ${JSON.stringify(metadata.format)}`,
     )
   const config = parseConfig(metadata.config)
-  const seen = new Set<string>()
-  const params = buildParams(config, precision, (name, shape, data) => {
+  // Every tensor is checked before anything is allocated: the config in the header could ask
+  // for more memory than exists, and only the tensors in the file bound it.
+  const checked = new Map<string, Float32Array | Float64Array>()
+  for (const [name, shape] of paramShapes(config)) {
     const tensor = tensors.get(name)
     if (!tensor) return fail(name, "missing")
     if (
@@ -100,11 +108,14 @@ export const decodeWeights = (
     if (tensor.shape.length !== shape.length || tensor.shape.some((n, i) => n !== shape[i])) {
       return fail(name, `shape [${tensor.shape.join(", ")}], expected [${shape.join(", ")}]`)
     }
-    data.set(tensor.data)
-    seen.add(name)
-  })
+    checked.set(name, tensor.data)
+  }
   for (const name of tensors.keys())
-    if (!seen.has(name)) fail(name, "is not a parameter of this model")
+    if (!checked.has(name)) fail(name, "is not a parameter of this model")
+  const params = buildParams(config, precision, (name, _shape, data) => {
+    const values = checked.get(name)
+    if (values) data.set(values)
+  })
   let version: bigint | undefined
   if (metadata.version !== undefined) {
     if (!/^\d+$/.test(metadata.version))

@@ -1,6 +1,6 @@
 import { posix } from "node:path"
 import type Dockerode from "dockerode"
-import { Data, Deferred, Effect, Exit, Layer, type Scope } from "effect"
+import { Data, Deferred, Effect, Exit, Layer, type Scope, Semaphore } from "effect"
 import {
   LABELS,
   SandboxDriver,
@@ -30,7 +30,14 @@ import {
   statusCode,
 } from "./engine.ts"
 import { dockerShell, runOnce } from "./shell.ts"
-import { CREATED_AT_LABEL, containerOptions, specProblem, WORKDIR_LABEL } from "./spec.ts"
+import {
+  CREATED_AT_LABEL,
+  containerOptions,
+  SANDBOX_NETWORK,
+  SANDBOX_NETWORK_OPTIONS,
+  specProblem,
+  WORKDIR_LABEL,
+} from "./spec.ts"
 
 export interface DockerDriverOptions {
   /** This driver instance: stored in LABELS.owner on every sandbox it creates. */
@@ -155,6 +162,67 @@ export const makeDockerDriver = (
         ),
       )
 
+    /**
+     * The id of the network of sandboxes with network allowed, made when missing. Drivers that
+     * race to make it may leave several of that name: all use the oldest (and drop their own
+     * newer one). One that lets its containers talk to each other is refused, not used.
+     */
+    const networkLock = Semaphore.makeUnsafe(1)
+    let networkId: string | undefined
+    const sandboxNetworks = call("list networks", () =>
+      docker.listNetworks({ filters: { name: [SANDBOX_NETWORK] } }),
+    ).pipe(
+      Effect.catchTag("EngineStatus", unexpected),
+      Effect.map((all) =>
+        all
+          .filter((n) => n.Name === SANDBOX_NETWORK)
+          .sort(
+            (a, b) => Date.parse(a.Created) - Date.parse(b.Created) || a.Id.localeCompare(b.Id),
+          ),
+      ),
+    )
+    const ensureSandboxNetwork = networkLock.withPermits(1)(
+      Effect.gen(function* () {
+        if (networkId !== undefined) return networkId
+        let found = yield* sandboxNetworks
+        if (found.length === 0) {
+          const made = yield* call("create network", () =>
+            docker.createNetwork({
+              Name: SANDBOX_NETWORK,
+              Driver: "bridge",
+              CheckDuplicate: true,
+              Options: { ...SANDBOX_NETWORK_OPTIONS },
+              Labels: { [LABELS.managed]: "true" },
+            }),
+          ).pipe(
+            // 409: another driver made it first.
+            Effect.catchTag("EngineStatus", (error) =>
+              error.status === 409 ? Effect.succeed(undefined) : unexpected(error),
+            ),
+          )
+          found = yield* sandboxNetworks
+          const oldest = found[0]
+          if (made !== undefined && oldest !== undefined && made.id !== oldest.Id)
+            yield* Effect.ignore(call("remove network", () => made.remove()))
+        }
+        const oldest = found[0]
+        if (oldest === undefined)
+          return yield* new SandboxInfraError({
+            operation: "create network",
+            reason: `network ${SANDBOX_NETWORK} vanished as it was made`,
+          })
+        const options: Readonly<Record<string, string>> = oldest.Options ?? {}
+        for (const [key, value] of Object.entries(SANDBOX_NETWORK_OPTIONS))
+          if (options[key] !== value)
+            return yield* new SandboxInfraError({
+              operation: "inspect network",
+              reason: `network ${SANDBOX_NETWORK} exists without ${key}=${value}; remove it so that the driver makes it`,
+            })
+        networkId = oldest.Id
+        return oldest.Id
+      }),
+    )
+
     const invalidSpec = (error: EngineStatus) =>
       Effect.fail(new InvalidSandboxSpec({ field: fieldOf(error.reason), reason: error.reason }))
 
@@ -243,8 +311,9 @@ export const makeDockerDriver = (
                 : unexpected(error),
           ),
         )
+        const network = spec.network ? yield* ensureSandboxNetwork : undefined
         const createdAtMs = Date.now()
-        const config = containerOptions(spec, { owner: options.ownerId, createdAtMs })
+        const config = containerOptions(spec, { owner: options.ownerId, createdAtMs, network })
         const container = yield* call("create sandbox", () => docker.createContainer(config)).pipe(
           Effect.catchTag(
             "EngineStatus",

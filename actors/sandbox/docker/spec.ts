@@ -19,6 +19,16 @@ export const WORKDIR_LABEL = "t1.workdir"
  */
 export const CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"] as const
 
+/**
+ * The bridge network of sandboxes whose spec allows network: traffic between its containers is
+ * disabled (enable_icc false), so one episode cannot reach another's sandbox, as on Docker's
+ * default bridge it could. Made by the driver on first use (see SANDBOX_NETWORK_OPTIONS).
+ */
+export const SANDBOX_NETWORK = "t1-sandboxes"
+export const SANDBOX_NETWORK_OPTIONS: Readonly<Record<string, string>> = {
+  "com.docker.network.bridge.enable_icc": "false",
+}
+
 const RESERVED_LABELS: ReadonlySet<string> = new Set([
   LABELS.managed,
   LABELS.owner,
@@ -85,6 +95,8 @@ export interface Bookkeeping {
   /** The driver instance that creates the sandbox. */
   readonly owner: string
   readonly createdAtMs: number
+  /** The network a sandbox with network allowed joins (a name or id); default SANDBOX_NETWORK. */
+  readonly network?: string | undefined
 }
 
 /** Every label the container carries: the spec's own, then the driver's (which win). */
@@ -125,7 +137,7 @@ export const containerOptions = (
     AttachStderr: false,
     HostConfig: {
       Init: true,
-      NetworkMode: spec.network ? "bridge" : "none",
+      NetworkMode: spec.network ? (bookkeeping.network ?? SANDBOX_NETWORK) : "none",
       ...(spec.cpus > 0 ? { NanoCpus: Math.round(spec.cpus * 1e9) } : {}),
       ...(spec.memoryMb > 0 ? { Memory: memoryBytes, MemorySwap: memoryBytes } : {}),
       PidsLimit: spec.pidsLimit > 0 ? spec.pidsLimit : DEFAULT_PIDS_LIMIT,
