@@ -39,6 +39,8 @@ export interface LearnerOptions {
 }
 
 export interface StepReport extends StepMetrics {
+  /** Episodes whose trajectories this update trained on. */
+  readonly episodeIds: ReadonlyArray<string>
   readonly step: number
   readonly version: bigint
   readonly batchId: string
@@ -182,7 +184,13 @@ export const runLearner = (
       // The step's event, then its checkpoint, then its announcement: the coordinator may end
       // the job on the announcement of the last step, and by then both must be stored.
       if (options.onStep)
-        yield* options.onStep({ ...metrics, step: trainer.step, version, batchId: batch.batchId })
+        yield* options.onStep({
+          ...metrics,
+          episodeIds: sequences.map((q) => q.episodeId),
+          step: trainer.step,
+          version,
+          batchId: batch.batchId,
+        })
       const last = options.maxSteps !== undefined && trainer.step >= options.maxSteps
       if (trainer.step % every === 0 || last)
         yield* saveCheckpoint(bus, bucket, options.jobId, trainer, version, lastBatchId)

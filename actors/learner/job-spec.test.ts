@@ -82,6 +82,7 @@ describe("jobLearnerPlan", () => {
       step: 1,
       version: 1n,
       batchId: "b1",
+      episodeIds: ["e1", "e2", "e3"],
     })
     expect(report).toMatchObject({
       jobId: "job-1",
@@ -92,6 +93,8 @@ describe("jobLearnerPlan", () => {
       tokens: 120n,
       tokensPerSecond: 60,
       metrics: { grad_norm: 0.3, loss: 1, action_tokens: 40 },
+      episodeIds: ["e1", "e2", "e3"],
+      durationMs: 2000,
     })
   })
 })

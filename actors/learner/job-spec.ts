@@ -87,4 +87,7 @@ export const trainStepReport = (
   tokensPerSecond: r.tokens / Math.max(1e-3, r.seconds),
   stalenessMean: r.stalenessMean,
   metrics: { grad_norm: r.gradNorm, loss: r.loss, action_tokens: r.actionTokens },
+  episodeIds: [...r.episodeIds],
+  durationMs: Math.round(r.seconds * 1000),
+  finishedUnixMs: BigInt(Date.now()),
 })

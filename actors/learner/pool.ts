@@ -104,8 +104,15 @@ export const runLearnerPool = (
     })
   })
 
+export interface BufferPoolOptions extends PoolOptions {
+  /** A served batch not confirmed within this time is served again (default 5 min). */
+  readonly batchAckTimeoutMs?: number
+}
+
 /** Buffers every train job's trajectories, many jobs per process. */
-export const runBufferPool = (o: PoolOptions): Effect.Effect<never, BusError, Bus | Metrics> =>
+export const runBufferPool = (
+  o: BufferPoolOptions,
+): Effect.Effect<never, BusError, Bus | Metrics> =>
   Effect.gen(function* () {
     const bus = yield* Bus
     const store = yield* busJobStore(bus, o.subjects)
@@ -122,6 +129,7 @@ export const runBufferPool = (o: PoolOptions): Effect.Effect<never, BusError, Bu
           subjects: o.subjects,
           jobId: job.jobId,
           groupSize: job.status.spec ? jobLearnerPlan(job.status.spec).groupSize : 0,
+          ...(o.batchAckTimeoutMs === undefined ? {} : { batchAckTimeoutMs: o.batchAckTimeoutMs }),
         }),
     })
   })

@@ -1,0 +1,255 @@
+/**
+ * `npm run test:faults`: the whole system as processes on a private nats-server (JetStream on
+ * disk) and the Docker engine. For each fault a small train job runs, and while it runs one
+ * part is SIGKILLed (and started again): each actor process, the gateway, a sandbox container,
+ * the NATS server. Every job must still succeed, and its audit (test/faults/audit.ts) must find
+ * nothing lost and nothing counted twice. Prints a table; `--json` prints one object last.
+ *
+ *   npm run test:faults -- [--json] [--faults none,sampler,…]
+ */
+import { randomUUID } from "node:crypto"
+import { fileURLToPath } from "node:url"
+import { parseArgs } from "node:util"
+import Dockerode from "dockerode"
+import { type JobEvent, JobKind, JobState, type JobStatus } from "../../proto/index.ts"
+import { type JobServiceClient, jobServiceClient } from "../../services/gateway/client.ts"
+import { startNatsServer } from "../support/nats-server.ts"
+import { freePort, type MemberSpec, startSystem } from "../support/system.ts"
+import { type Audit, auditJob, endRecords } from "./audit.ts"
+
+const FAULTS = [
+  "none",
+  "sampler",
+  "sandbox",
+  "verifier",
+  "buffer",
+  "learner",
+  "coordinator",
+  "gateway",
+  "container",
+  "nats",
+] as const
+type Fault = (typeof FAULTS)[number]
+
+/** Where in the job each fault strikes. */
+const trigger: Record<Fault, (s: JobStatus) => boolean> = {
+  none: () => true,
+  sampler: (s) => (s.counts?.episodesRunning ?? 0) >= 1,
+  sandbox: (s) => (s.counts?.episodesRunning ?? 0) >= 1,
+  verifier: (s) => (s.counts?.episodesRunning ?? 0) >= 1,
+  buffer: (s) => (s.counts?.episodesFinished ?? 0) >= 1,
+  learner: (s) => s.learnerStep >= 1n,
+  coordinator: (s) => (s.counts?.episodesRunning ?? 0) >= 1,
+  gateway: (s) => (s.counts?.episodesRunning ?? 0) >= 1,
+  container: (s) => (s.counts?.episodesRunning ?? 0) >= 1,
+  nats: (s) => (s.counts?.episodesFinished ?? 0) >= 1,
+}
+
+const PPO_STEPS = 2
+const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
+
+const { values: flags } = parseArgs({
+  options: {
+    json: { type: "boolean", default: false },
+    faults: { type: "string" },
+    "job-timeout-ms": { type: "string" },
+  },
+})
+const chosen = (flags.faults?.split(",") ?? [...FAULTS]).map((f) => {
+  if (!(FAULTS as ReadonlyArray<string>).includes(f)) {
+    process.stderr.write(`--faults: unknown fault ${JSON.stringify(f)}; one of ${FAULTS}\n`)
+    process.exit(2)
+  }
+  return f as Fault
+})
+const jobTimeoutMs = Number(flags["job-timeout-ms"] ?? 6 * 60_000)
+
+const log = (line: string) => process.stderr.write(`[faults] ${line}\n`)
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+/** Retries a gateway call while the gateway or NATS is down (a fault in progress). */
+const call = async <T>(what: string, f: () => Promise<T>, forMs = 120_000): Promise<T> => {
+  const until = Date.now() + forMs
+  for (;;) {
+    try {
+      return await f()
+    } catch (e) {
+      if (Date.now() > until) throw new Error(`${what}: ${e instanceof Error ? e.message : e}`)
+      await sleep(500)
+    }
+  }
+}
+
+const events = async (client: JobServiceClient, jobId: string): Promise<JobEvent[]> => {
+  const out: JobEvent[] = []
+  for await (const e of client.watchJob({ jobId })) out.push(e)
+  return out
+}
+
+const TERMINAL = new Set([JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED])
+
+const main = async () => {
+  const started = Date.now()
+  const nats = await startNatsServer()
+  const prefix = `faults${randomUUID().slice(0, 6)}`
+  const owner = `faults-${randomUUID().slice(0, 8)}`
+  const docker = new Dockerode()
+  const system = startSystem({ natsUrl: nats.url, prefix })
+  const listen = await freePort()
+  const members: MemberSpec[] = [
+    { name: "gateway", args: ["gateway", "--listen", `127.0.0.1:${listen}`] },
+    {
+      name: "coordinator",
+      args: ["actor", "coordinator", "--lease-ttl-ms", "3000", "--cancel-grace-ms", "5000"],
+    },
+    {
+      name: "sandbox",
+      args: ["actor", "sandbox", "--driver", "docker", "--owner", owner, "--concurrency", "16"],
+    },
+    { name: "verifier", args: ["actor", "verifier", "--concurrency", "4"] },
+    { name: "sampler", args: ["actor", "sampler", "--concurrency", "4"] },
+    {
+      name: "buffer",
+      args: ["actor", "buffer", "--lease-ttl-ms", "3000", "--batch-ack-timeout-ms", "5000"],
+    },
+    {
+      name: "learner",
+      args: ["actor", "learner", "--lease-ttl-ms", "3000", "--checkpoint-every", "1"],
+    },
+  ]
+  const client = jobServiceClient(`127.0.0.1:${listen}`, { timeoutMs: 5000 })
+  const rows: Array<{ fault: Fault; jobId: string; seconds: number } & Audit> = []
+  try {
+    for (const m of members) await system.start(m)
+    log(`system up in ${((Date.now() - started) / 1000).toFixed(0)} s (logs: ${system.logDir})`)
+    for (const fault of chosen) {
+      const t0 = Date.now()
+      const { jobId } = await call("SubmitJob", () =>
+        client.submitJob({
+          spec: {
+            name: `fault ${fault}`,
+            kind: JobKind.TRAIN,
+            taskSet: TRAIN_DIR,
+            taskIds: ["config-edit-easy-s1-000"],
+            samplesPerTask: 2,
+            maxConcurrentEpisodes: 2,
+            sampling: { temperature: 1, topP: 1, maxTokens: 24 },
+            limits: { maxTurns: 2, wallClockSec: 120 },
+            learner: { batchTrajectories: 2, ppoSteps: PPO_STEPS, maxStaleness: 1 },
+          },
+          requestId: `${prefix}-${fault}`,
+        }),
+      )
+      const status = async () => {
+        const { status } = await call("GetJob", () => client.getJob({ jobId }))
+        if (status === undefined) throw new Error(`job ${jobId} has no status`)
+        return status
+      }
+      let now = await status()
+      while (!trigger[fault](now) && !TERMINAL.has(now.state)) {
+        await sleep(200)
+        now = await status()
+      }
+      if (TERMINAL.has(now.state) && fault !== "none")
+        log(`${fault}: the job ended before the fault could strike`)
+      log(`${fault}: striking job ${jobId}`)
+      if (fault === "container") {
+        const running = await docker.listContainers({ filters: { label: [`t1.owner=${owner}`] } })
+        const victim = running[0]
+        if (victim === undefined) log("container: no sandbox container running")
+        else await docker.getContainer(victim.Id).kill()
+      } else if (fault === "nats") {
+        await nats.kill()
+        await sleep(2000)
+        await nats.restart()
+      } else if (fault !== "none") {
+        await system.stop(fault, "SIGKILL")
+        await system.restart(fault)
+      }
+      const deadline = Date.now() + jobTimeoutMs
+      now = await status()
+      while (!TERMINAL.has(now.state)) {
+        if (Date.now() > deadline) throw new Error(`${fault}: job ${jobId} still running`)
+        await sleep(500)
+        now = await status()
+      }
+      const log_ = await call("WatchJob", () => events(client, jobId))
+      const ends = await endRecords(nats.url, prefix, jobId)
+      const audit = auditJob(now, log_, ends, PPO_STEPS)
+      const seconds = (Date.now() - t0) / 1000
+      rows.push({ fault, jobId, seconds, ...audit })
+      log(
+        `${fault}: ${audit.state} in ${seconds.toFixed(0)} s, ${audit.problems.length === 0 ? "audit clean" : audit.problems.join("; ")}`,
+      )
+    }
+  } catch (e) {
+    process.stderr.write(`${e instanceof Error ? (e.stack ?? e.message) : e}\n${system.dump()}\n`)
+    process.exitCode = 1
+  } finally {
+    client.close()
+    await system.shutdown()
+    const left = await docker.listContainers({
+      all: true,
+      filters: { label: [`t1.owner=${owner}`] },
+    })
+    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true })))
+    await nats.stop()
+  }
+
+  const header = [
+    "fault",
+    "state",
+    "admitted",
+    "retried",
+    "finished",
+    "ended",
+    "trained",
+    "steps",
+    "s",
+    "audit",
+  ]
+  const table = rows.map((r) => [
+    r.fault,
+    r.state,
+    String(r.admitted),
+    String(r.retried),
+    String(r.finished),
+    String(r.ended),
+    String(r.trained),
+    String(r.steps),
+    r.seconds.toFixed(0),
+    r.problems.length === 0 ? "nothing lost, nothing twice" : r.problems.join("; "),
+  ])
+  const widths = header.map((h, i) =>
+    Math.max(h.length, ...table.map((row) => row[i]?.length ?? 0)),
+  )
+  const line = (cells: ReadonlyArray<string>) =>
+    `| ${cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(" | ")} |`
+  process.stdout.write(
+    `${[line(header), line(widths.map((w) => "-".repeat(w))), ...table.map(line)].join("\n")}\n`,
+  )
+  const survived = rows.filter((r) => r.problems.length === 0).length
+  if (survived !== chosen.length) process.exitCode = 1
+  if (flags.json)
+    process.stdout.write(
+      `${JSON.stringify({
+        faults: rows.map((r) => ({
+          fault: r.fault,
+          state: r.state,
+          admitted: r.admitted,
+          retried: r.retried,
+          finished: r.finished,
+          ended: r.ended,
+          trained: r.trained,
+          steps: r.steps,
+          seconds: Math.round(r.seconds),
+          problems: r.problems,
+        })),
+        survived,
+        total: chosen.length,
+        seconds: Math.round((Date.now() - started) / 1000),
+      })}\n`,
+    )
+}
+
+await main()
