@@ -121,6 +121,8 @@ export const runLearner = (
     )
     m.version.set(Number(version))
     const every = options.checkpointEvery ?? 10
+    // Episodes trained on since this process resumed (what a restart rolls back is trained again).
+    const trainedOn = new Set<string>()
     while (options.maxSteps === undefined || trainer.step < options.maxSteps) {
       const batch = yield* takeBatch(bus, options.subjects, {
         jobId: options.jobId,
@@ -139,7 +141,14 @@ export const runLearner = (
         }),
       )
       const malformed: TrajectoryMalformed[] = []
-      const sequences = batch.trajectories.flatMap((t) => {
+      // A batch confirmed late (an update slower than the buffer's batch timeout) is served
+      // again; what this learner already trained on is not trained twice.
+      const fresh = batch.trajectories.filter((t) => !trainedOn.has(t.episodeId))
+      if (fresh.length < batch.trajectories.length)
+        yield* Effect.logWarning(
+          `learner: ${batch.trajectories.length - fresh.length} re-served trajectories already trained on; skipped`,
+        )
+      const sequences = fresh.flatMap((t) => {
         try {
           const s = trainingSequence(t, version)
           return s ? [s] : []
@@ -156,6 +165,7 @@ export const runLearner = (
       // The buffer waited up to wait_ms; train on what it had, or ask again.
       if (sequences.length === 0) continue
       const metrics = trainer.ppoStep(sequences)
+      for (const q of sequences) trainedOn.add(q.episodeId)
       version += 1n
       lastBatchId = batch.batchId
       m.steps.inc({ phase: metrics.phase })

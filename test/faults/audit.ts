@@ -7,6 +7,7 @@
 import { fromBinary } from "@bufbuild/protobuf"
 import { jetstream } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
+import { RUNS_PER_ATTEMPT } from "../../actors/coordinator/index.ts"
 import {
   type EpisodeEnd,
   type JobEvent,
@@ -44,7 +45,8 @@ export const endRecords = async (
   try {
     const js = jetstream(nc)
     const consumer = await js.consumers.get(subjects.trajectoriesStream, {
-      filter_subjects: [subjects.trajectories(jobId)],
+      // A string, not an array: servers before 2.10 take one filter subject only.
+      filter_subjects: subjects.trajectories(jobId),
     })
     const ends: EpisodeEnd[] = []
     for (;;) {
@@ -98,10 +100,17 @@ export const auditJob = (
   }
   for (const [id, f] of finished) {
     if (f.infra) continue
-    const run = endsByEpisode.get(id)?.find((end) => end.attempt === f.attempt && !end.infraFailed)
-    if (run === undefined) problems.push(`episode ${id} counted without its end record (lost)`)
-    else if (run.reward !== f.reward)
-      problems.push(`episode ${id}: counted reward ${f.reward}, its end record says ${run.reward}`)
+    // An event's attempt is the work item's; an end record's is the run's (attempt · 256 + delivery).
+    const run = endsByEpisode
+      .get(id)
+      ?.find(
+        (end) =>
+          Math.floor(end.attempt / RUNS_PER_ATTEMPT) === f.attempt &&
+          !end.infraFailed &&
+          end.reward === f.reward,
+      )
+    if (run === undefined)
+      problems.push(`episode ${id} counted (reward ${f.reward}) without a matching end record`)
   }
 
   // A learner restarted from its checkpoint repeats the steps after it: the last report of each
@@ -119,8 +128,8 @@ export const auditJob = (
     for (const id of ids) {
       if (trained.has(id)) problems.push(`episode ${id} trained on twice`)
       trained.add(id)
-      const f = finished.get(id)
-      if (f === undefined || f.infra) problems.push(`trained on ${id}, which never finished`)
+      if (!endsByEpisode.get(id)?.some((end) => !end.infraFailed))
+        problems.push(`trained on ${id}, which has no complete run`)
     }
   }
   return {

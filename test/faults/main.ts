@@ -110,7 +110,7 @@ const main = async () => {
     { name: "sampler", args: ["actor", "sampler", "--concurrency", "4"] },
     {
       name: "buffer",
-      args: ["actor", "buffer", "--lease-ttl-ms", "3000", "--batch-ack-timeout-ms", "5000"],
+      args: ["actor", "buffer", "--lease-ttl-ms", "3000", "--batch-ack-timeout-ms", "30000"],
     },
     {
       name: "learner",
