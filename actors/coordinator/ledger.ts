@@ -424,6 +424,13 @@ export class JobLedger {
             rewardMean: stats.rewardMean,
             tasks: stats.tasks,
             episodes: stats.episodes,
+            perTask: stats.perTask.map((t, i) => ({
+              task: t.taskId,
+              samples: t.samples,
+              resolved: t.resolved,
+              passAtK: Object.fromEntries(t.passAtK),
+              rewardMean: t.samples === 0 ? 0 : (this.tallies[i]?.rewardSum ?? 0) / t.samples,
+            })),
           }),
         },
         ctx.now,

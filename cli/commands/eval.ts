@@ -84,6 +84,12 @@ export const evalSummary = (outcome: WatchOutcome): string[] => {
   ]
   const k = passAtK(e)
   if (k !== "") lines.push(...k.split(", "))
+  for (const t of e.perTask) {
+    const byK = passAtK({ ...e, passAtK: t.passAtK })
+    lines.push(
+      `  ${t.task}: ${t.resolved}/${t.samples} resolved, reward ${Number(t.rewardMean.toPrecision(4))}${byK === "" ? "" : `, ${byK}`}`,
+    )
+  }
   return lines
 }
 

@@ -121,6 +121,12 @@ describe("jobs end to end (gRPC client, every actor a process, NATS, Docker)", (
       expect(evaluation.episodes).toBe(4)
       expect(evaluation.tasks).toBe(2)
       expect(Object.keys(evaluation.passAtK).sort()).toEqual(["1", "2"])
+      expect(evaluation.perTask.map((t) => t.samples)).toEqual([2, 2])
+      expect(evaluation.perTask.map((t) => t.task.split("/").at(-1)).sort()).toEqual([
+        "json-merge-easy-s1000000-000",
+        "log-report-easy-s1000002-000",
+      ])
+      for (const t of evaluation.perTask) expect(Object.keys(t.passAtK).sort()).toEqual(["1", "2"])
       const resolved = finished.filter((f) => f.resolved).length
       expect(evaluation.resolvedRate).toBeCloseTo(resolved / 4, 9)
       expect(status.counts?.episodesFinished).toBe(4)

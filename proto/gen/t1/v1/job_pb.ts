@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file t1/v1/job.proto.
  */
 export const file_t1_v1_job: GenFile = /*@__PURE__*/
-  fileDesc("Cg90MS92MS9qb2IucHJvdG8SBXQxLnYxIuIDCg1MZWFybmVyQ29uZmlnEhAKCGNsaXBfZXBzGAEgASgBEhYKDnZhbHVlX2NsaXBfZXBzGAIgASgBEhQKDGVudHJvcHlfY29lZhgDIAEoARINCgVnYW1tYRgEIAEoARIUCgxhY3Rvcl9sYW1iZGEYBSABKAESFQoNY3JpdGljX2xhbWJkYRgGIAEoARIKCgJschgHIAEoARIRCgljcml0aWNfbHIYCCABKAESGwoTY3JpdGljX3dhcm11cF9zdGVwcxgJIAEoDRIVCg1tYXhfc3RhbGVuZXNzGAogASgNEg8KAnIzGAsgASgISACIAQESEQoEdGl0bxgMIAEoCEgBiAEBEhUKDXRpc190aHJlc2hvbGQYDSABKAESEQoJc2Z0X3N0ZXBzGA4gASgNEhEKCXBwb19zdGVwcxgPIAEoDRIaChJiYXRjaF90cmFqZWN0b3JpZXMYECABKA0SEgoKcHBvX2Vwb2NocxgRIAEoDRITCgttaW5pYmF0Y2hlcxgSIAEoDRIVCg1tYXhfZ3JhZF9ub3JtGBMgASgBEhsKE3B1Ymxpc2hfZXZlcnlfc3RlcHMYFCABKA0SGAoQZXZhbF9ldmVyeV9zdGVwcxgVIAEoDUIFCgNfcjNCBwoFX3RpdG8i1gMKB0pvYlNwZWMSDAoEbmFtZRgBIAEoCRIcCgRraW5kGAIgASgOMg4udDEudjEuSm9iS2luZBIQCgh0YXNrX3NldBgDIAEoCRIQCgh0YXNrX2lkcxgEIAMoCRIfCgVzcGxpdBgFIAEoDjIQLnQxLnYxLlRhc2tTcGxpdBISCgpwb2xpY3lfcmVmGAYgASgJEicKCHNhbXBsaW5nGAcgASgLMhUudDEudjEuU2FtcGxpbmdQYXJhbXMSHQoGbGltaXRzGAggASgLMg0udDEudjEuTGltaXRzEhgKEHNhbXBsZXNfcGVyX3Rhc2sYCSABKA0SJQoHbGVhcm5lchgKIAEoCzIULnQxLnYxLkxlYXJuZXJDb25maWcSHwoXbWF4X2NvbmN1cnJlbnRfZXBpc29kZXMYCyABKA0SKgoGbGFiZWxzGAwgAygLMhoudDEudjEuSm9iU3BlYy5MYWJlbHNFbnRyeRIcChRtYXhfZXBpc29kZV9hdHRlbXB0cxgNIAEoDRIVCg1ldmFsX3Rhc2tfc2V0GA4gASgJEgwKBHNlZWQYDyABKAQaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKRAQoJSm9iQ291bnRzEhYKDmVwaXNvZGVzX3RvdGFsGAEgASgNEhkKEWVwaXNvZGVzX2ZpbmlzaGVkGAIgASgNEhcKD2VwaXNvZGVzX2ZhaWxlZBgDIAEoDRIeChZlcGlzb2Rlc19pbmZyYV9yZXRyaWVkGAQgASgNEhgKEGVwaXNvZGVzX3J1bm5pbmcYBSABKA0iwgIKCUpvYlN0YXR1cxIOCgZqb2JfaWQYASABKAkSHAoEc3BlYxgCIAEoCzIOLnQxLnYxLkpvYlNwZWMSHgoFc3RhdGUYAyABKA4yDy50MS52MS5Kb2JTdGF0ZRIgCgZjb3VudHMYBCABKAsyEC50MS52MS5Kb2JDb3VudHMSFgoOcG9saWN5X3ZlcnNpb24YBSABKAQSFgoObGFzdF9ldmVudF9zZXEYBiABKAQSFwoPY3JlYXRlZF91bml4X21zGAcgASgDEhcKD3VwZGF0ZWRfdW5peF9tcxgIIAEoAxIhCgVlcnJvchgJIAEoCzISLnQxLnYxLkVycm9yRGV0YWlsEhQKDGxlYXJuZXJfc3RlcBgKIAEoBBIVCg1yZXNvbHZlZF9yYXRlGAsgASgBEhMKC3Jld2FyZF9tZWFuGAwgASgBIjQKC0pvYkFkbWl0dGVkEhYKDmVwaXNvZGVzX3RvdGFsGAEgASgNEg0KBXRhc2tzGAIgASgNIo4BCg9FcGlzb2RlRmluaXNoZWQSEgoKZXBpc29kZV9pZBgBIAEoCRIOCgZyZXdhcmQYAiABKAESEAoIcmVzb2x2ZWQYAyABKAgSDwoHdGFza19pZBgEIAEoCRIPCgdhdHRlbXB0GAUgASgNEhQKDGluZnJhX2ZhaWxlZBgGIAEoCBINCgV0dXJucxgHIAEoDSLiAQoRRXZhbHVhdGlvblN1bW1hcnkSFgoOcG9saWN5X3ZlcnNpb24YASABKAQSFQoNcmVzb2x2ZWRfcmF0ZRgCIAEoARI4CglwYXNzX2F0X2sYAyADKAsyJS50MS52MS5FdmFsdWF0aW9uU3VtbWFyeS5QYXNzQXRLRW50cnkSEwoLcmV3YXJkX21lYW4YBCABKAESDQoFdGFza3MYBSABKA0SEAoIZXBpc29kZXMYBiABKA0aLgoMUGFzc0F0S0VudHJ5EgsKA2tleRgBIAEoDRINCgV2YWx1ZRgCIAEoAToCOAEifQoPSm9iU3RhdGVDaGFuZ2VkEh4KBXN0YXRlGAEgASgOMg8udDEudjEuSm9iU3RhdGUSIQoFZXJyb3IYAiABKAsyEi50MS52MS5FcnJvckRldGFpbBInCg5wcmV2aW91c19zdGF0ZRgDIAEoDjIPLnQxLnYxLkpvYlN0YXRlIq4CCghKb2JFdmVudBIOCgZqb2JfaWQYASABKAkSCwoDc2VxGAIgASgEEg8KB3VuaXhfbXMYAyABKAMSJgoIYWRtaXR0ZWQYBCABKAsyEi50MS52MS5Kb2JBZG1pdHRlZEgAEjIKEGVwaXNvZGVfZmluaXNoZWQYBSABKAsyFi50MS52MS5FcGlzb2RlRmluaXNoZWRIABIuCgxsZWFybmVyX3N0ZXAYBiABKAsyFi50MS52MS5UcmFpblN0ZXBSZXBvcnRIABIuCgpldmFsdWF0aW9uGAcgASgLMhgudDEudjEuRXZhbHVhdGlvblN1bW1hcnlIABIvCg1zdGF0ZV9jaGFuZ2VkGAggASgLMhYudDEudjEuSm9iU3RhdGVDaGFuZ2VkSABCBwoFZXZlbnQiRAoQU3VibWl0Sm9iUmVxdWVzdBIcCgRzcGVjGAEgASgLMg4udDEudjEuSm9iU3BlYxISCgpyZXF1ZXN0X2lkGAIgASgJIkUKEVN1Ym1pdEpvYlJlc3BvbnNlEg4KBmpvYl9pZBgBIAEoCRIgCgZzdGF0dXMYAiABKAsyEC50MS52MS5Kb2JTdGF0dXMiHwoNR2V0Sm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiMgoOR2V0Sm9iUmVzcG9uc2USIAoGc3RhdHVzGAEgASgLMhAudDEudjEuSm9iU3RhdHVzIjMKD1dhdGNoSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEAoIZnJvbV9zZXEYAiABKAQiMgoQV2F0Y2hKb2JSZXNwb25zZRIeCgVldmVudBgBIAEoCzIPLnQxLnYxLkpvYkV2ZW50IjIKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSI1ChFDYW5jZWxKb2JSZXNwb25zZRIgCgZzdGF0dXMYASABKAsyEC50MS52MS5Kb2JTdGF0dXMiWAoPTGlzdEpvYnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoDRISCgpwYWdlX3Rva2VuGAIgASgJEh4KBXN0YXRlGAMgASgOMg8udDEudjEuSm9iU3RhdGUiSwoQTGlzdEpvYnNSZXNwb25zZRIeCgRqb2JzGAEgAygLMhAudDEudjEuSm9iU3RhdHVzEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSpgCgdKb2JLaW5kEhgKFEpPQl9LSU5EX1VOU1BFQ0lGSUVEEAASEgoOSk9CX0tJTkRfVFJBSU4QARIRCg1KT0JfS0lORF9FVkFMEAISFAoQSk9CX0tJTkRfUk9MTE9VVBADKpsBCghKb2JTdGF0ZRIZChVKT0JfU1RBVEVfVU5TUEVDSUZJRUQQABIVChFKT0JfU1RBVEVfUEVORElORxABEhUKEUpPQl9TVEFURV9SVU5OSU5HEAISFwoTSk9CX1NUQVRFX1NVQ0NFRURFRBADEhQKEEpPQl9TVEFURV9GQUlMRUQQBBIXChNKT0JfU1RBVEVfQ0FOQ0VMTEVEEAUyvwIKCkpvYlNlcnZpY2USPgoJU3VibWl0Sm9iEhcudDEudjEuU3VibWl0Sm9iUmVxdWVzdBoYLnQxLnYxLlN1Ym1pdEpvYlJlc3BvbnNlEjUKBkdldEpvYhIULnQxLnYxLkdldEpvYlJlcXVlc3QaFS50MS52MS5HZXRKb2JSZXNwb25zZRI9CghXYXRjaEpvYhIWLnQxLnYxLldhdGNoSm9iUmVxdWVzdBoXLnQxLnYxLldhdGNoSm9iUmVzcG9uc2UwARI+CglDYW5jZWxKb2ISFy50MS52MS5DYW5jZWxKb2JSZXF1ZXN0GhgudDEudjEuQ2FuY2VsSm9iUmVzcG9uc2USOwoITGlzdEpvYnMSFi50MS52MS5MaXN0Sm9ic1JlcXVlc3QaFy50MS52MS5MaXN0Sm9ic1Jlc3BvbnNlYgZwcm90bzM", [file_t1_v1_common, file_t1_v1_learner, file_t1_v1_task]);
+  fileDesc("Cg90MS92MS9qb2IucHJvdG8SBXQxLnYxIuIDCg1MZWFybmVyQ29uZmlnEhAKCGNsaXBfZXBzGAEgASgBEhYKDnZhbHVlX2NsaXBfZXBzGAIgASgBEhQKDGVudHJvcHlfY29lZhgDIAEoARINCgVnYW1tYRgEIAEoARIUCgxhY3Rvcl9sYW1iZGEYBSABKAESFQoNY3JpdGljX2xhbWJkYRgGIAEoARIKCgJschgHIAEoARIRCgljcml0aWNfbHIYCCABKAESGwoTY3JpdGljX3dhcm11cF9zdGVwcxgJIAEoDRIVCg1tYXhfc3RhbGVuZXNzGAogASgNEg8KAnIzGAsgASgISACIAQESEQoEdGl0bxgMIAEoCEgBiAEBEhUKDXRpc190aHJlc2hvbGQYDSABKAESEQoJc2Z0X3N0ZXBzGA4gASgNEhEKCXBwb19zdGVwcxgPIAEoDRIaChJiYXRjaF90cmFqZWN0b3JpZXMYECABKA0SEgoKcHBvX2Vwb2NocxgRIAEoDRITCgttaW5pYmF0Y2hlcxgSIAEoDRIVCg1tYXhfZ3JhZF9ub3JtGBMgASgBEhsKE3B1Ymxpc2hfZXZlcnlfc3RlcHMYFCABKA0SGAoQZXZhbF9ldmVyeV9zdGVwcxgVIAEoDUIFCgNfcjNCBwoFX3RpdG8i1gMKB0pvYlNwZWMSDAoEbmFtZRgBIAEoCRIcCgRraW5kGAIgASgOMg4udDEudjEuSm9iS2luZBIQCgh0YXNrX3NldBgDIAEoCRIQCgh0YXNrX2lkcxgEIAMoCRIfCgVzcGxpdBgFIAEoDjIQLnQxLnYxLlRhc2tTcGxpdBISCgpwb2xpY3lfcmVmGAYgASgJEicKCHNhbXBsaW5nGAcgASgLMhUudDEudjEuU2FtcGxpbmdQYXJhbXMSHQoGbGltaXRzGAggASgLMg0udDEudjEuTGltaXRzEhgKEHNhbXBsZXNfcGVyX3Rhc2sYCSABKA0SJQoHbGVhcm5lchgKIAEoCzIULnQxLnYxLkxlYXJuZXJDb25maWcSHwoXbWF4X2NvbmN1cnJlbnRfZXBpc29kZXMYCyABKA0SKgoGbGFiZWxzGAwgAygLMhoudDEudjEuSm9iU3BlYy5MYWJlbHNFbnRyeRIcChRtYXhfZXBpc29kZV9hdHRlbXB0cxgNIAEoDRIVCg1ldmFsX3Rhc2tfc2V0GA4gASgJEgwKBHNlZWQYDyABKAQaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKRAQoJSm9iQ291bnRzEhYKDmVwaXNvZGVzX3RvdGFsGAEgASgNEhkKEWVwaXNvZGVzX2ZpbmlzaGVkGAIgASgNEhcKD2VwaXNvZGVzX2ZhaWxlZBgDIAEoDRIeChZlcGlzb2Rlc19pbmZyYV9yZXRyaWVkGAQgASgNEhgKEGVwaXNvZGVzX3J1bm5pbmcYBSABKA0iwgIKCUpvYlN0YXR1cxIOCgZqb2JfaWQYASABKAkSHAoEc3BlYxgCIAEoCzIOLnQxLnYxLkpvYlNwZWMSHgoFc3RhdGUYAyABKA4yDy50MS52MS5Kb2JTdGF0ZRIgCgZjb3VudHMYBCABKAsyEC50MS52MS5Kb2JDb3VudHMSFgoOcG9saWN5X3ZlcnNpb24YBSABKAQSFgoObGFzdF9ldmVudF9zZXEYBiABKAQSFwoPY3JlYXRlZF91bml4X21zGAcgASgDEhcKD3VwZGF0ZWRfdW5peF9tcxgIIAEoAxIhCgVlcnJvchgJIAEoCzISLnQxLnYxLkVycm9yRGV0YWlsEhQKDGxlYXJuZXJfc3RlcBgKIAEoBBIVCg1yZXNvbHZlZF9yYXRlGAsgASgBEhMKC3Jld2FyZF9tZWFuGAwgASgBIjQKC0pvYkFkbWl0dGVkEhYKDmVwaXNvZGVzX3RvdGFsGAEgASgNEg0KBXRhc2tzGAIgASgNIo4BCg9FcGlzb2RlRmluaXNoZWQSEgoKZXBpc29kZV9pZBgBIAEoCRIOCgZyZXdhcmQYAiABKAESEAoIcmVzb2x2ZWQYAyABKAgSDwoHdGFza19pZBgEIAEoCRIPCgdhdHRlbXB0GAUgASgNEhQKDGluZnJhX2ZhaWxlZBgGIAEoCBINCgV0dXJucxgHIAEoDSKLAgoRRXZhbHVhdGlvblN1bW1hcnkSFgoOcG9saWN5X3ZlcnNpb24YASABKAQSFQoNcmVzb2x2ZWRfcmF0ZRgCIAEoARI4CglwYXNzX2F0X2sYAyADKAsyJS50MS52MS5FdmFsdWF0aW9uU3VtbWFyeS5QYXNzQXRLRW50cnkSEwoLcmV3YXJkX21lYW4YBCABKAESDQoFdGFza3MYBSABKA0SEAoIZXBpc29kZXMYBiABKA0SJwoIcGVyX3Rhc2sYByADKAsyFS50MS52MS5UYXNrRXZhbHVhdGlvbhouCgxQYXNzQXRLRW50cnkSCwoDa2V5GAEgASgNEg0KBXZhbHVlGAIgASgBOgI4ASK9AQoOVGFza0V2YWx1YXRpb24SDAoEdGFzaxgBIAEoCRIPCgdzYW1wbGVzGAIgASgNEhAKCHJlc29sdmVkGAMgASgNEjUKCXBhc3NfYXRfaxgEIAMoCzIiLnQxLnYxLlRhc2tFdmFsdWF0aW9uLlBhc3NBdEtFbnRyeRITCgtyZXdhcmRfbWVhbhgFIAEoARouCgxQYXNzQXRLRW50cnkSCwoDa2V5GAEgASgNEg0KBXZhbHVlGAIgASgBOgI4ASJ9Cg9Kb2JTdGF0ZUNoYW5nZWQSHgoFc3RhdGUYASABKA4yDy50MS52MS5Kb2JTdGF0ZRIhCgVlcnJvchgCIAEoCzISLnQxLnYxLkVycm9yRGV0YWlsEicKDnByZXZpb3VzX3N0YXRlGAMgASgOMg8udDEudjEuSm9iU3RhdGUirgIKCEpvYkV2ZW50Eg4KBmpvYl9pZBgBIAEoCRILCgNzZXEYAiABKAQSDwoHdW5peF9tcxgDIAEoAxImCghhZG1pdHRlZBgEIAEoCzISLnQxLnYxLkpvYkFkbWl0dGVkSAASMgoQZXBpc29kZV9maW5pc2hlZBgFIAEoCzIWLnQxLnYxLkVwaXNvZGVGaW5pc2hlZEgAEi4KDGxlYXJuZXJfc3RlcBgGIAEoCzIWLnQxLnYxLlRyYWluU3RlcFJlcG9ydEgAEi4KCmV2YWx1YXRpb24YByABKAsyGC50MS52MS5FdmFsdWF0aW9uU3VtbWFyeUgAEi8KDXN0YXRlX2NoYW5nZWQYCCABKAsyFi50MS52MS5Kb2JTdGF0ZUNoYW5nZWRIAEIHCgVldmVudCJEChBTdWJtaXRKb2JSZXF1ZXN0EhwKBHNwZWMYASABKAsyDi50MS52MS5Kb2JTcGVjEhIKCnJlcXVlc3RfaWQYAiABKAkiRQoRU3VibWl0Sm9iUmVzcG9uc2USDgoGam9iX2lkGAEgASgJEiAKBnN0YXR1cxgCIAEoCzIQLnQxLnYxLkpvYlN0YXR1cyIfCg1HZXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIyCg5HZXRKb2JSZXNwb25zZRIgCgZzdGF0dXMYASABKAsyEC50MS52MS5Kb2JTdGF0dXMiMwoPV2F0Y2hKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIQCghmcm9tX3NlcRgCIAEoBCIyChBXYXRjaEpvYlJlc3BvbnNlEh4KBWV2ZW50GAEgASgLMg8udDEudjEuSm9iRXZlbnQiMgoQQ2FuY2VsSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIjUKEUNhbmNlbEpvYlJlc3BvbnNlEiAKBnN0YXR1cxgBIAEoCzIQLnQxLnYxLkpvYlN0YXR1cyJYCg9MaXN0Sm9ic1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSHgoFc3RhdGUYAyABKA4yDy50MS52MS5Kb2JTdGF0ZSJLChBMaXN0Sm9ic1Jlc3BvbnNlEh4KBGpvYnMYASADKAsyEC50MS52MS5Kb2JTdGF0dXMSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJKmAKB0pvYktpbmQSGAoUSk9CX0tJTkRfVU5TUEVDSUZJRUQQABISCg5KT0JfS0lORF9UUkFJThABEhEKDUpPQl9LSU5EX0VWQUwQAhIUChBKT0JfS0lORF9ST0xMT1VUEAMqmwEKCEpvYlN0YXRlEhkKFUpPQl9TVEFURV9VTlNQRUNJRklFRBAAEhUKEUpPQl9TVEFURV9QRU5ESU5HEAESFQoRSk9CX1NUQVRFX1JVTk5JTkcQAhIXChNKT0JfU1RBVEVfU1VDQ0VFREVEEAMSFAoQSk9CX1NUQVRFX0ZBSUxFRBAEEhcKE0pPQl9TVEFURV9DQU5DRUxMRUQQBTK/AgoKSm9iU2VydmljZRI+CglTdWJtaXRKb2ISFy50MS52MS5TdWJtaXRKb2JSZXF1ZXN0GhgudDEudjEuU3VibWl0Sm9iUmVzcG9uc2USNQoGR2V0Sm9iEhQudDEudjEuR2V0Sm9iUmVxdWVzdBoVLnQxLnYxLkdldEpvYlJlc3BvbnNlEj0KCFdhdGNoSm9iEhYudDEudjEuV2F0Y2hKb2JSZXF1ZXN0GhcudDEudjEuV2F0Y2hKb2JSZXNwb25zZTABEj4KCUNhbmNlbEpvYhIXLnQxLnYxLkNhbmNlbEpvYlJlcXVlc3QaGC50MS52MS5DYW5jZWxKb2JSZXNwb25zZRI7CghMaXN0Sm9icxIWLnQxLnYxLkxpc3RKb2JzUmVxdWVzdBoXLnQxLnYxLkxpc3RKb2JzUmVzcG9uc2ViBnByb3RvMw", [file_t1_v1_common, file_t1_v1_learner, file_t1_v1_task]);
 
 /**
  * Hyperparameters of the learner (JOB_KIND_TRAIN only). A zero field means the learner's default.
@@ -550,6 +550,13 @@ export type EvaluationSummary = Message<"t1.v1.EvaluationSummary"> & {
    * @generated from field: uint32 episodes = 6;
    */
   episodes: number;
+
+  /**
+   * The same figures for each task, in the job's task order.
+   *
+   * @generated from field: repeated t1.v1.TaskEvaluation per_task = 7;
+   */
+  perTask: TaskEvaluation[];
 };
 
 /**
@@ -558,6 +565,51 @@ export type EvaluationSummary = Message<"t1.v1.EvaluationSummary"> & {
  */
 export const EvaluationSummarySchema: GenMessage<EvaluationSummary> = /*@__PURE__*/
   messageDesc(file_t1_v1_job, 6);
+
+/**
+ * One task's results within an EvaluationSummary.
+ *
+ * @generated from message t1.v1.TaskEvaluation
+ */
+export type TaskEvaluation = Message<"t1.v1.TaskEvaluation"> & {
+  /**
+   * `<task set>/<task id>`.
+   *
+   * @generated from field: string task = 1;
+   */
+  task: string;
+
+  /**
+   * Episodes of the task that finished with a score.
+   *
+   * @generated from field: uint32 samples = 2;
+   */
+  samples: number;
+
+  /**
+   * @generated from field: uint32 resolved = 3;
+   */
+  resolved: number;
+
+  /**
+   * Unbiased pass@k of this task for k <= samples.
+   *
+   * @generated from field: map<uint32, double> pass_at_k = 4;
+   */
+  passAtK: { [key: number]: number };
+
+  /**
+   * @generated from field: double reward_mean = 5;
+   */
+  rewardMean: number;
+};
+
+/**
+ * Describes the message t1.v1.TaskEvaluation.
+ * Use `create(TaskEvaluationSchema)` to create a new message.
+ */
+export const TaskEvaluationSchema: GenMessage<TaskEvaluation> = /*@__PURE__*/
+  messageDesc(file_t1_v1_job, 7);
 
 /**
  * @generated from message t1.v1.JobStateChanged
@@ -586,7 +638,7 @@ export type JobStateChanged = Message<"t1.v1.JobStateChanged"> & {
  * Use `create(JobStateChangedSchema)` to create a new message.
  */
 export const JobStateChangedSchema: GenMessage<JobStateChanged> = /*@__PURE__*/
-  messageDesc(file_t1_v1_job, 7);
+  messageDesc(file_t1_v1_job, 8);
 
 /**
  * One entry of a job's event log, published on `<prefix>.jobs.<job_id>.events`.
@@ -652,7 +704,7 @@ export type JobEvent = Message<"t1.v1.JobEvent"> & {
  * Use `create(JobEventSchema)` to create a new message.
  */
 export const JobEventSchema: GenMessage<JobEvent> = /*@__PURE__*/
-  messageDesc(file_t1_v1_job, 8);
+  messageDesc(file_t1_v1_job, 9);
 
 /**
  * @generated from message t1.v1.SubmitJobRequest
@@ -676,7 +728,7 @@ export type SubmitJobRequest = Message<"t1.v1.SubmitJobRequest"> & {
  * Use `create(SubmitJobRequestSchema)` to create a new message.
  */
 export const SubmitJobRequestSchema: GenMessage<SubmitJobRequest> = /*@__PURE__*/
-  messageDesc(file_t1_v1_job, 9);
+  messageDesc(file_t1_v1_job, 10);
 
 /**
  * @generated from message t1.v1.SubmitJobResponse
@@ -698,7 +750,7 @@ export type SubmitJobResponse = Message<"t1.v1.SubmitJobResponse"> & {
  * Use `create(SubmitJobResponseSchema)` to create a new message.
  */
 export const SubmitJobResponseSchema: GenMessage<SubmitJobResponse> = /*@__PURE__*/
-  messageDesc(file_t1_v1_job, 10);
+  messageDesc(file_t1_v1_job, 11);
 
 /**
  * @generated from message t1.v1.GetJobRequest
@@ -715,7 +767,7 @@ export type GetJobRequest = Message<"t1.v1.GetJobRequest"> & {
  * Use `create(GetJobRequestSchema)` to create a new message.
  */
 export const GetJobRequestSchema: GenMessage<GetJobRequest> = /*@__PURE__*/
-  messageDesc(file_t1_v1_job, 11);
+  messageDesc(file_t1_v1_job, 12);
 
 /**
  * @generated from message t1.v1.GetJobResponse
@@ -732,7 +784,7 @@ export type GetJobResponse = Message<"t1.v1.GetJobResponse"> & {
  * Use `create(GetJobResponseSchema)` to create a new message.
  */
 export const GetJobResponseSchema: GenMessage<GetJobResponse> = /*@__PURE__*/
-  messageDesc(file_t1_v1_job, 12);
+  messageDesc(file_t1_v1_job, 13);
 
 /**
  * @generated from message t1.v1.WatchJobRequest
@@ -756,7 +808,7 @@ export type WatchJobRequest = Message<"t1.v1.WatchJobRequest"> & {
  * Use `create(WatchJobRequestSchema)` to create a new message.
  */
 export const WatchJobRequestSchema: GenMessage<WatchJobRequest> = /*@__PURE__*/
-  messageDesc(file_t1_v1_job, 13);
+  messageDesc(file_t1_v1_job, 14);
 
 /**
  * @generated from message t1.v1.WatchJobResponse
@@ -773,7 +825,7 @@ export type WatchJobResponse = Message<"t1.v1.WatchJobResponse"> & {
  * Use `create(WatchJobResponseSchema)` to create a new message.
  */
 export const WatchJobResponseSchema: GenMessage<WatchJobResponse> = /*@__PURE__*/
-  messageDesc(file_t1_v1_job, 14);
+  messageDesc(file_t1_v1_job, 15);
 
 /**
  * @generated from message t1.v1.CancelJobRequest
@@ -797,7 +849,7 @@ export type CancelJobRequest = Message<"t1.v1.CancelJobRequest"> & {
  * Use `create(CancelJobRequestSchema)` to create a new message.
  */
 export const CancelJobRequestSchema: GenMessage<CancelJobRequest> = /*@__PURE__*/
-  messageDesc(file_t1_v1_job, 15);
+  messageDesc(file_t1_v1_job, 16);
 
 /**
  * @generated from message t1.v1.CancelJobResponse
@@ -814,7 +866,7 @@ export type CancelJobResponse = Message<"t1.v1.CancelJobResponse"> & {
  * Use `create(CancelJobResponseSchema)` to create a new message.
  */
 export const CancelJobResponseSchema: GenMessage<CancelJobResponse> = /*@__PURE__*/
-  messageDesc(file_t1_v1_job, 16);
+  messageDesc(file_t1_v1_job, 17);
 
 /**
  * @generated from message t1.v1.ListJobsRequest
@@ -847,7 +899,7 @@ export type ListJobsRequest = Message<"t1.v1.ListJobsRequest"> & {
  * Use `create(ListJobsRequestSchema)` to create a new message.
  */
 export const ListJobsRequestSchema: GenMessage<ListJobsRequest> = /*@__PURE__*/
-  messageDesc(file_t1_v1_job, 17);
+  messageDesc(file_t1_v1_job, 18);
 
 /**
  * @generated from message t1.v1.ListJobsResponse
@@ -873,7 +925,7 @@ export type ListJobsResponse = Message<"t1.v1.ListJobsResponse"> & {
  * Use `create(ListJobsResponseSchema)` to create a new message.
  */
 export const ListJobsResponseSchema: GenMessage<ListJobsResponse> = /*@__PURE__*/
-  messageDesc(file_t1_v1_job, 18);
+  messageDesc(file_t1_v1_job, 19);
 
 /**
  * What a job does.
