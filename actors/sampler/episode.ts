@@ -202,7 +202,9 @@ export const runEpisode = (
             progress,
             sandboxId,
             sessionId,
-            started,
+            // The agent's wall clock starts when its sandbox is ready: time spent waiting for a
+            // sandbox (a host restarting, a full pool) is the system's, not the agent's.
+            Date.now(),
           )
           const verifyStarted = Date.now()
           const result = yield* ports.verify(item, attempt, sandboxId)
