@@ -162,8 +162,13 @@ export const runLearner = (
         }
       })
       for (const e of malformed) yield* Effect.logWarning(`learner: dropped ${e.message}`)
-      // The buffer waited up to wait_ms; train on what it had, or ask again.
-      if (sequences.length === 0) continue
+      // The buffer waited up to wait_ms; train on what it had, or ask again. A batch with
+      // nothing to train on (no generated tokens, re-served, malformed) is still confirmed by
+      // the next take, or it would come back after every batch timeout.
+      if (sequences.length === 0) {
+        if (batch.batchId !== "") lastBatchId = batch.batchId
+        continue
+      }
       const metrics = trainer.ppoStep(sequences)
       for (const q of sequences) trainedOn.add(q.episodeId)
       version += 1n
