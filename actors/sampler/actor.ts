@@ -137,7 +137,7 @@ export const runSampler = (options: SamplerOptions): Effect.Effect<never, unknow
                   m.drift.inc(end.driftEvents)
                   if (!end.infraFailed) m.reward.observe(end.reward)
                   yield* Effect.logInfo(
-                    `sampler: episode ${end.episodeId} (attempt ${attempt}) ${TERMINATION[end.termination]} after ${end.turns} turns, reward ${end.reward}`,
+                    `sampler: episode ${end.episodeId} (attempt ${attempt}) ${TERMINATION[end.termination]} after ${end.turns} turns, reward ${end.reward}${end.infraFailed && end.error ? `: ${end.error.message}` : ""}`,
                   )
                 }),
               ),

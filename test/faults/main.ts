@@ -150,14 +150,27 @@ const main = async () => {
         await sleep(200)
         now = await status()
       }
-      if (TERMINAL.has(now.state) && fault !== "none")
-        log(`${fault}: the job ended before the fault could strike`)
+      // A fault that did not strike proves nothing: it counts as not survived.
+      let missed = TERMINAL.has(now.state) && fault !== "none"
       log(`${fault}: striking job ${jobId}`)
       if (fault === "container") {
-        const running = await docker.listContainers({ filters: { label: [`t1.owner=${owner}`] } })
-        const victim = running[0]
-        if (victim === undefined) log("container: no sandbox container running")
-        else await docker.getContainer(victim.Id).kill()
+        // A container may stop between listing and the kill (its episode ended): try the next.
+        let killed = false
+        for (let tries = 0; !killed && tries < 100; tries++) {
+          const running = await docker.listContainers({
+            filters: { label: [`t1.owner=${owner}`], status: ["running"] },
+          })
+          for (const c of running) {
+            killed = await docker
+              .getContainer(c.Id)
+              .kill()
+              .then(() => true)
+              .catch(() => false)
+            if (killed) break
+          }
+          if (!killed) await sleep(200)
+        }
+        if (!killed) missed = true
       } else if (fault === "nats") {
         await nats.kill()
         await sleep(2000)
@@ -175,7 +188,13 @@ const main = async () => {
       }
       const log_ = await call("WatchJob", () => events(client, jobId))
       const ends = await endRecords(nats.url, prefix, jobId)
-      const audit = auditJob(now, log_, ends, PPO_STEPS)
+      const checked = auditJob(now, log_, ends, PPO_STEPS)
+      const audit = missed
+        ? {
+            ...checked,
+            problems: [...checked.problems, "the fault did not strike while the job ran"],
+          }
+        : checked
       const seconds = (Date.now() - t0) / 1000
       rows.push({ fault, jobId, seconds, ...audit })
       log(
