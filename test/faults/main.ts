@@ -134,7 +134,7 @@ const main = async () => {
             samplesPerTask: 2,
             maxConcurrentEpisodes: 2,
             sampling: { temperature: 1, topP: 1, maxTokens: 24 },
-            limits: { maxTurns: 2, wallClockSec: 120 },
+            limits: { maxTurns: 1, wallClockSec: 120 },
             learner: { batchTrajectories: 2, ppoSteps: PPO_STEPS, maxStaleness: 1 },
           },
           requestId: `${prefix}-${fault}`,

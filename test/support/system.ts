@@ -152,12 +152,15 @@ export const startSystem = (options: {
     },
     shutdown: async () => {
       await Promise.all(
-        [...members.keys()].map((name) =>
-          Promise.race([
-            stop(name),
-            new Promise((r) => setTimeout(r, 15_000)).then(() => stop(name, "SIGKILL")),
-          ]),
-        ),
+        [...members.keys()].map(async (name) => {
+          // SIGKILL whoever has not exited 15 s after SIGTERM; the timer must not outlive it.
+          const fallback = setTimeout(() => void stop(name, "SIGKILL"), 15_000)
+          try {
+            await stop(name)
+          } finally {
+            clearTimeout(fallback)
+          }
+        }),
       )
     },
     dump: () =>
