@@ -1,23 +1,10 @@
+import { Rng } from "../../model/rng.ts"
+
 /**
- * The fuzzer's randomness: one small seeded generator (Mulberry32) per case, derived from the
+ * The fuzzer's randomness: the model's seeded generator (Mulberry32) per case, derived from the
  * run's seed, the target's name and the case's index, so any case can be replayed on its own.
  */
-export class Random {
-  private state: number
-
-  constructor(seed: number) {
-    this.state = seed >>> 0
-  }
-
-  /** Uniform in [0, 1). */
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0
-    let t = this.state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-
+export class Random extends Rng {
   /** An integer in [0, n). */
   int(n: number): number {
     return Math.floor(this.next() * n)
