@@ -640,7 +640,11 @@ describe("NATS roles (deploy/nats/nats-server.conf)", () => {
         /Permissions Violation/,
       )
       const user = `User "${role}"`
-      expect(violations().some((l) => l.includes(user) && l.includes(`"${c.subject}"`))).toBe(true)
+      // The server writes its log on its own schedule: the refusal may reach us first.
+      const logged = () =>
+        violations().some((l) => l.includes(user) && l.includes(`"${c.subject}"`))
+      for (let i = 0; i < 50 && !logged(); i++) await new Promise((r) => setTimeout(r, 100))
+      expect(logged()).toBe(true)
     })
 
     it("a sampler cannot announce weights with the learner's code", async () => {
