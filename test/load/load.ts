@@ -101,23 +101,6 @@ export interface LoadReport {
   readonly problems: ReadonlyArray<string>
 }
 
-/**
- * SIGTERM to every member, SIGKILL after 15 s. (System.shutdown does the same but leaves its 15 s
- * timers running, which would hold this process's handle count above its baseline.)
- */
-const stopMembers = async (system: System): Promise<void> => {
-  await Promise.all(
-    [...system.members.keys()].map(async (name) => {
-      let timer: NodeJS.Timeout | undefined
-      const kill = new Promise<unknown>((resolve) => {
-        timer = setTimeout(() => resolve(system.stop(name, "SIGKILL")), 15_000)
-      })
-      await Promise.race([system.stop(name), kill])
-      clearTimeout(timer)
-    }),
-  )
-}
-
 const mb = (bytes: number) => Math.round((bytes / MIB) * 10) / 10
 const ms = (value: number) => Math.round(value * 100) / 100
 const message = (e: unknown) => (e instanceof Error ? e.message : String(e))
@@ -190,7 +173,7 @@ export const runLoad = async (options: LoadOptions): Promise<LoadReport> => {
     teardown.add("containers", () => removeOwnedContainers(docker, owner).then(() => undefined))
     const members = startSystem({ natsUrl, prefix: started.subjects.prefix })
     system = members
-    teardown.add("t1 processes", () => stopMembers(members))
+    teardown.add("t1 processes", () => members.shutdown())
     teardown.add("memory watch", () => memory.stop())
 
     const listen = `127.0.0.1:${await freePort()}`

@@ -7,22 +7,14 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { once } from "node:events"
 import { appendFileSync, mkdirSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { freePort } from "./nats-server.ts"
 
 const BIN = new URL("../../cli/bin/t1.js", import.meta.url).pathname
 
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
+// One free-port helper for all test support: the NATS server helper's.
+export { freePort } from "./nats-server.ts"
 
 export interface MemberSpec {
   /** Unique within the system, e.g. "sampler-1". */
