@@ -49,6 +49,8 @@ export const runLearnerPool = (
       name: "t1_learner_jobs",
       help: "Train jobs this learner process is serving",
     })
+    // Read once per process: every job's starting weights and TITO-off template use it.
+    const tokenizer = loadBundledTokenizer()
     let template: ChatTemplate | undefined
     return yield* runJobPool({
       name: "learner",
@@ -64,7 +66,6 @@ export const runLearnerPool = (
           const spec = job.status.spec
           if (spec === undefined) return
           const plan = jobLearnerPlan(spec)
-          const tokenizer = loadBundledTokenizer()
           const initial = yield* resolvePolicyRef(
             bus,
             o.subjects,
