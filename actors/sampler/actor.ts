@@ -1,6 +1,7 @@
 import { Effect } from "effect"
 import type { ChatTemplate } from "../../model/index.ts"
 import {
+  type EpisodeEnd,
   type EpisodeWorkItem,
   EpisodeWorkItemSchema,
   TerminationReason,
@@ -52,6 +53,20 @@ const TERMINATION = Object.fromEntries(
     .map(([k, v]) => [v, k.toLowerCase()]),
 ) as Record<number, string>
 
+/**
+ * The log line of a finished episode: `sampler: episode e1 (attempt 0) completed after 7 turns,
+ * reward 3`; with the reason of an infra failure; or, when no score exists, `…, not scored:
+ * unverifiable: the tests need packages the sandbox lacks: numpy`.
+ */
+export const endLine = (end: EpisodeEnd, attempt: number): string => {
+  const head = `sampler: episode ${end.episodeId} (attempt ${attempt}) ${TERMINATION[end.termination]} after ${end.turns} turns`
+  if (end.unverifiable) {
+    const why = end.error?.message || `unverifiable (missing: ${end.missingPackages.join(", ")})`
+    return `${head}, not scored: ${why}`
+  }
+  return `${head}, reward ${end.reward}${end.infraFailed && end.error ? `: ${end.error.message}` : ""}`
+}
+
 const samplerMetrics = (m: MetricsShape) => ({
   episodes: m.counter({
     name: "t1_sampler_episodes_total",
@@ -77,9 +92,13 @@ const samplerMetrics = (m: MetricsShape) => ({
     help: "Time spent executing one turn's commands in the sandbox",
     buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60],
   }),
+  unverifiable: m.counter({
+    name: "t1_sampler_episodes_unverifiable_total",
+    help: "Episodes the verifier could not score because their tests need packages the sandbox lacks (excluded, not retried)",
+  }),
   reward: m.histogram({
     name: "t1_sampler_episode_reward",
-    help: "Dense reward (tests passed) of finished, non-infra episodes",
+    help: "Dense reward (tests passed) of finished, scored episodes (infra-failed and unverifiable excluded)",
     buckets: [0, 1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50],
   }),
   drift: m.counter({
@@ -135,10 +154,9 @@ export const runSampler = (options: SamplerOptions): Effect.Effect<never, unknow
                 Effect.gen(function* () {
                   m.episodes.inc({ termination: TERMINATION[end.termination] ?? "unspecified" })
                   m.drift.inc(end.driftEvents)
-                  if (!end.infraFailed) m.reward.observe(end.reward)
-                  yield* Effect.logInfo(
-                    `sampler: episode ${end.episodeId} (attempt ${attempt}) ${TERMINATION[end.termination]} after ${end.turns} turns, reward ${end.reward}${end.infraFailed && end.error ? `: ${end.error.message}` : ""}`,
-                  )
+                  if (end.unverifiable) m.unverifiable.inc()
+                  else if (!end.infraFailed) m.reward.observe(end.reward)
+                  yield* Effect.logInfo(endLine(end, attempt))
                 }),
               ),
             ),

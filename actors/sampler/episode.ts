@@ -137,7 +137,9 @@ interface Progress {
  * Runs one episode: sandbox, prompt, the turn loop (generate, parse, execute, observe) until the
  * agent completes or a limit is reached, verification, and the trajectory streamed as it grows.
  * Returns the end record after it was published. Infra failures end the episode with
- * INFRA_FAILURE (published like any end, so the coordinator can retry it as a new attempt).
+ * INFRA_FAILURE (published like any end, so the coordinator can retry it as a new attempt). An
+ * unverifiable verification (the tests need packages the sandbox lacks) ends it `unverifiable`:
+ * no reward or tests, an error naming the packages, not retryable.
  */
 export const runEpisode = (
   ports: EpisodePorts,
@@ -230,16 +232,22 @@ export const runEpisode = (
       progress.error = { code: ErrorCode.UNAVAILABLE, message: `${infra.stage}: ${infra.message}` }
     }
     const chunks = yield* ports.publish(builder, true)
-    const v = progress.verifier
+    const verified = progress.verifier
+    // No score exists for an unverifiable episode (its tests need packages the sandbox lacks):
+    // like an infra failure its reward and tests are left empty, but it is not retried, since
+    // a rerun would find the same packages missing.
+    const unverifiable = !infra && verified?.unverifiable === true
+    if (unverifiable) progress.error = unverifiableError(verified, progress.error)
+    const v = infra || unverifiable ? undefined : verified
     const end = create(EpisodeEndSchema, {
       jobId: item.jobId,
       episodeId: item.episodeId,
       attempt,
       totalChunks: chunks,
       totalTokens: builder.length,
-      reward: infra ? 0 : (v?.reward ?? 0),
-      resolved: infra ? false : (v?.resolved ?? false),
-      tests: infra ? [] : (v?.tests ?? []),
+      reward: v?.reward ?? 0,
+      resolved: v?.resolved ?? false,
+      tests: v?.tests ?? [],
       turns: progress.turns,
       termination: progress.termination,
       timings: {
@@ -252,6 +260,8 @@ export const runEpisode = (
       },
       driftEvents: conversation.driftEvents(),
       infraFailed: infra !== undefined,
+      unverifiable,
+      missingPackages: unverifiable ? [...(verified?.missingPackages ?? [])] : [],
       ...(progress.error
         ? {
             error: {
@@ -271,13 +281,31 @@ export const runEpisode = (
       groupId: item.groupId,
       sampleIndex: item.sampleIndex,
       admittedPolicyVersion: item.admittedPolicyVersion,
-      testsPassed: infra ? 0 : (v?.passed ?? 0),
-      testsTotal: infra ? 0 : (v?.total ?? 0),
+      testsPassed: v?.passed ?? 0,
+      testsTotal: v?.total ?? 0,
       finishedUnixMs: BigInt(Date.now()),
     })
     yield* ports.publishEnd(end)
     return end
   })
+
+/**
+ * The end record's error of an unverifiable episode: the verifier's own message (which names the
+ * missing packages), not retryable; an agent error of the same episode is kept in it.
+ */
+const unverifiableError = (
+  result: VerifierResult | undefined,
+  agent: Progress["error"],
+): NonNullable<Progress["error"]> => {
+  const missing = result?.missingPackages ?? []
+  const why =
+    result?.error?.message ||
+    `the tests need packages the sandbox lacks${missing.length === 0 ? "" : `: ${missing.join(", ")}`}`
+  return {
+    code: ErrorCode.FAILED_PRECONDITION,
+    message: `unverifiable: ${why}${agent === undefined ? "" : ` (the agent: ${agent.message})`}`,
+  }
+}
 
 const packSetup = (script: string) =>
   Effect.tryPromise({

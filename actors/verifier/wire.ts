@@ -6,11 +6,17 @@ import {
   ErrorDetailSchema,
   type Task as TaskMessage,
   TestOutcome as TestOutcomeEnum,
+  VerifierPath as VerifierPathEnum,
   type VerifierResult,
   VerifierResultSchema,
 } from "../../proto/index.ts"
 import type { VerifierError } from "./errors.ts"
-import { type TestOutcome, truncateUtf8, type VerifierOutcome } from "./outcome.ts"
+import {
+  type TestOutcome,
+  truncateUtf8,
+  type VerifierOutcome,
+  type VerifierPath,
+} from "./outcome.ts"
 import type { VerifiableTask } from "./verify.ts"
 
 export const DEFAULT_TEST_DIR = "/tests"
@@ -71,8 +77,44 @@ const OUTCOME: Readonly<Record<TestOutcome, TestOutcomeEnum>> = {
 const U32 = 0xffff_ffff
 const u32 = (n: number) => Math.min(U32, Math.max(0, Math.round(n)))
 
-export const resultFromOutcome = (outcome: VerifierOutcome): VerifierResult =>
-  create(VerifierResultSchema, {
+/** Bounds on what an outcome's lists put in a reply (each entry is also cut to 4 KiB). */
+const MAX_NOTES = 32
+const MAX_MISSING = 64
+
+const PATH: Readonly<Record<VerifierPath, VerifierPathEnum>> = {
+  pytest: VerifierPathEnum.PYTEST,
+  script: VerifierPathEnum.SCRIPT,
+  "rewritten-script": VerifierPathEnum.REWRITTEN_SCRIPT,
+}
+
+/**
+ * The wire form of an outcome. A scored outcome carries its counts; an unverifiable one (the
+ * tests need packages the sandbox lacks) carries no score at all: unverifiable, the missing
+ * packages, reward 0, no tests, and not infra_failed (a rerun would find the same packages
+ * missing, so it is excluded, never retried). Both carry the path taken and the notes.
+ */
+export const resultFromOutcome = (outcome: VerifierOutcome): VerifierResult => {
+  const common = {
+    infraFailed: false,
+    durationMs: u32(outcome.durationMs),
+    outputTail: outcome.outputTail,
+    path: PATH[outcome.path],
+    pathReason: truncateUtf8(outcome.pathReason),
+    notes: outcome.notes.slice(0, MAX_NOTES).map((n) => truncateUtf8(n)),
+  }
+  if (outcome.kind === "unverifiable")
+    return create(VerifierResultSchema, {
+      ...common,
+      unverifiable: true,
+      missingPackages: outcome.missing.slice(0, MAX_MISSING).map((p) => truncateUtf8(p, 256)),
+      error: create(ErrorDetailSchema, {
+        code: ErrorCode.FAILED_PRECONDITION,
+        message: unverifiableMessage(outcome.missing.slice(0, MAX_MISSING)),
+        retryable: false,
+      }),
+    })
+  return create(VerifierResultSchema, {
+    ...common,
     tests: outcome.tests.map((t) => ({
       name: t.name,
       outcome: OUTCOME[t.outcome],
@@ -83,10 +125,14 @@ export const resultFromOutcome = (outcome: VerifierOutcome): VerifierResult =>
     total: outcome.total,
     reward: outcome.reward,
     resolved: outcome.resolved,
-    infraFailed: false,
-    durationMs: u32(outcome.durationMs),
-    outputTail: outcome.outputTail,
   })
+}
+
+/** `the tests need packages the sandbox lacks: numpy, requests` (one line, for ErrorDetail). */
+export const unverifiableMessage = (missing: ReadonlyArray<string>): string =>
+  missing.length === 0
+    ? "the tests need packages the sandbox lacks"
+    : `the tests need packages the sandbox lacks: ${missing.join(", ")}`
 
 /** Infra failures are retried (when retryable) or excluded; an invalid task never scores. */
 export const errorDetailOf = (e: VerifierError): ErrorDetail =>
@@ -122,13 +168,22 @@ export const encodeResultWithin = (result: VerifierResult, maxBytes: number): Ui
       ...t,
       message: truncateUtf8(t.message, messageBytes),
     }))
-    encoded = toBinary(VerifierResultSchema, create(VerifierResultSchema, { ...result, tests }))
+    const notes = shortNotes(result.notes, messageBytes)
+    encoded = toBinary(
+      VerifierResultSchema,
+      create(VerifierResultSchema, { ...result, tests, notes }),
+    )
   }
   if (encoded.byteLength <= maxBytes) return encoded
   const bare = create(VerifierResultSchema, {
     ...result,
     tests: result.tests.map((t) => ({ ...t, message: "" })),
+    notes: shortNotes(result.notes, 0),
     outputTail: new Uint8Array(0),
   })
   return toBinary(VerifierResultSchema, bare)
 }
+
+/** Notes cut to `bytes` each, but never below a readable sentence (256 bytes). */
+const shortNotes = (notes: ReadonlyArray<string>, bytes: number): string[] =>
+  notes.map((n) => truncateUtf8(n, Math.max(256, bytes)))

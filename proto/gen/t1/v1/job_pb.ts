@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file t1/v1/job.proto.
  */
 export const file_t1_v1_job: GenFile = /*@__PURE__*/
-  fileDesc("Cg90MS92MS9qb2IucHJvdG8SBXQxLnYxIuIDCg1MZWFybmVyQ29uZmlnEhAKCGNsaXBfZXBzGAEgASgBEhYKDnZhbHVlX2NsaXBfZXBzGAIgASgBEhQKDGVudHJvcHlfY29lZhgDIAEoARINCgVnYW1tYRgEIAEoARIUCgxhY3Rvcl9sYW1iZGEYBSABKAESFQoNY3JpdGljX2xhbWJkYRgGIAEoARIKCgJschgHIAEoARIRCgljcml0aWNfbHIYCCABKAESGwoTY3JpdGljX3dhcm11cF9zdGVwcxgJIAEoDRIVCg1tYXhfc3RhbGVuZXNzGAogASgNEg8KAnIzGAsgASgISACIAQESEQoEdGl0bxgMIAEoCEgBiAEBEhUKDXRpc190aHJlc2hvbGQYDSABKAESEQoJc2Z0X3N0ZXBzGA4gASgNEhEKCXBwb19zdGVwcxgPIAEoDRIaChJiYXRjaF90cmFqZWN0b3JpZXMYECABKA0SEgoKcHBvX2Vwb2NocxgRIAEoDRITCgttaW5pYmF0Y2hlcxgSIAEoDRIVCg1tYXhfZ3JhZF9ub3JtGBMgASgBEhsKE3B1Ymxpc2hfZXZlcnlfc3RlcHMYFCABKA0SGAoQZXZhbF9ldmVyeV9zdGVwcxgVIAEoDUIFCgNfcjNCBwoFX3RpdG8i1gMKB0pvYlNwZWMSDAoEbmFtZRgBIAEoCRIcCgRraW5kGAIgASgOMg4udDEudjEuSm9iS2luZBIQCgh0YXNrX3NldBgDIAEoCRIQCgh0YXNrX2lkcxgEIAMoCRIfCgVzcGxpdBgFIAEoDjIQLnQxLnYxLlRhc2tTcGxpdBISCgpwb2xpY3lfcmVmGAYgASgJEicKCHNhbXBsaW5nGAcgASgLMhUudDEudjEuU2FtcGxpbmdQYXJhbXMSHQoGbGltaXRzGAggASgLMg0udDEudjEuTGltaXRzEhgKEHNhbXBsZXNfcGVyX3Rhc2sYCSABKA0SJQoHbGVhcm5lchgKIAEoCzIULnQxLnYxLkxlYXJuZXJDb25maWcSHwoXbWF4X2NvbmN1cnJlbnRfZXBpc29kZXMYCyABKA0SKgoGbGFiZWxzGAwgAygLMhoudDEudjEuSm9iU3BlYy5MYWJlbHNFbnRyeRIcChRtYXhfZXBpc29kZV9hdHRlbXB0cxgNIAEoDRIVCg1ldmFsX3Rhc2tfc2V0GA4gASgJEgwKBHNlZWQYDyABKAQaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKRAQoJSm9iQ291bnRzEhYKDmVwaXNvZGVzX3RvdGFsGAEgASgNEhkKEWVwaXNvZGVzX2ZpbmlzaGVkGAIgASgNEhcKD2VwaXNvZGVzX2ZhaWxlZBgDIAEoDRIeChZlcGlzb2Rlc19pbmZyYV9yZXRyaWVkGAQgASgNEhgKEGVwaXNvZGVzX3J1bm5pbmcYBSABKA0iwgIKCUpvYlN0YXR1cxIOCgZqb2JfaWQYASABKAkSHAoEc3BlYxgCIAEoCzIOLnQxLnYxLkpvYlNwZWMSHgoFc3RhdGUYAyABKA4yDy50MS52MS5Kb2JTdGF0ZRIgCgZjb3VudHMYBCABKAsyEC50MS52MS5Kb2JDb3VudHMSFgoOcG9saWN5X3ZlcnNpb24YBSABKAQSFgoObGFzdF9ldmVudF9zZXEYBiABKAQSFwoPY3JlYXRlZF91bml4X21zGAcgASgDEhcKD3VwZGF0ZWRfdW5peF9tcxgIIAEoAxIhCgVlcnJvchgJIAEoCzISLnQxLnYxLkVycm9yRGV0YWlsEhQKDGxlYXJuZXJfc3RlcBgKIAEoBBIVCg1yZXNvbHZlZF9yYXRlGAsgASgBEhMKC3Jld2FyZF9tZWFuGAwgASgBIjQKC0pvYkFkbWl0dGVkEhYKDmVwaXNvZGVzX3RvdGFsGAEgASgNEg0KBXRhc2tzGAIgASgNIo4BCg9FcGlzb2RlRmluaXNoZWQSEgoKZXBpc29kZV9pZBgBIAEoCRIOCgZyZXdhcmQYAiABKAESEAoIcmVzb2x2ZWQYAyABKAgSDwoHdGFza19pZBgEIAEoCRIPCgdhdHRlbXB0GAUgASgNEhQKDGluZnJhX2ZhaWxlZBgGIAEoCBINCgV0dXJucxgHIAEoDSKLAgoRRXZhbHVhdGlvblN1bW1hcnkSFgoOcG9saWN5X3ZlcnNpb24YASABKAQSFQoNcmVzb2x2ZWRfcmF0ZRgCIAEoARI4CglwYXNzX2F0X2sYAyADKAsyJS50MS52MS5FdmFsdWF0aW9uU3VtbWFyeS5QYXNzQXRLRW50cnkSEwoLcmV3YXJkX21lYW4YBCABKAESDQoFdGFza3MYBSABKA0SEAoIZXBpc29kZXMYBiABKA0SJwoIcGVyX3Rhc2sYByADKAsyFS50MS52MS5UYXNrRXZhbHVhdGlvbhouCgxQYXNzQXRLRW50cnkSCwoDa2V5GAEgASgNEg0KBXZhbHVlGAIgASgBOgI4ASK9AQoOVGFza0V2YWx1YXRpb24SDAoEdGFzaxgBIAEoCRIPCgdzYW1wbGVzGAIgASgNEhAKCHJlc29sdmVkGAMgASgNEjUKCXBhc3NfYXRfaxgEIAMoCzIiLnQxLnYxLlRhc2tFdmFsdWF0aW9uLlBhc3NBdEtFbnRyeRITCgtyZXdhcmRfbWVhbhgFIAEoARouCgxQYXNzQXRLRW50cnkSCwoDa2V5GAEgASgNEg0KBXZhbHVlGAIgASgBOgI4ASJ9Cg9Kb2JTdGF0ZUNoYW5nZWQSHgoFc3RhdGUYASABKA4yDy50MS52MS5Kb2JTdGF0ZRIhCgVlcnJvchgCIAEoCzISLnQxLnYxLkVycm9yRGV0YWlsEicKDnByZXZpb3VzX3N0YXRlGAMgASgOMg8udDEudjEuSm9iU3RhdGUirgIKCEpvYkV2ZW50Eg4KBmpvYl9pZBgBIAEoCRILCgNzZXEYAiABKAQSDwoHdW5peF9tcxgDIAEoAxImCghhZG1pdHRlZBgEIAEoCzISLnQxLnYxLkpvYkFkbWl0dGVkSAASMgoQZXBpc29kZV9maW5pc2hlZBgFIAEoCzIWLnQxLnYxLkVwaXNvZGVGaW5pc2hlZEgAEi4KDGxlYXJuZXJfc3RlcBgGIAEoCzIWLnQxLnYxLlRyYWluU3RlcFJlcG9ydEgAEi4KCmV2YWx1YXRpb24YByABKAsyGC50MS52MS5FdmFsdWF0aW9uU3VtbWFyeUgAEi8KDXN0YXRlX2NoYW5nZWQYCCABKAsyFi50MS52MS5Kb2JTdGF0ZUNoYW5nZWRIAEIHCgVldmVudCJEChBTdWJtaXRKb2JSZXF1ZXN0EhwKBHNwZWMYASABKAsyDi50MS52MS5Kb2JTcGVjEhIKCnJlcXVlc3RfaWQYAiABKAkiRQoRU3VibWl0Sm9iUmVzcG9uc2USDgoGam9iX2lkGAEgASgJEiAKBnN0YXR1cxgCIAEoCzIQLnQxLnYxLkpvYlN0YXR1cyIfCg1HZXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIyCg5HZXRKb2JSZXNwb25zZRIgCgZzdGF0dXMYASABKAsyEC50MS52MS5Kb2JTdGF0dXMiMwoPV2F0Y2hKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIQCghmcm9tX3NlcRgCIAEoBCIyChBXYXRjaEpvYlJlc3BvbnNlEh4KBWV2ZW50GAEgASgLMg8udDEudjEuSm9iRXZlbnQiMgoQQ2FuY2VsSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIjUKEUNhbmNlbEpvYlJlc3BvbnNlEiAKBnN0YXR1cxgBIAEoCzIQLnQxLnYxLkpvYlN0YXR1cyJYCg9MaXN0Sm9ic1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSHgoFc3RhdGUYAyABKA4yDy50MS52MS5Kb2JTdGF0ZSJLChBMaXN0Sm9ic1Jlc3BvbnNlEh4KBGpvYnMYASADKAsyEC50MS52MS5Kb2JTdGF0dXMSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJKmAKB0pvYktpbmQSGAoUSk9CX0tJTkRfVU5TUEVDSUZJRUQQABISCg5KT0JfS0lORF9UUkFJThABEhEKDUpPQl9LSU5EX0VWQUwQAhIUChBKT0JfS0lORF9ST0xMT1VUEAMqmwEKCEpvYlN0YXRlEhkKFUpPQl9TVEFURV9VTlNQRUNJRklFRBAAEhUKEUpPQl9TVEFURV9QRU5ESU5HEAESFQoRSk9CX1NUQVRFX1JVTk5JTkcQAhIXChNKT0JfU1RBVEVfU1VDQ0VFREVEEAMSFAoQSk9CX1NUQVRFX0ZBSUxFRBAEEhcKE0pPQl9TVEFURV9DQU5DRUxMRUQQBTK/AgoKSm9iU2VydmljZRI+CglTdWJtaXRKb2ISFy50MS52MS5TdWJtaXRKb2JSZXF1ZXN0GhgudDEudjEuU3VibWl0Sm9iUmVzcG9uc2USNQoGR2V0Sm9iEhQudDEudjEuR2V0Sm9iUmVxdWVzdBoVLnQxLnYxLkdldEpvYlJlc3BvbnNlEj0KCFdhdGNoSm9iEhYudDEudjEuV2F0Y2hKb2JSZXF1ZXN0GhcudDEudjEuV2F0Y2hKb2JSZXNwb25zZTABEj4KCUNhbmNlbEpvYhIXLnQxLnYxLkNhbmNlbEpvYlJlcXVlc3QaGC50MS52MS5DYW5jZWxKb2JSZXNwb25zZRI7CghMaXN0Sm9icxIWLnQxLnYxLkxpc3RKb2JzUmVxdWVzdBoXLnQxLnYxLkxpc3RKb2JzUmVzcG9uc2ViBnByb3RvMw", [file_t1_v1_common, file_t1_v1_learner, file_t1_v1_task]);
+  fileDesc("Cg90MS92MS9qb2IucHJvdG8SBXQxLnYxIuIDCg1MZWFybmVyQ29uZmlnEhAKCGNsaXBfZXBzGAEgASgBEhYKDnZhbHVlX2NsaXBfZXBzGAIgASgBEhQKDGVudHJvcHlfY29lZhgDIAEoARINCgVnYW1tYRgEIAEoARIUCgxhY3Rvcl9sYW1iZGEYBSABKAESFQoNY3JpdGljX2xhbWJkYRgGIAEoARIKCgJschgHIAEoARIRCgljcml0aWNfbHIYCCABKAESGwoTY3JpdGljX3dhcm11cF9zdGVwcxgJIAEoDRIVCg1tYXhfc3RhbGVuZXNzGAogASgNEg8KAnIzGAsgASgISACIAQESEQoEdGl0bxgMIAEoCEgBiAEBEhUKDXRpc190aHJlc2hvbGQYDSABKAESEQoJc2Z0X3N0ZXBzGA4gASgNEhEKCXBwb19zdGVwcxgPIAEoDRIaChJiYXRjaF90cmFqZWN0b3JpZXMYECABKA0SEgoKcHBvX2Vwb2NocxgRIAEoDRITCgttaW5pYmF0Y2hlcxgSIAEoDRIVCg1tYXhfZ3JhZF9ub3JtGBMgASgBEhsKE3B1Ymxpc2hfZXZlcnlfc3RlcHMYFCABKA0SGAoQZXZhbF9ldmVyeV9zdGVwcxgVIAEoDUIFCgNfcjNCBwoFX3RpdG8i1gMKB0pvYlNwZWMSDAoEbmFtZRgBIAEoCRIcCgRraW5kGAIgASgOMg4udDEudjEuSm9iS2luZBIQCgh0YXNrX3NldBgDIAEoCRIQCgh0YXNrX2lkcxgEIAMoCRIfCgVzcGxpdBgFIAEoDjIQLnQxLnYxLlRhc2tTcGxpdBISCgpwb2xpY3lfcmVmGAYgASgJEicKCHNhbXBsaW5nGAcgASgLMhUudDEudjEuU2FtcGxpbmdQYXJhbXMSHQoGbGltaXRzGAggASgLMg0udDEudjEuTGltaXRzEhgKEHNhbXBsZXNfcGVyX3Rhc2sYCSABKA0SJQoHbGVhcm5lchgKIAEoCzIULnQxLnYxLkxlYXJuZXJDb25maWcSHwoXbWF4X2NvbmN1cnJlbnRfZXBpc29kZXMYCyABKA0SKgoGbGFiZWxzGAwgAygLMhoudDEudjEuSm9iU3BlYy5MYWJlbHNFbnRyeRIcChRtYXhfZXBpc29kZV9hdHRlbXB0cxgNIAEoDRIVCg1ldmFsX3Rhc2tfc2V0GA4gASgJEgwKBHNlZWQYDyABKAQaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKwAQoJSm9iQ291bnRzEhYKDmVwaXNvZGVzX3RvdGFsGAEgASgNEhkKEWVwaXNvZGVzX2ZpbmlzaGVkGAIgASgNEhcKD2VwaXNvZGVzX2ZhaWxlZBgDIAEoDRIeChZlcGlzb2Rlc19pbmZyYV9yZXRyaWVkGAQgASgNEhgKEGVwaXNvZGVzX3J1bm5pbmcYBSABKA0SHQoVZXBpc29kZXNfdW52ZXJpZmlhYmxlGAYgASgNIsICCglKb2JTdGF0dXMSDgoGam9iX2lkGAEgASgJEhwKBHNwZWMYAiABKAsyDi50MS52MS5Kb2JTcGVjEh4KBXN0YXRlGAMgASgOMg8udDEudjEuSm9iU3RhdGUSIAoGY291bnRzGAQgASgLMhAudDEudjEuSm9iQ291bnRzEhYKDnBvbGljeV92ZXJzaW9uGAUgASgEEhYKDmxhc3RfZXZlbnRfc2VxGAYgASgEEhcKD2NyZWF0ZWRfdW5peF9tcxgHIAEoAxIXCg91cGRhdGVkX3VuaXhfbXMYCCABKAMSIQoFZXJyb3IYCSABKAsyEi50MS52MS5FcnJvckRldGFpbBIUCgxsZWFybmVyX3N0ZXAYCiABKAQSFQoNcmVzb2x2ZWRfcmF0ZRgLIAEoARITCgtyZXdhcmRfbWVhbhgMIAEoASI0CgtKb2JBZG1pdHRlZBIWCg5lcGlzb2Rlc190b3RhbBgBIAEoDRINCgV0YXNrcxgCIAEoDSK+AQoPRXBpc29kZUZpbmlzaGVkEhIKCmVwaXNvZGVfaWQYASABKAkSDgoGcmV3YXJkGAIgASgBEhAKCHJlc29sdmVkGAMgASgIEg8KB3Rhc2tfaWQYBCABKAkSDwoHYXR0ZW1wdBgFIAEoDRIUCgxpbmZyYV9mYWlsZWQYBiABKAgSDQoFdHVybnMYByABKA0SFAoMdW52ZXJpZmlhYmxlGAggASgIEhgKEG1pc3NpbmdfcGFja2FnZXMYCSADKAkioQIKEUV2YWx1YXRpb25TdW1tYXJ5EhYKDnBvbGljeV92ZXJzaW9uGAEgASgEEhUKDXJlc29sdmVkX3JhdGUYAiABKAESOAoJcGFzc19hdF9rGAMgAygLMiUudDEudjEuRXZhbHVhdGlvblN1bW1hcnkuUGFzc0F0S0VudHJ5EhMKC3Jld2FyZF9tZWFuGAQgASgBEg0KBXRhc2tzGAUgASgNEhAKCGVwaXNvZGVzGAYgASgNEicKCHBlcl90YXNrGAcgAygLMhUudDEudjEuVGFza0V2YWx1YXRpb24SFAoMdW52ZXJpZmlhYmxlGAggASgNGi4KDFBhc3NBdEtFbnRyeRILCgNrZXkYASABKA0SDQoFdmFsdWUYAiABKAE6AjgBIu0BCg5UYXNrRXZhbHVhdGlvbhIMCgR0YXNrGAEgASgJEg8KB3NhbXBsZXMYAiABKA0SEAoIcmVzb2x2ZWQYAyABKA0SNQoJcGFzc19hdF9rGAQgAygLMiIudDEudjEuVGFza0V2YWx1YXRpb24uUGFzc0F0S0VudHJ5EhMKC3Jld2FyZF9tZWFuGAUgASgBEhQKDHVudmVyaWZpYWJsZRgGIAEoDRIYChBtaXNzaW5nX3BhY2thZ2VzGAcgAygJGi4KDFBhc3NBdEtFbnRyeRILCgNrZXkYASABKA0SDQoFdmFsdWUYAiABKAE6AjgBIn0KD0pvYlN0YXRlQ2hhbmdlZBIeCgVzdGF0ZRgBIAEoDjIPLnQxLnYxLkpvYlN0YXRlEiEKBWVycm9yGAIgASgLMhIudDEudjEuRXJyb3JEZXRhaWwSJwoOcHJldmlvdXNfc3RhdGUYAyABKA4yDy50MS52MS5Kb2JTdGF0ZSKuAgoISm9iRXZlbnQSDgoGam9iX2lkGAEgASgJEgsKA3NlcRgCIAEoBBIPCgd1bml4X21zGAMgASgDEiYKCGFkbWl0dGVkGAQgASgLMhIudDEudjEuSm9iQWRtaXR0ZWRIABIyChBlcGlzb2RlX2ZpbmlzaGVkGAUgASgLMhYudDEudjEuRXBpc29kZUZpbmlzaGVkSAASLgoMbGVhcm5lcl9zdGVwGAYgASgLMhYudDEudjEuVHJhaW5TdGVwUmVwb3J0SAASLgoKZXZhbHVhdGlvbhgHIAEoCzIYLnQxLnYxLkV2YWx1YXRpb25TdW1tYXJ5SAASLwoNc3RhdGVfY2hhbmdlZBgIIAEoCzIWLnQxLnYxLkpvYlN0YXRlQ2hhbmdlZEgAQgcKBWV2ZW50IkQKEFN1Ym1pdEpvYlJlcXVlc3QSHAoEc3BlYxgBIAEoCzIOLnQxLnYxLkpvYlNwZWMSEgoKcmVxdWVzdF9pZBgCIAEoCSJFChFTdWJtaXRKb2JSZXNwb25zZRIOCgZqb2JfaWQYASABKAkSIAoGc3RhdHVzGAIgASgLMhAudDEudjEuSm9iU3RhdHVzIh8KDUdldEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjIKDkdldEpvYlJlc3BvbnNlEiAKBnN0YXR1cxgBIAEoCzIQLnQxLnYxLkpvYlN0YXR1cyIzCg9XYXRjaEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhAKCGZyb21fc2VxGAIgASgEIjIKEFdhdGNoSm9iUmVzcG9uc2USHgoFZXZlbnQYASABKAsyDy50MS52MS5Kb2JFdmVudCIyChBDYW5jZWxKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiNQoRQ2FuY2VsSm9iUmVzcG9uc2USIAoGc3RhdHVzGAEgASgLMhAudDEudjEuSm9iU3RhdHVzIlgKD0xpc3RKb2JzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCRIeCgVzdGF0ZRgDIAEoDjIPLnQxLnYxLkpvYlN0YXRlIksKEExpc3RKb2JzUmVzcG9uc2USHgoEam9icxgBIAMoCzIQLnQxLnYxLkpvYlN0YXR1cxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkqYAoHSm9iS2luZBIYChRKT0JfS0lORF9VTlNQRUNJRklFRBAAEhIKDkpPQl9LSU5EX1RSQUlOEAESEQoNSk9CX0tJTkRfRVZBTBACEhQKEEpPQl9LSU5EX1JPTExPVVQQAyqbAQoISm9iU3RhdGUSGQoVSk9CX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRSk9CX1NUQVRFX1BFTkRJTkcQARIVChFKT0JfU1RBVEVfUlVOTklORxACEhcKE0pPQl9TVEFURV9TVUNDRUVERUQQAxIUChBKT0JfU1RBVEVfRkFJTEVEEAQSFwoTSk9CX1NUQVRFX0NBTkNFTExFRBAFMr8CCgpKb2JTZXJ2aWNlEj4KCVN1Ym1pdEpvYhIXLnQxLnYxLlN1Ym1pdEpvYlJlcXVlc3QaGC50MS52MS5TdWJtaXRKb2JSZXNwb25zZRI1CgZHZXRKb2ISFC50MS52MS5HZXRKb2JSZXF1ZXN0GhUudDEudjEuR2V0Sm9iUmVzcG9uc2USPQoIV2F0Y2hKb2ISFi50MS52MS5XYXRjaEpvYlJlcXVlc3QaFy50MS52MS5XYXRjaEpvYlJlc3BvbnNlMAESPgoJQ2FuY2VsSm9iEhcudDEudjEuQ2FuY2VsSm9iUmVxdWVzdBoYLnQxLnYxLkNhbmNlbEpvYlJlc3BvbnNlEjsKCExpc3RKb2JzEhYudDEudjEuTGlzdEpvYnNSZXF1ZXN0GhcudDEudjEuTGlzdEpvYnNSZXNwb25zZWIGcHJvdG8z", [file_t1_v1_common, file_t1_v1_learner, file_t1_v1_task]);
 
 /**
  * Hyperparameters of the learner (JOB_KIND_TRAIN only). A zero field means the learner's default.
@@ -299,7 +299,7 @@ export const JobSpecSchema: GenMessage<JobSpec> = /*@__PURE__*/
   messageDesc(file_t1_v1_job, 1);
 
 /**
- * Episode counts of a job. Invariant: finished + failed <= total.
+ * Episode counts of a job. Invariant: finished + failed + unverifiable <= total.
  *
  * @generated from message t1.v1.JobCounts
  */
@@ -312,7 +312,7 @@ export type JobCounts = Message<"t1.v1.JobCounts"> & {
   episodesTotal: number;
 
   /**
-   * Episodes that ended with a verifier score.
+   * Episodes that ended with a verifier score (unverifiable ones not included).
    *
    * @generated from field: uint32 episodes_finished = 2;
    */
@@ -338,6 +338,15 @@ export type JobCounts = Message<"t1.v1.JobCounts"> & {
    * @generated from field: uint32 episodes_running = 5;
    */
   episodesRunning: number;
+
+  /**
+   * Episodes whose verifier could not score them because the task's tests ask for packages the
+   * sandbox lacks (EpisodeEnd.unverifiable): final, not retried, and left out of the resolved
+   * rate, the mean reward and training.
+   *
+   * @generated from field: uint32 episodes_unverifiable = 6;
+   */
+  episodesUnverifiable: number;
 };
 
 /**
@@ -412,14 +421,15 @@ export type JobStatus = Message<"t1.v1.JobStatus"> & {
   learnerStep: bigint;
 
   /**
-   * Resolved rate over the job's finished episodes so far.
+   * Resolved rate over the job's finished (scored) episodes so far; unverifiable and failed
+   * episodes are left out.
    *
    * @generated from field: double resolved_rate = 11;
    */
   resolvedRate: number;
 
   /**
-   * Mean reward over the job's finished episodes so far.
+   * Mean reward over the job's finished (scored) episodes so far.
    *
    * @generated from field: double reward_mean = 12;
    */
@@ -458,7 +468,7 @@ export const JobAdmittedSchema: GenMessage<JobAdmitted> = /*@__PURE__*/
   messageDesc(file_t1_v1_job, 4);
 
 /**
- * An episode reached its final outcome (scored, or failed after its last attempt).
+ * An episode reached its final outcome (scored, unverifiable, or failed after its last attempt).
  *
  * @generated from message t1.v1.EpisodeFinished
  */
@@ -501,6 +511,22 @@ export type EpisodeFinished = Message<"t1.v1.EpisodeFinished"> & {
    * @generated from field: uint32 turns = 7;
    */
   turns: number;
+
+  /**
+   * The verifier could not score the episode (its tests ask for packages the sandbox lacks, see
+   * EpisodeEnd.unverifiable); reward and resolved are meaningless. Final, not retried, and left
+   * out of every rate and mean.
+   *
+   * @generated from field: bool unverifiable = 8;
+   */
+  unverifiable: boolean;
+
+  /**
+   * The packages the task's tests ask for that the sandbox lacks; set when unverifiable.
+   *
+   * @generated from field: repeated string missing_packages = 9;
+   */
+  missingPackages: string[];
 };
 
 /**
@@ -522,7 +548,8 @@ export type EvaluationSummary = Message<"t1.v1.EvaluationSummary"> & {
   policyVersion: bigint;
 
   /**
-   * Fraction of (task, sample) episodes resolved.
+   * Fraction of the scored (task, sample) episodes resolved; unverifiable and failed episodes
+   * are left out.
    *
    * @generated from field: double resolved_rate = 2;
    */
@@ -542,11 +569,15 @@ export type EvaluationSummary = Message<"t1.v1.EvaluationSummary"> & {
   rewardMean: number;
 
   /**
+   * Tasks with at least one scored episode.
+   *
    * @generated from field: uint32 tasks = 5;
    */
   tasks: number;
 
   /**
+   * Scored episodes (the denominator of resolved_rate and reward_mean).
+   *
    * @generated from field: uint32 episodes = 6;
    */
   episodes: number;
@@ -557,6 +588,14 @@ export type EvaluationSummary = Message<"t1.v1.EvaluationSummary"> & {
    * @generated from field: repeated t1.v1.TaskEvaluation per_task = 7;
    */
   perTask: TaskEvaluation[];
+
+  /**
+   * Episodes the verifier could not score (EpisodeFinished.unverifiable), over all tasks; not in
+   * `episodes`.
+   *
+   * @generated from field: uint32 unverifiable = 8;
+   */
+  unverifiable: number;
 };
 
 /**
@@ -599,9 +638,27 @@ export type TaskEvaluation = Message<"t1.v1.TaskEvaluation"> & {
   passAtK: { [key: number]: number };
 
   /**
+   * Mean reward over the task's scored episodes.
+   *
    * @generated from field: double reward_mean = 5;
    */
   rewardMean: number;
+
+  /**
+   * Episodes of the task the verifier could not score (their tests ask for packages the sandbox
+   * lacks); not in `samples`, pass@k or reward_mean.
+   *
+   * @generated from field: uint32 unverifiable = 6;
+   */
+  unverifiable: number;
+
+  /**
+   * The packages the task's tests ask for that the sandbox lacks, as the unverifiable episodes
+   * reported them (deduplicated, sorted); empty when unverifiable is 0.
+   *
+   * @generated from field: repeated string missing_packages = 7;
+   */
+  missingPackages: string[];
 };
 
 /**

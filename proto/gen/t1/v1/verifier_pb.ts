@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file t1/v1/verifier.proto.
  */
 export const file_t1_v1_verifier: GenFile = /*@__PURE__*/
-  fileDesc("ChR0MS92MS92ZXJpZmllci5wcm90bxIFdDEudjEicwoNVmVyaWZ5UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEgoKZXBpc29kZV9pZBgCIAEoCRISCgpzYW5kYm94X2lkGAMgASgJEhkKBHRhc2sYBCABKAsyCy50MS52MS5UYXNrEg8KB2F0dGVtcHQYBSABKA0iZQoKVGVzdFJlc3VsdBIMCgRuYW1lGAEgASgJEiMKB291dGNvbWUYAiABKA4yEi50MS52MS5UZXN0T3V0Y29tZRITCgtkdXJhdGlvbl9tcxgDIAEoDRIPCgdtZXNzYWdlGAQgASgJItYBCg5WZXJpZmllclJlc3VsdBIgCgV0ZXN0cxgBIAMoCzIRLnQxLnYxLlRlc3RSZXN1bHQSDgoGcGFzc2VkGAIgASgNEg0KBXRvdGFsGAMgASgNEg4KBnJld2FyZBgEIAEoARIQCghyZXNvbHZlZBgFIAEoCBIUCgxpbmZyYV9mYWlsZWQYBiABKAgSIQoFZXJyb3IYByABKAsyEi50MS52MS5FcnJvckRldGFpbBITCgtkdXJhdGlvbl9tcxgIIAEoDRITCgtvdXRwdXRfdGFpbBgJIAEoDCqPAQoLVGVzdE91dGNvbWUSHAoYVEVTVF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASFwoTVEVTVF9PVVRDT01FX1BBU1NFRBABEhcKE1RFU1RfT1VUQ09NRV9GQUlMRUQQAhIWChJURVNUX09VVENPTUVfRVJST1IQAxIYChRURVNUX09VVENPTUVfU0tJUFBFRBAEYgZwcm90bzM", [file_t1_v1_common, file_t1_v1_task]);
+  fileDesc("ChR0MS92MS92ZXJpZmllci5wcm90bxIFdDEudjEicwoNVmVyaWZ5UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEgoKZXBpc29kZV9pZBgCIAEoCRISCgpzYW5kYm94X2lkGAMgASgJEhkKBHRhc2sYBCABKAsyCy50MS52MS5UYXNrEg8KB2F0dGVtcHQYBSABKA0iZQoKVGVzdFJlc3VsdBIMCgRuYW1lGAEgASgJEiMKB291dGNvbWUYAiABKA4yEi50MS52MS5UZXN0T3V0Y29tZRITCgtkdXJhdGlvbl9tcxgDIAEoDRIPCgdtZXNzYWdlGAQgASgJIs0CCg5WZXJpZmllclJlc3VsdBIgCgV0ZXN0cxgBIAMoCzIRLnQxLnYxLlRlc3RSZXN1bHQSDgoGcGFzc2VkGAIgASgNEg0KBXRvdGFsGAMgASgNEg4KBnJld2FyZBgEIAEoARIQCghyZXNvbHZlZBgFIAEoCBIUCgxpbmZyYV9mYWlsZWQYBiABKAgSIQoFZXJyb3IYByABKAsyEi50MS52MS5FcnJvckRldGFpbBITCgtkdXJhdGlvbl9tcxgIIAEoDRITCgtvdXRwdXRfdGFpbBgJIAEoDBIUCgx1bnZlcmlmaWFibGUYCiABKAgSGAoQbWlzc2luZ19wYWNrYWdlcxgLIAMoCRIhCgRwYXRoGAwgASgOMhMudDEudjEuVmVyaWZpZXJQYXRoEhMKC3BhdGhfcmVhc29uGA0gASgJEg0KBW5vdGVzGA4gAygJKo8BCgtUZXN0T3V0Y29tZRIcChhURVNUX09VVENPTUVfVU5TUEVDSUZJRUQQABIXChNURVNUX09VVENPTUVfUEFTU0VEEAESFwoTVEVTVF9PVVRDT01FX0ZBSUxFRBACEhYKElRFU1RfT1VUQ09NRV9FUlJPUhADEhgKFFRFU1RfT1VUQ09NRV9TS0lQUEVEEAQqhQEKDFZlcmlmaWVyUGF0aBIdChlWRVJJRklFUl9QQVRIX1VOU1BFQ0lGSUVEEAASGAoUVkVSSUZJRVJfUEFUSF9QWVRFU1QQARIYChRWRVJJRklFUl9QQVRIX1NDUklQVBACEiIKHlZFUklGSUVSX1BBVEhfUkVXUklUVEVOX1NDUklQVBADYgZwcm90bzM", [file_t1_v1_common, file_t1_v1_task]);
 
 /**
  * Asks a verifier (request/reply on `<prefix>.verify`, queue group "verifier") to copy a task's
@@ -107,7 +107,9 @@ export const TestResultSchema: GenMessage<TestResult> = /*@__PURE__*/
  * Invariants: passed == count of tests with TEST_OUTCOME_PASSED; total == len(tests) when tests
  * were parsed; reward == passed (the dense reward is the absolute number of passing tests);
  * resolved == (total > 0 && passed == total). When infra_failed is true the reward is not a
- * score of the agent: the episode is retried or excluded, never counted as zero.
+ * score of the agent: the episode is retried or excluded, never counted as zero. When
+ * unverifiable is true no score exists either (the tests cannot run in the sandbox): the episode
+ * is excluded from training and statistics, and not retried (a rerun would find the same).
  *
  * @generated from message t1.v1.VerifierResult
  */
@@ -173,6 +175,46 @@ export type VerifierResult = Message<"t1.v1.VerifierResult"> & {
    * @generated from field: bytes output_tail = 9;
    */
   outputTail: Uint8Array;
+
+  /**
+   * The task's tests ask for packages the sandbox does not have (e.g. `uvx -w numpy pytest`,
+   * `pip install requests` in a sandbox without network), so the agent's work cannot be scored:
+   * reward 0, passed 0, resolved false, tests empty, and infra_failed false. Deterministic for
+   * the task and its image, so never retried; excluded from training and statistics.
+   *
+   * @generated from field: bool unverifiable = 10;
+   */
+  unverifiable: boolean;
+
+  /**
+   * The packages the tests ask for that the sandbox lacks, as the test script names them; set
+   * when unverifiable.
+   *
+   * @generated from field: repeated string missing_packages = 11;
+   */
+  missingPackages: string[];
+
+  /**
+   * Which command ran (VERIFIER_PATH_UNSPECIFIED for a failed verification that ran nothing).
+   *
+   * @generated from field: t1.v1.VerifierPath path = 12;
+   */
+  path: VerifierPath;
+
+  /**
+   * Why that path was taken, one English sentence, for diagnosis; not meant to be parsed.
+   *
+   * @generated from field: string path_reason = 13;
+   */
+  pathReason: string;
+
+  /**
+   * Why the result looks the way it does (fallbacks taken, files ignored, timeouts, missing
+   * packages), one English sentence each, for diagnosis; not meant to be parsed.
+   *
+   * @generated from field: repeated string notes = 14;
+   */
+  notes: string[];
 };
 
 /**
@@ -223,4 +265,44 @@ export enum TestOutcome {
  */
 export const TestOutcomeSchema: GenEnum<TestOutcome> = /*@__PURE__*/
   enumDesc(file_t1_v1_verifier, 0);
+
+/**
+ * Which command a verifier ran to score an episode.
+ *
+ * @generated from enum t1.v1.VerifierPath
+ */
+export enum VerifierPath {
+  /**
+   * @generated from enum value: VERIFIER_PATH_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * t1's own pytest run on the task's test files (tasks without a test script).
+   *
+   * @generated from enum value: VERIFIER_PATH_PYTEST = 1;
+   */
+  PYTEST = 1,
+
+  /**
+   * The task's test script, run as written.
+   *
+   * @generated from enum value: VERIFIER_PATH_SCRIPT = 2;
+   */
+  SCRIPT = 2,
+
+  /**
+   * The task's test script with its network bootstrap of the test runner removed and its pytest
+   * call run by the sandbox's own pytest with the same arguments (a sandbox without network).
+   *
+   * @generated from enum value: VERIFIER_PATH_REWRITTEN_SCRIPT = 3;
+   */
+  REWRITTEN_SCRIPT = 3,
+}
+
+/**
+ * Describes the enum t1.v1.VerifierPath.
+ */
+export const VerifierPathSchema: GenEnum<VerifierPath> = /*@__PURE__*/
+  enumDesc(file_t1_v1_verifier, 1);
 

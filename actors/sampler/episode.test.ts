@@ -1,0 +1,160 @@
+import { create } from "@bufbuild/protobuf"
+import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
+import { CHAT_SPECIAL_TOKENS, ChatTemplate, trainTokenizer } from "../../model/index.ts"
+import {
+  type EpisodeEnd,
+  EpisodePurpose,
+  EpisodeWorkItemSchema,
+  ErrorCode,
+  ExecResultSchema,
+  TerminationReason,
+  TestOutcome,
+  type VerifierResult,
+  VerifierResultSchema,
+} from "../../proto/index.ts"
+import { shellBlock } from "./actions/index.ts"
+import { endLine } from "./actor.ts"
+import { type EpisodePorts, runEpisode } from "./episode.ts"
+import { scriptedPolicy } from "./policy/scripted.ts"
+
+const tokenizer = trainTokenizer(["```bash\nls -la\n```\n<|done|> the tests need numpy"], {
+  vocabSize: 300,
+  specialTokens: [...CHAT_SPECIAL_TOKENS, "<|done|>"],
+})
+
+const item = create(EpisodeWorkItemSchema, {
+  jobId: "job-u",
+  episodeId: "ep-1",
+  attempt: 0,
+  taskRef: { taskSet: "set", taskId: "needs-numpy" },
+  task: { id: "needs-numpy", taskSet: "set", instruction: "Make the tests pass." },
+  sampling: { temperature: 1, topP: 1, maxTokens: 64, seed: 1n },
+  limits: { maxTurns: 4, wallClockSec: 60, commandTimeoutMs: 1000, observationMaxBytes: 1024 },
+  purpose: EpisodePurpose.TRAIN,
+  groupId: "g",
+  groupSize: 1,
+  admittedUnixMs: BigInt(Date.now()),
+})
+
+/** Ports without a bus: a sandbox that answers every command, and the given verifier reply. */
+const ports = (verdict: VerifierResult, published: EpisodeEnd[]): EpisodePorts => ({
+  createSandbox: () => Effect.succeed("sb-1"),
+  exec: () => Effect.succeed(create(ExecResultSchema, { output: new Uint8Array(), exitCode: 0 })),
+  putFiles: () => Effect.void,
+  destroySandbox: () => Effect.void,
+  verify: () => Effect.succeed(verdict),
+  policy: scriptedPolicy(tokenizer, () => ["```bash\nls -la\n```", "<|done|>"]),
+  template: new ChatTemplate(tokenizer),
+  format: shellBlock,
+  publish: () => Effect.succeed(1),
+  publishEnd: (end) => Effect.sync(() => void published.push(end)),
+})
+
+const run = async (verdict: VerifierResult) => {
+  const published: EpisodeEnd[] = []
+  const end = await Effect.runPromise(runEpisode(ports(verdict, published), item, 0))
+  expect(published).toEqual([end])
+  return end
+}
+
+describe("runEpisode: the verifier's outcome in the end record", () => {
+  it("a scored result is the episode's reward and tests", async () => {
+    const end = await run(
+      create(VerifierResultSchema, {
+        tests: [{ name: "test_a", outcome: TestOutcome.PASSED }],
+        passed: 1,
+        total: 1,
+        reward: 1,
+        resolved: true,
+      }),
+    )
+    expect(end.termination).toBe(TerminationReason.COMPLETED)
+    expect({
+      reward: end.reward,
+      resolved: end.resolved,
+      tests: end.tests.length,
+      unverifiable: end.unverifiable,
+      infraFailed: end.infraFailed,
+      error: end.error,
+    }).toEqual({
+      reward: 1,
+      resolved: true,
+      tests: 1,
+      unverifiable: false,
+      infraFailed: false,
+      error: undefined,
+    })
+  })
+
+  it("an unverifiable result ends the episode unverifiable: no score, not infra, not retryable", async () => {
+    const end = await run(
+      create(VerifierResultSchema, {
+        unverifiable: true,
+        missingPackages: ["numpy"],
+        // Whatever else the reply carries is not a score.
+        tests: [{ name: "test_a", outcome: TestOutcome.ERROR }],
+        passed: 0,
+        total: 1,
+        reward: 0,
+        error: {
+          code: ErrorCode.FAILED_PRECONDITION,
+          message: "the tests need packages the sandbox lacks: numpy",
+        },
+      }),
+    )
+    // The agent's own termination is kept: the verification, not the agent, had no outcome.
+    expect(end.termination).toBe(TerminationReason.COMPLETED)
+    expect({
+      unverifiable: end.unverifiable,
+      missing: end.missingPackages,
+      infraFailed: end.infraFailed,
+      reward: end.reward,
+      resolved: end.resolved,
+      tests: end.tests,
+      passed: end.testsPassed,
+      total: end.testsTotal,
+      code: end.error?.code,
+      retryable: end.error?.retryable,
+      message: end.error?.message,
+    }).toEqual({
+      unverifiable: true,
+      missing: ["numpy"],
+      infraFailed: false,
+      reward: 0,
+      resolved: false,
+      tests: [],
+      passed: 0,
+      total: 0,
+      code: ErrorCode.FAILED_PRECONDITION,
+      retryable: false,
+      message: "unverifiable: the tests need packages the sandbox lacks: numpy",
+    })
+    expect(endLine(end, 0)).toBe(
+      "sampler: episode ep-1 (attempt 0) completed after 2 turns, not scored: unverifiable: the tests need packages the sandbox lacks: numpy",
+    )
+  })
+
+  it("names the missing packages itself when the verifier sent no message", async () => {
+    const end = await run(
+      create(VerifierResultSchema, { unverifiable: true, missingPackages: ["numpy", "requests"] }),
+    )
+    expect(end.error?.message).toBe(
+      "unverifiable: the tests need packages the sandbox lacks: numpy, requests",
+    )
+  })
+
+  it("an infra-failed verification stays an infra failure (retried), never unverifiable", async () => {
+    const end = await run(
+      create(VerifierResultSchema, {
+        infraFailed: true,
+        error: { code: ErrorCode.UNAVAILABLE, message: "sandbox gone", retryable: true },
+      }),
+    )
+    expect(end.termination).toBe(TerminationReason.INFRA_FAILURE)
+    expect([end.infraFailed, end.unverifiable, end.error?.retryable]).toEqual([true, false, true])
+    expect(endLine(end, 3)).toBe(
+      "sampler: episode ep-1 (attempt 3) infra_failure after 2 turns, reward 0: verify: sandbox gone",
+    )
+  })
+})
