@@ -31,6 +31,7 @@ import {
   type BufferNames,
   batchBudget,
   bufferNames,
+  exclusionOf,
   sha256Hex,
 } from "./wire.ts"
 
@@ -142,8 +143,9 @@ const makeServing = (
         m.dropped.inc({ job, reason: "malformed" })
         return Effect.ignore(item.term("malformed"))
       }
-      // Stored for the record; never trained on (counted when stored).
-      if (end.infraFailed) return Effect.ignore(item.ack)
+      // Stored for the record; never trained on (counted when stored): infra-failed, or
+      // unverifiable (no score exists).
+      if (exclusionOf(end) !== undefined) return Effect.ignore(item.ack)
       pool.add({
         seq: item.streamSeq,
         work: item,

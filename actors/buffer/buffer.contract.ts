@@ -43,6 +43,8 @@ export interface EpisodeSpec {
   readonly sampleIndex?: number
   readonly admitted?: bigint
   readonly infra?: boolean
+  /** The verifier could not score it (its tests need packages the sandbox lacks). */
+  readonly unverifiable?: boolean
   /** Record routing rows (2 layers, top-2 of 4 experts). Default true. */
   readonly routing?: boolean
 }
@@ -96,6 +98,8 @@ export const episodeRecords = (jobId: string, spec: EpisodeSpec) => {
         totalTokens: n,
         reward: spec.reward ?? 1,
         infraFailed: spec.infra ?? false,
+        unverifiable: spec.unverifiable ?? false,
+        missingPackages: spec.unverifiable === true ? ["numpy"] : [],
         groupId: spec.groupId ?? "",
         sampleIndex: spec.sampleIndex ?? 0,
         admittedPolicyVersion: spec.admitted ?? 0n,
@@ -313,6 +317,47 @@ export const bufferContract = (name: string, layer: () => Layer.Layer<Bus, BusEr
           expect(yield* h.metric("t1_buffer_reward")).toBe(1)
           const b2 = yield* h.take({ maxTrajectories: 5, waitMs: 300, ackBatchId: b1.batchId })
           expect(b2.trajectories).toEqual([])
+        }),
+      )
+    })
+
+    it("stores unverifiable episodes but never serves them, acks them, and lets no claim stand in the way", async () => {
+      await run((h) =>
+        Effect.gen(function* () {
+          const first = yield* h.start()
+          yield* h.publish([
+            ...episodeRecords(h.jobId, {
+              episodeId: "u1",
+              attempt: 1,
+              unverifiable: true,
+              reward: 0,
+            }).all,
+            ...episodeRecords(h.jobId, {
+              episodeId: "u2",
+              attempt: 1,
+              unverifiable: true,
+              reward: 0,
+            }).all,
+            // A scored attempt of u1 (a redelivered run) still wins: unverifiable never claims.
+            ...episodeRecords(h.jobId, { episodeId: "u1", attempt: 2, reward: 2 }).all,
+          ])
+          const b1 = yield* h.take({ maxTrajectories: 1, waitMs: 10_000 })
+          expect(b1.trajectories.map((t) => [t.episodeId, t.attempt])).toEqual([["u1", 2]])
+          expect(yield* h.metricReaches("t1_buffer_unverifiable_total", {}, 2)).toBe(2)
+          expect(yield* h.metricReaches("t1_buffer_trajectories_in_total", {}, 3)).toBe(3)
+          expect(yield* h.metric("t1_buffer_infra_failed_total")).toBe(0)
+          // Reward statistics leave unverifiable episodes out.
+          expect(yield* h.metric("t1_buffer_reward")).toBe(1)
+          const b2 = yield* h.take({ maxTrajectories: 5, waitMs: 300, ackBatchId: b1.batchId })
+          expect(b2.trajectories).toEqual([])
+          // Every record was acked: a new buffer after the ack wait sees nothing to store again.
+          yield* Scope.close(first, Exit.void)
+          yield* h.start()
+          yield* Effect.sleep("1500 millis")
+          const b3 = yield* h.take({ maxTrajectories: 5, waitMs: 300 })
+          expect(b3.trajectories).toEqual([])
+          expect(yield* h.metric("t1_buffer_unverifiable_total")).toBe(2)
+          expect(yield* h.metric("t1_buffer_trajectories_in_total")).toBe(3)
         }),
       )
     })

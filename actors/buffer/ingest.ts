@@ -17,7 +17,7 @@ import {
 } from "../../services/bus/index.ts"
 import { TrajectoryAssembler, TrajectoryCorrupt } from "./assemble.ts"
 import type { BufferMetrics, DropReason } from "./metrics.ts"
-import { type BufferNames, fitsInline, sha256Hex } from "./wire.ts"
+import { type BufferNames, type Exclusion, exclusionOf, fitsInline, sha256Hex } from "./wire.ts"
 
 /** A Map that forgets its oldest entries beyond `limit` (memory of settled attempts). */
 export class BoundedMap<K, V> {
@@ -90,7 +90,8 @@ export interface IngestOptions {
 /**
  * The ingest side of the buffer: records of the job's trajectory stream go into one
  * TrajectoryAssembler per episode attempt. A complete attempt is claimed (KV, first complete
- * attempt of an episode wins; infra-failed attempts never claim, so a retry can still win), then
+ * attempt of an episode wins; excluded attempts, infra-failed or unverifiable, never claim, so a
+ * retry can still win), then
  * stored on the READY stream (inline, or as a pointer to the object store when too large), and
  * only then are its records acked. A crash in between redelivers the records, which re-assemble
  * and re-store idempotently (same claim, same Nats-Msg-Id, the claim's `stored` mark).
@@ -163,10 +164,16 @@ export const makeIngest = (options: IngestOptions) => {
     })
 
   /** Publishes the trajectory on READY (or to the object store plus a pointer). */
-  const publish = (t: Trajectory, infra: boolean): Effect.Effect<boolean, BusError> =>
+  const publish = (
+    t: Trajectory,
+    excluded: Exclusion | undefined,
+  ): Effect.Effect<boolean, BusError> =>
     Effect.gen(function* () {
       const episodeId = t.episodeId
-      const msgId = infra ? names.infraMsgId(episodeId, t.attempt) : names.readyMsgId(episodeId)
+      const msgId =
+        excluded === undefined
+          ? names.readyMsgId(episodeId)
+          : names.excludedMsgId(episodeId, t.attempt, excluded)
       const encoded = toBinary(TrajectorySchema, t)
       const endBytes = t.end ? toBinary(EpisodeEndSchema, t.end).length : 0
       // The READY message: the end record, the trajectory, two field headers.
@@ -178,7 +185,10 @@ export const makeIngest = (options: IngestOptions) => {
         yield* bus.jsPublish(names.ready, toBinary(ReadyTrajectorySchema, ready), { msgId })
         return true
       }
-      const name = infra ? names.infraObjectName(episodeId, t.attempt) : names.objectName(episodeId)
+      const name =
+        excluded === undefined
+          ? names.objectName(episodeId)
+          : names.excludedObjectName(episodeId, t.attempt, excluded)
       const store = yield* bus.objectStore(names.objectBucket)
       yield* store.put(name, encoded)
       const pointer = create(ReadyTrajectorySchema, {
@@ -199,21 +209,22 @@ export const makeIngest = (options: IngestOptions) => {
 
   const store = (t: Trajectory): Effect.Effect<StoreOutcome, BusError> =>
     Effect.gen(function* () {
-      const infra = t.end?.infraFailed ?? false
-      if (infra) {
-        // Stored for the record, never claimed: the coordinator retries infra failures.
+      const excluded = exclusionOf(t.end)
+      if (excluded !== undefined) {
+        // Stored for the record, never claimed: the coordinator retries infra failures, and an
+        // unverifiable attempt has no score to train on.
         const existing = yield* claims.get(names.claimKey(t.episodeId))
         const c = Option.isSome(existing) ? decodeClaim(existing.value.value) : undefined
         if (c !== undefined && c.attempt !== t.attempt)
           return { _tag: "Superseded", winner: c.attempt } as const
-        yield* publish(t, true)
+        yield* publish(t, excluded)
         return { _tag: "Stored", fresh: true } as const
       }
       const claimed = yield* claim(t.episodeId, t.attempt)
       if (!claimed.won) return { _tag: "Superseded", winner: claimed.winner } as const
       // A redelivery after a crash between publishing and acking: stored already.
       if (claimed.stored) return { _tag: "Stored", fresh: false } as const
-      yield* publish(t, false)
+      yield* publish(t, undefined)
       yield* claims.put(
         names.claimKey(t.episodeId),
         encodeClaim({ attempt: t.attempt, stored: true }),
@@ -261,15 +272,16 @@ export const makeIngest = (options: IngestOptions) => {
         return
       }
       settled.set(a.key, "stored")
-      const end = t.end
+      const excluded = exclusionOf(t.end)
       if (o.fresh) {
         m.trajectoriesIn.inc({ job })
-        if (end?.infraFailed) m.infraFailed.inc({ job })
-        else m.reward.observe({ job }, end?.reward ?? 0)
+        if (excluded === "infra") m.infraFailed.inc({ job })
+        else if (excluded === "unverifiable") m.unverifiable.inc({ job })
+        else m.reward.observe({ job }, t.end?.reward ?? 0)
       }
-      if (!end?.infraFailed) winners.set(t.episodeId, t.attempt)
+      if (excluded === undefined) winners.set(t.episodeId, t.attempt)
       yield* settleAll(a, "ack")
-      if (!end?.infraFailed) yield* dropLosers(t.episodeId, t.attempt)
+      if (excluded === undefined) yield* dropLosers(t.episodeId, t.attempt)
     }).pipe(
       // Interrupted (shutdown, a restarted consumer): its records are redelivered and re-stored.
       Effect.onInterrupt(() => Effect.sync(() => forget(a))),

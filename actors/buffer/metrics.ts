@@ -13,7 +13,7 @@ export type DropReason =
 export const bufferMetrics = (m: MetricsShape) => ({
   trajectoriesIn: m.counter({
     name: "t1_buffer_trajectories_in_total",
-    help: "Trajectories assembled and stored durably (infra-failed ones included)",
+    help: "Trajectories assembled and stored durably (infra-failed and unverifiable ones included)",
     labelNames: ["job"],
   }),
   trajectoriesOut: m.counter({
@@ -31,6 +31,11 @@ export const bufferMetrics = (m: MetricsShape) => ({
     help: "Infra-failed episodes stored but excluded from batches and reward statistics",
     labelNames: ["job"],
   }),
+  unverifiable: m.counter({
+    name: "t1_buffer_unverifiable_total",
+    help: "Unverifiable episodes (their tests need packages the sandbox lacks) stored but excluded from batches and reward statistics",
+    labelNames: ["job"],
+  }),
   batches: m.counter({
     name: "t1_buffer_batches_total",
     help: "Batches by event: served, confirmed (acked by the learner), expired (re-served later)",
@@ -44,7 +49,7 @@ export const bufferMetrics = (m: MetricsShape) => ({
   }),
   reward: m.histogram({
     name: "t1_buffer_reward",
-    help: "Reward of stored trajectories (infra-failed excluded)",
+    help: "Reward of stored trajectories (infra-failed and unverifiable excluded)",
     labelNames: ["job"],
     buckets: [0, 1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50],
   }),

@@ -11,7 +11,7 @@ import type { Subjects } from "../../services/bus/index.ts"
  * - the KV bucket `<prefix>-buffer`: the claim of each episode (`<job>.<episode>`), so exactly one
  *   attempt per episode is trained on;
  * - the object store bucket `<prefix>-trajectories`: trajectories too large for one message,
- *   under `<job>/<episode>`;
+ *   under `<job>/<episode>` (excluded attempts under `<job>/<episode>.<infra|unverifiable>-<attempt>`);
  * - `<prefix>.buffer.<job>.take` (queue group `buffer`): TakeBatchRequest → Batch.
  */
 export const bufferNames = (subjects: Subjects, jobId: string) => {
@@ -32,14 +32,30 @@ export const bufferNames = (subjects: Subjects, jobId: string) => {
     /** The trainable trajectory of an episode (exactly one). */
     readyMsgId: (episodeId: string) => `${jobId}:${episodeId}`,
     objectName: (episodeId: string) => `${jobId}/${episodeId}`,
-    /** Infra-failed attempts are stored apart: a later attempt of the episode may still train. */
-    infraMsgId: (episodeId: string, attempt: number) => `${jobId}:${episodeId}:infra:${attempt}`,
-    infraObjectName: (episodeId: string, attempt: number) =>
-      `${jobId}/${episodeId}.infra-${attempt}`,
+    /**
+     * Excluded attempts (infra-failed or unverifiable) are stored apart, one each: they never
+     * train, and a later attempt of the episode may still.
+     */
+    excludedMsgId: (episodeId: string, attempt: number, why: Exclusion) =>
+      `${jobId}:${episodeId}:${why}:${attempt}`,
+    excludedObjectName: (episodeId: string, attempt: number, why: Exclusion) =>
+      `${jobId}/${episodeId}.${why}-${attempt}`,
   }
 }
 
 export type BufferNames = ReturnType<typeof bufferNames>
+
+/**
+ * Why an episode attempt is stored but never trained on: the harness failed (infra), or its
+ * tests need packages the sandbox lacks so no score exists (unverifiable).
+ */
+export type Exclusion = "infra" | "unverifiable"
+
+/** Whether (and why) an attempt with this end record is excluded from training. */
+export const exclusionOf = (
+  end: { readonly infraFailed: boolean; readonly unverifiable: boolean } | undefined,
+): Exclusion | undefined =>
+  end?.infraFailed === true ? "infra" : end?.unverifiable === true ? "unverifiable" : undefined
 
 /** Room left in a READY message for its headers (Nats-Msg-Id). */
 export const READY_RESERVE_BYTES = 8 * 1024
