@@ -76,6 +76,8 @@ interface Verdict {
   readonly reward?: number
   readonly resolved?: boolean
   readonly infra?: boolean
+  /** The verifier could not score it: its tests need these packages, which the sandbox lacks. */
+  readonly missing?: ReadonlyArray<string>
 }
 
 const FAST: Omit<CoordinatorOptions, "subjects"> = {
@@ -205,6 +207,8 @@ const fakeSampler = (
                 reward: v.reward ?? 0,
                 resolved: v.resolved ?? false,
                 infraFailed: v.infra ?? false,
+                unverifiable: v.missing !== undefined,
+                missingPackages: [...(v.missing ?? [])],
                 ...(item.taskRef ? { task: item.taskRef } : {}),
                 groupId: item.groupId,
                 sampleIndex: item.sampleIndex,
@@ -381,6 +385,90 @@ export const coordinatorContract = (
                 counter(m, "t1_coordinator_episodes_finished_total", { result }),
               ),
             ).toBe(n)
+        }),
+      ))
+
+    it("finishes unverifiable episodes without retrying them and leaves them out of every rate", () =>
+      world((w) =>
+        Effect.gen(function* () {
+          // Task 0's tests need numpy on both samples; task 1's sample 0 fails for infra reasons
+          // once; the others resolve on sample 0 only.
+          const sampler = yield* fakeSampler(w, (item) =>
+            Effect.sync((): Verdict[] => {
+              const t = taskPos(item)
+              if (t === 0) return [{ missing: ["numpy"] }]
+              if (t === 1 && item.sampleIndex === 0 && item.attempt === 0) return [{ infra: true }]
+              const resolved = item.sampleIndex === 0
+              return [{ resolved, reward: resolved ? 2 : 1 }]
+            }),
+          )
+          yield* coordinator(w)
+          const jobId = yield* submit(w, {
+            name: "eval-unverifiable",
+            kind: JobKind.EVAL,
+            taskSet: EVAL_DIR,
+            samplesPerTask: 2,
+            maxConcurrentEpisodes: 4,
+            policyRef: "tinymoe:init",
+          })
+          const status = yield* awaitFinal(w, jobId)
+          expect(status.state).toBe(JobState.SUCCEEDED)
+          const scored = 2 * EVAL_TASKS.length - 2
+          expect(status.counts).toMatchObject({
+            episodesTotal: 2 * EVAL_TASKS.length,
+            episodesFinished: scored,
+            episodesUnverifiable: 2,
+            episodesFailed: 0,
+            episodesInfraRetried: 1,
+          })
+          expect(status.resolvedRate).toBeCloseTo(0.5, 12)
+          expect(status.rewardMean).toBeCloseTo(1.5, 12)
+          // Unverifiable episodes ran once: only the infra failure was re-issued.
+          expect(sampler.received).toHaveLength(2 * EVAL_TASKS.length + 1)
+          expect(sampler.received.filter((i) => taskPos(i) === 0).map((i) => i.attempt)).toEqual([
+            0, 0,
+          ])
+
+          const events = yield* readEvents(w, jobId)
+          expectContiguous(events, status)
+          const unverifiable = events.flatMap((e) =>
+            e.event.case === "episodeFinished" && e.event.value.unverifiable ? [e.event.value] : [],
+          )
+          expect(unverifiable.map((f) => [f.taskId, f.missingPackages, f.infraFailed])).toEqual([
+            [EVAL_TASKS[0], ["numpy"], false],
+            [EVAL_TASKS[0], ["numpy"], false],
+          ])
+          const evaluation = events.at(-2)?.event
+          if (evaluation?.case !== "evaluation") throw new Error("no evaluation event")
+          const v = evaluation.value
+          expect({ episodes: v.episodes, tasks: v.tasks, unverifiable: v.unverifiable }).toEqual({
+            episodes: scored,
+            tasks: EVAL_TASKS.length - 1,
+            unverifiable: 2,
+          })
+          expect(v.resolvedRate).toBeCloseTo(0.5, 12)
+          expect(v.passAtK[1]).toBeCloseTo(0.5, 12)
+          expect(v.passAtK[2]).toBeCloseTo(1, 12)
+          expect(v.perTask[0]).toMatchObject({
+            samples: 0,
+            unverifiable: 2,
+            missingPackages: ["numpy"],
+          })
+          expect(v.perTask.slice(1).every((t) => t.unverifiable === 0 && t.samples === 2)).toBe(
+            true,
+          )
+          expect(
+            yield* Effect.promise(() =>
+              counter(w.metrics, "t1_coordinator_episodes_finished_total", {
+                result: "unverifiable",
+              }),
+            ),
+          ).toBe(2)
+          expect(
+            yield* Effect.promise(() =>
+              counter(w.metrics, "t1_coordinator_episodes_retried_total"),
+            ),
+          ).toBe(1)
         }),
       ))
 

@@ -298,7 +298,7 @@ const runJob = (
         defaults,
       )
       yield* Effect.logInfo(
-        `coordinator: job ${jobId} resumed: ${ledger.nextIndex} admitted, ${ledger.open.size} open, ${ledger.finished} finished, ${ledger.failed} failed`,
+        `coordinator: job ${jobId} resumed: ${ledger.nextIndex} admitted, ${ledger.open.size} open, ${ledger.finished} finished, ${ledger.failed} failed, ${ledger.unverifiable} unverifiable`,
       )
     }
 
@@ -570,7 +570,7 @@ const runJob = (
       yield* record(fx)
       if (isFinalPhase(ledger.phase) && isTerminal(view.status.state)) {
         yield* Effect.logInfo(
-          `coordinator: job ${jobId} ${ledger.phase}: ${ledger.finished} finished, ${ledger.failed} failed, ${ledger.retried} retried`,
+          `coordinator: job ${jobId} ${ledger.phase}: ${ledger.finished} finished, ${ledger.failed} failed, ${ledger.unverifiable} unverifiable, ${ledger.retried} retried`,
         )
         yield* lease.remove
         return

@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest"
 import {
   type EpisodeEnd,
   EpisodeEndSchema,
+  ErrorCode,
   JobKind,
   JobSpecSchema,
   JobState,
@@ -38,7 +39,10 @@ const ctx = (over: Partial<StepContext> = {}): StepContext => ({
 })
 
 type EndFields = Partial<
-  Pick<EpisodeEnd, "jobId" | "attempt" | "reward" | "resolved" | "infraFailed">
+  Pick<
+    EpisodeEnd,
+    "jobId" | "attempt" | "reward" | "resolved" | "infraFailed" | "unverifiable" | "missingPackages"
+  >
 >
 
 const end = (index: number, over: EndFields = {}): EpisodeEnd =>
@@ -90,7 +94,7 @@ describe("JobLedger", () => {
     expect(l.finished).toBe(1)
     expect(l.resolved).toBe(1)
     expect(l.rewardSum).toBe(8)
-    expect(fx.finished).toEqual({ resolved: 1, unresolved: 0, failed: 0 })
+    expect(fx.finished).toEqual({ resolved: 1, unresolved: 0, failed: 0, unverifiable: 0 })
   })
 
   it("re-issues an infra-failed attempt as attempt + 1 and counts the episode failed after the last", () => {
@@ -172,6 +176,128 @@ describe("JobLedger", () => {
     expect(status.resolvedRate).toBeCloseTo(0.75, 12)
   })
 
+  it("an unverifiable end is final, never retried, and left out of every rate, mean and pass@k", () => {
+    const plan = planFor({ kind: JobKind.EVAL, samplesPerTask: 2, maxConcurrentEpisodes: 8 }, 2)
+    const l = ledgerFor(plan)
+    l.settle(plan, ctx(), newEffects())
+    const fx = newEffects()
+    const taskOf = (i: number) => slotOf(plan, 7n, i).taskIndex
+    // Both samples of one task are unverifiable (one of them on a later attempt); the other
+    // task's two samples score: one resolved.
+    const needsNumpy = taskOf(0)
+    const [u1, u2] = [0, 1, 2, 3].filter((i) => taskOf(i) === needsNumpy)
+    const [s1, s2] = [0, 1, 2, 3].filter((i) => taskOf(i) !== needsNumpy)
+    if ([u1, u2, s1, s2].some((i) => i === undefined)) throw new Error("two samples per task")
+    const missing = { unverifiable: true, reward: 0, missingPackages: ["numpy"] }
+    expect(l.recordEnd(plan, end(u1 as number, missing), 1100, fx)).toBe(true)
+    l.recordEnd(plan, end(u2 as number, { infraFailed: true }), 1100, fx)
+    const retry = l.open.get(u2 as number)?.attempt ?? 0
+    l.recordEnd(
+      plan,
+      end(u2 as number, {
+        ...missing,
+        attempt: retry * RUNS_PER_ATTEMPT,
+        missingPackages: ["requests", "numpy"],
+      }),
+      1150,
+      fx,
+    )
+    // A redelivered unverifiable end of a final episode changes nothing.
+    expect(l.recordEnd(plan, end(u1 as number, missing), 1160, fx)).toBe(false)
+    l.recordEnd(plan, end(s1 as number, { reward: 4, resolved: true }), 1200, fx)
+    l.recordEnd(plan, end(s2 as number, { reward: 2 }), 1200, fx)
+    expect(fx.issue.map((o) => o.index)).toEqual([u2])
+    expect(fx.finished).toEqual({ resolved: 1, unresolved: 1, failed: 0, unverifiable: 2 })
+    expect({ finished: l.finished, unverifiable: l.unverifiable, failed: l.failed }).toEqual({
+      finished: 2,
+      unverifiable: 2,
+      failed: 0,
+    })
+    const finished = l.outbox.events.flatMap((e) =>
+      e.event.case === "episodeFinished" && e.event.value.unverifiable ? [e.event.value] : [],
+    )
+    expect(finished.map((f) => [f.episodeId, f.attempt, f.missingPackages, f.reward])).toEqual([
+      [episodeId(JOB, u1 as number), 0, ["numpy"], 0],
+      [episodeId(JOB, u2 as number), retry, ["requests", "numpy"], 0],
+    ])
+    expect(finished.every((f) => !f.infraFailed && !f.resolved)).toBe(true)
+
+    l.settle(plan, ctx({ now: 1300 }), fx)
+    expect(l.phase).toBe("succeeded")
+    const evaluation = l.outbox.events.at(-2)?.event
+    if (evaluation?.case !== "evaluation") throw new Error("no evaluation")
+    const v = evaluation.value
+    expect({
+      rate: v.resolvedRate,
+      reward: v.rewardMean,
+      episodes: v.episodes,
+      tasks: v.tasks,
+    }).toEqual({
+      rate: 0.5,
+      reward: 3,
+      episodes: 2,
+      tasks: 1,
+    })
+    expect(v.unverifiable).toBe(2)
+    expect(v.passAtK[1]).toBeCloseTo(0.5, 12)
+    const perTask = v.perTask[needsNumpy]
+    expect(perTask).toMatchObject({
+      samples: 0,
+      unverifiable: 2,
+      missingPackages: ["numpy", "requests"],
+    })
+    expect(v.perTask[1 - needsNumpy]).toMatchObject({ samples: 2, resolved: 1, unverifiable: 0 })
+    const status = l.statusOver(create(JobStatusSchema, { jobId: JOB }), plan, {
+      lastEventSeq: 9n,
+      policyVersion: undefined,
+      learnerStep: undefined,
+      now: 1400,
+    })
+    expect(status.counts).toMatchObject({
+      episodesTotal: 4,
+      episodesFinished: 2,
+      episodesUnverifiable: 2,
+      episodesFailed: 0,
+      episodesInfraRetried: 1,
+    })
+    expect(status.resolvedRate).toBeCloseTo(0.5, 12)
+    expect(status.rewardMean).toBeCloseTo(3, 12)
+  })
+
+  it("fails an eval job none of whose episodes could be scored, naming the missing packages", () => {
+    for (const infraToo of [false, true]) {
+      const plan = planFor({ kind: JobKind.EVAL, samplesPerTask: 1, maxEpisodeAttempts: 1 }, 2)
+      const l = ledgerFor(plan)
+      l.settle(plan, ctx(), newEffects())
+      const fx = newEffects()
+      l.recordEnd(plan, end(0, { unverifiable: true, missingPackages: ["numpy"] }), 1100, fx)
+      l.recordEnd(
+        plan,
+        end(
+          1,
+          infraToo ? { infraFailed: true } : { unverifiable: true, missingPackages: ["scipy"] },
+        ),
+        1100,
+        fx,
+      )
+      l.settle(plan, ctx({ now: 1200 }), fx)
+      expect(l.phase).toBe("failed")
+      expect(l.error).toEqual(
+        infraToo
+          ? {
+              code: ErrorCode.UNAVAILABLE,
+              message:
+                "no episode could be scored: 1 failed for infrastructure reasons, 1 unverifiable (the tests need packages the sandbox lacks: numpy)",
+            }
+          : {
+              code: ErrorCode.FAILED_PRECONDITION,
+              message:
+                "no episode could be scored: 2 unverifiable (the tests need packages the sandbox lacks: numpy, scipy)",
+            },
+      )
+    }
+  })
+
   it("on a cancel request stops admitting and ends CANCELLED when nothing runs, or after the grace", () => {
     const plan = planFor({ kind: JobKind.EVAL, samplesPerTask: 4, maxConcurrentEpisodes: 2 }, 2)
     const reason = { code: 8, message: "user asked" }
@@ -204,10 +330,22 @@ describe("JobLedger", () => {
     l.settle(plan, ctx({ policyVersion: 5n }), newEffects())
     l.recordEnd(plan, end(0, { reward: 2.5, resolved: true }), 1100, newEffects())
     l.recordEnd(plan, end(1, { infraFailed: true }), 1100, newEffects())
+    const before = l.toData()
+    // A ledger stored before unverifiable episodes existed still reads.
+    expect(before.unverifiable).toBeUndefined()
+    expect(JobLedger.fromData(JSON.parse(JSON.stringify(before))).unverifiable).toBe(0)
+    l.recordEnd(
+      plan,
+      end(2, { unverifiable: true, missingPackages: ["numpy"] }),
+      1100,
+      newEffects(),
+    )
     const copy = JobLedger.fromData(JSON.parse(JSON.stringify(l.toData())))
     expect(copy.toData()).toEqual(l.toData())
     expect(copy.outbox.events).toEqual(l.outbox.events)
     expect(copy.open.get(1)?.attempt).toBe(1)
+    expect(copy.unverifiable).toBe(1)
+    expect(copy.tallies.flatMap((t) => t.missing)).toEqual(["numpy"])
   })
 })
 

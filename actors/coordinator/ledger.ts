@@ -52,7 +52,14 @@ export interface TaskTally {
   samples: number
   resolved: number
   rewardSum: number
+  /** Episodes the verifier could not score (not in samples). */
+  unverifiable: number
+  /** The packages they reported missing: deduplicated, sorted, at most MAX_MISSING_PER_TASK. */
+  missing: string[]
 }
+
+/** Missing package names remembered per task (the ledger's size stays bounded by the tasks). */
+export const MAX_MISSING_PER_TASK = 16
 
 export interface LedgerError {
   readonly code: ErrorCode
@@ -70,9 +77,18 @@ export const LedgerJson = Schema.Struct({
   open: Schema.Array(Schema.Tuple([Schema.Number, Schema.Number, Schema.Number, Schema.String])),
   /** Per task: [scored samples, resolved, reward sum]. */
   tallies: Schema.Array(Schema.Tuple([Schema.Number, Schema.Number, Schema.Number])),
+  /**
+   * Per task, when any episode was unverifiable: [unverifiable episodes, missing packages].
+   * Optional, so that a ledger stored before it existed still reads.
+   */
+  unverifiableTallies: Schema.optionalKey(
+    Schema.Array(Schema.Tuple([Schema.Number, Schema.Array(Schema.String)])),
+  ),
   finished: Schema.Number,
   failed: Schema.Number,
   retried: Schema.Number,
+  /** Episodes final as unverifiable (optional: absent in ledgers stored before it existed). */
+  unverifiable: Schema.optionalKey(Schema.Number),
   resolved: Schema.Number,
   rewardSum: Schema.Number,
   cancelAtMs: Schema.optionalKey(Schema.Number),
@@ -91,7 +107,7 @@ export interface StepEffects {
   readonly issue: OpenEpisode[]
   admitted: number
   retried: number
-  readonly finished: { resolved: number; unresolved: number; failed: number }
+  readonly finished: { resolved: number; unresolved: number; failed: number; unverifiable: number }
   /** The ledger changed and must be committed. */
   changed: boolean
 }
@@ -100,7 +116,7 @@ export const newEffects = (): StepEffects => ({
   issue: [],
   admitted: 0,
   retried: 0,
-  finished: { resolved: 0, unresolved: 0, failed: 0 },
+  finished: { resolved: 0, unresolved: 0, failed: 0, unverifiable: 0 },
   changed: false,
 })
 
@@ -130,6 +146,8 @@ export class JobLedger {
     public finished: number,
     public failed: number,
     public retried: number,
+    /** Episodes final as unverifiable: not in finished, resolved or rewardSum. */
+    public unverifiable: number,
     public resolved: number,
     public rewardSum: number,
     public cancelAtMs: number | undefined,
@@ -146,7 +164,8 @@ export class JobLedger {
       seed,
       0,
       new Map(),
-      taskKeys.map(() => ({ samples: 0, resolved: 0, rewardSum: 0 })),
+      taskKeys.map(() => ({ samples: 0, resolved: 0, rewardSum: 0, unverifiable: 0, missing: [] })),
+      0,
       0,
       0,
       0,
@@ -171,10 +190,14 @@ export class JobLedger {
           { index, attempt, issuedAtMs, admittedVersion: BigInt(v) },
         ]),
       ),
-      d.tallies.map(([samples, resolved, rewardSum]) => ({ samples, resolved, rewardSum })),
+      d.tallies.map(([samples, resolved, rewardSum], i) => {
+        const [unverifiable, missing] = d.unverifiableTallies?.[i] ?? [0, []]
+        return { samples, resolved, rewardSum, unverifiable, missing: [...missing] }
+      }),
       d.finished,
       d.failed,
       d.retried,
+      d.unverifiable ?? 0,
       d.resolved,
       d.rewardSum,
       d.cancelAtMs,
@@ -199,6 +222,12 @@ export class JobLedger {
         .sort((a, b) => a.index - b.index)
         .map((o) => [o.index, o.attempt, o.issuedAtMs, o.admittedVersion.toString()] as const),
       tallies: this.tallies.map((t) => [t.samples, t.resolved, t.rewardSum] as const),
+      ...(this.unverifiable === 0
+        ? {}
+        : {
+            unverifiable: this.unverifiable,
+            unverifiableTallies: this.tallies.map((t) => [t.unverifiable, [...t.missing]] as const),
+          }),
       finished: this.finished,
       failed: this.failed,
       retried: this.retried,
@@ -235,7 +264,9 @@ export class JobLedger {
   /**
    * An episode's end record. The first scored (non-infra) end of an episode counts, whatever
    * its attempt; an infra failure of the current attempt re-issues the episode as attempt + 1
-   * (or, after the last allowed attempt, counts it failed). Anything else is a duplicate, a
+   * (or, after the last allowed attempt, counts it failed). An unverifiable end (the tests need
+   * packages the sandbox lacks) is final like a scored one, whatever its attempt, but never
+   * retried and counted apart: in no rate, mean or pass@k. Anything else is a duplicate, a
    * stale attempt or not this job's, and changes nothing.
    */
   recordEnd(plan: JobPlan, end: EpisodeEnd, now: number, fx: StepEffects): boolean {
@@ -247,6 +278,10 @@ export class JobLedger {
     if (end.infraFailed) {
       if (attempt < open.attempt) return false
       this.failAttempt(plan, open, now, fx)
+      return true
+    }
+    if (end.unverifiable) {
+      this.recordUnverifiable(plan, open, end, attempt, now, fx)
       return true
     }
     this.open.delete(open.index)
@@ -279,6 +314,44 @@ export class JobLedger {
       fx,
     )
     return true
+  }
+
+  /** The episode is final and excluded: no score exists, and a rerun would find the same. */
+  private recordUnverifiable(
+    plan: JobPlan,
+    open: OpenEpisode,
+    end: EpisodeEnd,
+    attempt: number,
+    now: number,
+    fx: StepEffects,
+  ): void {
+    this.open.delete(open.index)
+    this.unverifiable += 1
+    fx.finished.unverifiable += 1
+    const slot = slotOf(plan, this.seed, open.index)
+    const tally = this.tallies[slot.taskIndex]
+    if (tally !== undefined) {
+      tally.unverifiable += 1
+      tally.missing = [...new Set([...tally.missing, ...end.missingPackages])]
+        .sort()
+        .slice(0, MAX_MISSING_PER_TASK)
+    }
+    this.emit(
+      plan.jobId,
+      {
+        case: "episodeFinished",
+        value: create(EpisodeFinishedSchema, {
+          episodeId: end.episodeId,
+          taskId: end.task?.taskId || this.taskIdOf(slot.taskIndex),
+          attempt,
+          turns: end.turns,
+          unverifiable: true,
+          missingPackages: end.missingPackages.slice(0, MAX_MISSING_PER_TASK),
+        }),
+      },
+      now,
+      fx,
+    )
   }
 
   private taskIdOf(taskIndex: number): string {
@@ -398,17 +471,8 @@ export class JobLedger {
 
   /** Every episode of an eval or rollout job is final. */
   private finishRun(plan: JobPlan, ctx: StepContext, fx: StepEffects): void {
-    if (this.finished === 0 && this.failed > 0) {
-      this.finish(
-        plan,
-        "failed",
-        {
-          code: ErrorCode.UNAVAILABLE,
-          message: `every episode (${this.failed}) failed for infrastructure reasons`,
-        },
-        ctx.now,
-        fx,
-      )
+    if (this.finished === 0 && (this.failed > 0 || this.unverifiable > 0)) {
+      this.finish(plan, "failed", this.nothingScored(), ctx.now, fx)
       return
     }
     if (plan.kind === "eval") {
@@ -430,7 +494,10 @@ export class JobLedger {
               resolved: t.resolved,
               passAtK: Object.fromEntries(t.passAtK),
               rewardMean: t.samples === 0 ? 0 : (this.tallies[i]?.rewardSum ?? 0) / t.samples,
+              unverifiable: this.tallies[i]?.unverifiable ?? 0,
+              missingPackages: [...(this.tallies[i]?.missing ?? [])],
             })),
+            unverifiable: this.unverifiable,
           }),
         },
         ctx.now,
@@ -438,6 +505,32 @@ export class JobLedger {
       )
     }
     this.finish(plan, "succeeded", undefined, ctx.now, fx)
+  }
+
+  /** Why a job none of whose episodes was scored failed. */
+  private nothingScored(): LedgerError {
+    const missing = [...new Set(this.tallies.flatMap((t) => t.missing))].sort()
+    const unverifiable =
+      this.unverifiable === 0
+        ? undefined
+        : `${this.unverifiable} unverifiable (the tests need packages the sandbox lacks${
+            missing.length === 0 ? "" : `: ${missing.join(", ")}`
+          })`
+    if (this.failed === 0 && unverifiable !== undefined)
+      return {
+        // Deterministic: the same tasks on the same images would be unverifiable again.
+        code: ErrorCode.FAILED_PRECONDITION,
+        message: `no episode could be scored: ${unverifiable}`,
+      }
+    if (unverifiable === undefined)
+      return {
+        code: ErrorCode.UNAVAILABLE,
+        message: `every episode (${this.failed}) failed for infrastructure reasons`,
+      }
+    return {
+      code: ErrorCode.UNAVAILABLE,
+      message: `no episode could be scored: ${this.failed} failed for infrastructure reasons, ${unverifiable}`,
+    }
   }
 
   evaluation() {
@@ -497,6 +590,7 @@ export class JobLedger {
         episodesFailed: this.failed,
         episodesInfraRetried: this.retried,
         episodesRunning: final ? 0 : this.open.size,
+        episodesUnverifiable: this.unverifiable,
       }),
       policyVersion: extra.policyVersion ?? current.policyVersion,
       learnerStep: extra.learnerStep ?? current.learnerStep,

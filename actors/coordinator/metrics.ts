@@ -1,6 +1,6 @@
 import type { MetricsShape } from "../../services/metrics/index.ts"
 
-export type FinishedResult = "resolved" | "unresolved" | "failed"
+export type FinishedResult = "resolved" | "unresolved" | "failed" | "unverifiable"
 
 export const coordinatorMetrics = (m: MetricsShape) => ({
   jobs: m.gauge({
@@ -14,7 +14,7 @@ export const coordinatorMetrics = (m: MetricsShape) => ({
   }),
   finished: m.counter({
     name: "t1_coordinator_episodes_finished_total",
-    help: "Episodes that reached their final outcome, by result (resolved, unresolved, failed after the last attempt)",
+    help: "Episodes that reached their final outcome, by result (resolved, unresolved, failed after the last attempt, unverifiable: tests need packages the sandbox lacks)",
     labelNames: ["result"],
   }),
   retried: m.counter({

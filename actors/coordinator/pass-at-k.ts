@@ -47,7 +47,8 @@ export interface EvaluationStats {
 
 /**
  * Resolved rate, mean reward and pass@k (k = 1..maxK, the group size) of an evaluation. A task
- * whose episodes all failed for infrastructure reasons has no samples and counts in no average;
+ * whose episodes all failed for infrastructure reasons or were unverifiable (the counts given
+ * here are of scored episodes only) has no samples and counts in no average;
  * a task with fewer than k scored samples is left out of the pass@k average for that k.
  */
 export const evaluationStats = (
