@@ -22,7 +22,14 @@ import {
 } from "../gateway-flags.ts"
 import { specToJson } from "../job-file.ts"
 import { submitSpec } from "./submit.ts"
-import { followJob, passAtK, requireSuccess, type WatchOutcome } from "./watch.ts"
+import {
+  evaluationMissing,
+  followJob,
+  passAtK,
+  requireSuccess,
+  unverifiableNote,
+  type WatchOutcome,
+} from "./watch.ts"
 
 export const evalUsage = () => `Usage: t1 eval --task-set DIR [options]
 
@@ -71,23 +78,39 @@ const FLAG_OF: ReadonlyArray<readonly [string, string]> = [
   ["spec.name", "--name"],
 ]
 
-/** The final resolved rate and pass@k lines of an eval job. */
+/**
+ * The final resolved rate and pass@k lines of an eval job. Rates are over scored episodes; the
+ * unverifiable ones (tests that need packages the sandbox lacks) are counted apart.
+ */
 export const evalSummary = (outcome: WatchOutcome): string[] => {
   const e: EvaluationSummary | undefined = outcome.evaluation
   if (e === undefined) {
     const s = outcome.status
     const finished = s?.counts?.episodesFinished ?? 0
-    return [`resolved rate ${((s?.resolvedRate ?? 0) * 100).toFixed(1)}% (${finished} episodes)`]
+    const unverifiable = s?.counts?.episodesUnverifiable ?? 0
+    return [
+      `resolved rate ${((s?.resolvedRate ?? 0) * 100).toFixed(1)}% (${finished} episodes)${
+        unverifiable > 0 ? `, ${unverifiableNote(unverifiable, [])}` : ""
+      }`,
+    ]
   }
   const lines = [
-    `resolved rate ${(e.resolvedRate * 100).toFixed(1)}% (${e.episodes} episodes over ${e.tasks} tasks, policy v${e.policyVersion})`,
+    `resolved rate ${(e.resolvedRate * 100).toFixed(1)}% (${e.episodes} episodes over ${e.tasks} tasks, policy v${e.policyVersion})${
+      e.unverifiable > 0 ? `, ${unverifiableNote(e.unverifiable, evaluationMissing(e))}` : ""
+    }`,
   ]
   const k = passAtK(e)
   if (k !== "") lines.push(...k.split(", "))
   for (const t of e.perTask) {
+    const excluded =
+      t.unverifiable > 0 ? unverifiableNote(t.unverifiable, t.missingPackages) : undefined
+    if (t.samples === 0 && excluded !== undefined) {
+      lines.push(`  ${t.task}: ${excluded}, not scored`)
+      continue
+    }
     const byK = passAtK({ ...e, passAtK: t.passAtK })
     lines.push(
-      `  ${t.task}: ${t.resolved}/${t.samples} resolved, reward ${Number(t.rewardMean.toPrecision(4))}${byK === "" ? "" : `, ${byK}`}`,
+      `  ${t.task}: ${t.resolved}/${t.samples} resolved, reward ${Number(t.rewardMean.toPrecision(4))}${byK === "" ? "" : `, ${byK}`}${excluded === undefined ? "" : `, ${excluded}`}`,
     )
   }
   return lines

@@ -3,9 +3,18 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { create } from "@bufbuild/protobuf"
 import { Cause, Effect, Exit } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ErrorCode, JobKind, JobState, TaskSplit } from "../../proto/index.ts"
+import {
+  ErrorCode,
+  EvaluationSummarySchema,
+  JobEventSchema,
+  JobKind,
+  JobState,
+  JobStatusSchema,
+  TaskSplit,
+} from "../../proto/index.ts"
 import { MemoryBusLive } from "../../services/bus/index.ts"
 import {
   type GatewayHarness,
@@ -16,10 +25,10 @@ import type { GatewayCallError, JobEventInit } from "../../services/gateway/inde
 import { UsageError } from "../flags.ts"
 import { describeCallError, type Output } from "../gateway-flags.ts"
 import { cancelCommand } from "./cancel.ts"
-import { evalCommand } from "./eval.ts"
-import { age, jobsCommand, listJobs } from "./jobs.ts"
+import { evalCommand, evalSummary } from "./eval.ts"
+import { age, jobsCommand, jobsTable, listJobs } from "./jobs.ts"
 import { submitCommand } from "./submit.ts"
-import { watchCommand } from "./watch.ts"
+import { describeEvent, watchCommand } from "./watch.ts"
 
 const BIN = fileURLToPath(new URL("../bin/t1.js", import.meta.url))
 const EVAL_YAML = fileURLToPath(new URL("../examples/eval.yaml", import.meta.url))
@@ -150,6 +159,7 @@ const evalRun = async (jobId: string) => {
         episodesFailed: 1,
         episodesInfraRetried: 2,
         episodesRunning: 0,
+        episodesUnverifiable: 0,
       },
       resolvedRate: 0.5,
     })),
@@ -549,4 +559,97 @@ describe("t1 submit, jobs, watch, cancel, eval (in-memory gateway)", () => {
       expect(unknown.stderr).toMatch(new RegExp(`^ {2}${command} `, "m"))
     }
   }, 150_000)
+})
+
+describe("unverifiable episodes in what the CLI prints", () => {
+  const evaluation = create(EvaluationSummarySchema, {
+    policyVersion: 2n,
+    resolvedRate: 0.5,
+    passAtK: { 1: 0.5 },
+    rewardMean: 1.5,
+    tasks: 1,
+    episodes: 2,
+    unverifiable: 3,
+    perTask: [
+      { task: "set/ok", samples: 2, resolved: 1, passAtK: { 1: 0.5 }, rewardMean: 1.5 },
+      { task: "set/numpy", unverifiable: 2, missingPackages: ["numpy"] },
+      {
+        task: "set/mixed",
+        samples: 1,
+        rewardMean: 0,
+        passAtK: { 1: 0 },
+        unverifiable: 1,
+        missingPackages: ["requests"],
+      },
+    ],
+  })
+
+  it("watch: an unverifiable episode and the evaluation's count", () => {
+    const finished = create(JobEventSchema, {
+      seq: 4n,
+      event: {
+        case: "episodeFinished",
+        value: {
+          episodeId: "ep-3",
+          taskId: "numpy",
+          attempt: 0,
+          turns: 6,
+          unverifiable: true,
+          missingPackages: ["numpy", "scipy"],
+        },
+      },
+    })
+    expect(describeEvent(finished)).toBe(
+      "#4 --:--:-- episode ep-3 (numpy): unverifiable (missing: numpy, scipy), not scored, 6 turns",
+    )
+    const summary = create(JobEventSchema, {
+      seq: 9n,
+      event: { case: "evaluation", value: evaluation },
+    })
+    expect(describeEvent(summary)).toBe(
+      "#9 --:--:-- evaluation of v2: resolved 50.0% over 2 episodes (1 tasks), pass@1 50.0%, reward 1.5, 3 unverifiable (missing: numpy, requests)",
+    )
+  })
+
+  it("jobs: the count beside the failed ones", () => {
+    const job = create(JobStatusSchema, {
+      jobId: "job-1",
+      spec: { name: "tb2", kind: JobKind.EVAL },
+      state: JobState.SUCCEEDED,
+      counts: {
+        episodesTotal: 10,
+        episodesFinished: 6,
+        episodesFailed: 1,
+        episodesUnverifiable: 3,
+      },
+      resolvedRate: 0.5,
+    })
+    expect(jobsTable([job])[1]).toMatch(/SUCCEEDED\s+6\/10 \(1 failed, 3 unverifiable\)\s+50\.0%/)
+  })
+
+  it("eval: per task, with the missing packages; rates over scored episodes", () => {
+    const outcome = {
+      state: JobState.SUCCEEDED,
+      error: undefined,
+      evaluation,
+      status: undefined,
+      lastSeq: 9n,
+    }
+    expect(evalSummary(outcome)).toEqual([
+      "resolved rate 50.0% (2 episodes over 1 tasks, policy v2), 3 unverifiable (missing: numpy, requests)",
+      "pass@1 50.0%",
+      "  set/ok: 1/2 resolved, reward 1.5, pass@1 50.0%",
+      "  set/numpy: 2 unverifiable (missing: numpy), not scored",
+      "  set/mixed: 0/1 resolved, reward 0, pass@1 0.0%, 1 unverifiable (missing: requests)",
+    ])
+    const noEvaluation = {
+      ...outcome,
+      evaluation: undefined,
+      status: create(JobStatusSchema, {
+        counts: { episodesFinished: 4, episodesUnverifiable: 2 },
+        resolvedRate: 0.25,
+      }),
+    }
+    expect(evalSummary(noEvaluation)).toEqual(["resolved rate 25.0% (4 episodes), 2 unverifiable"])
+  })
 })

@@ -14,8 +14,8 @@ import {
 
 export const jobsUsage = () => `Usage: t1 jobs [options]
 
-Lists jobs, newest first, as a table: id, name, kind, state, episodes finished/total, resolved
-rate, learner step and age. Pages through ListJobs until --limit jobs are listed.
+Lists jobs, newest first, as a table: id, name, kind, state, episodes finished/total (with the
+failed and unverifiable ones), resolved rate over scored episodes, learner step and age. Pages through ListJobs until --limit jobs are listed.
 
 Options:
   --state S          only jobs in this state: pending, running, succeeded, failed, cancelled
@@ -56,13 +56,18 @@ const row = (job: JobStatus, now: number): string[] => {
   const finished = c?.episodesFinished ?? 0
   const total = c?.episodesTotal ?? 0
   const failed = c?.episodesFailed ?? 0
+  const unverifiable = c?.episodesUnverifiable ?? 0
+  const excluded = [
+    ...(failed > 0 ? [`${failed} failed`] : []),
+    ...(unverifiable > 0 ? [`${unverifiable} unverifiable`] : []),
+  ]
   const kind = job.spec?.kind ?? JobKind.UNSPECIFIED
   return [
     job.jobId,
     job.spec?.name || "-",
     (JobKind[kind] ?? String(kind)).toLowerCase(),
     JobState[job.state] ?? String(job.state),
-    `${finished}/${total}${failed > 0 ? ` (${failed} failed)` : ""}`,
+    `${finished}/${total}${excluded.length > 0 ? ` (${excluded.join(", ")})` : ""}`,
     finished > 0 ? `${(job.resolvedRate * 100).toFixed(1)}%` : "-",
     kind === JobKind.TRAIN ? String(job.learnerStep) : "-",
     age(job.createdUnixMs, now),

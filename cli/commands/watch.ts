@@ -77,6 +77,14 @@ export const passAtK = (summary: EvaluationSummary): string =>
     .map(([k, v]) => `pass@${k} ${pct(v)}`)
     .join(", ")
 
+/** `2 unverifiable (missing: numpy, requests)`: episodes the verifier could not score. */
+export const unverifiableNote = (count: number, missing: ReadonlyArray<string>): string =>
+  `${count} unverifiable${missing.length === 0 ? "" : ` (missing: ${missing.join(", ")})`}`
+
+/** The packages an evaluation's unverifiable episodes reported missing, over all its tasks. */
+export const evaluationMissing = (summary: EvaluationSummary): string[] =>
+  [...new Set(summary.perTask.flatMap((t) => t.missingPackages))].sort()
+
 /** One human line for an event: `#3 12:00:01 episode e1 (task-a): reward 2, resolved, 7 turns`. */
 export const describeEvent = (event: JobEvent): string => {
   const prefix = `#${event.seq} ${clock(event.unixMs)}`
@@ -89,6 +97,13 @@ export const describeEvent = (event: JobEvent): string => {
       const task = v.taskId === "" ? "" : ` (${v.taskId})`
       if (v.infraFailed) {
         return `${prefix} episode ${v.episodeId}${task}: failed, infra failure on each of ${v.attempt} attempts`
+      }
+      if (v.unverifiable) {
+        const missing =
+          v.missingPackages.length === 0 ? "" : ` (missing: ${v.missingPackages.join(", ")})`
+        return `${prefix} episode ${v.episodeId}${task}: unverifiable${missing}, not scored, ${v.turns} turns${
+          v.attempt > 1 ? `, attempt ${v.attempt}` : ""
+        }`
       }
       return `${prefix} episode ${v.episodeId}${task}: reward ${num(v.reward)}, ${
         v.resolved ? "resolved" : "unresolved"
@@ -112,9 +127,11 @@ export const describeEvent = (event: JobEvent): string => {
     case "evaluation": {
       const v = e.value
       const k = passAtK(v)
+      const excluded =
+        v.unverifiable > 0 ? `, ${unverifiableNote(v.unverifiable, evaluationMissing(v))}` : ""
       return `${prefix} evaluation of v${v.policyVersion}: resolved ${pct(v.resolvedRate)} over ${
         v.episodes
-      } episodes (${v.tasks} tasks)${k === "" ? "" : `, ${k}`}, reward ${num(v.rewardMean)}`
+      } episodes (${v.tasks} tasks)${k === "" ? "" : `, ${k}`}, reward ${num(v.rewardMean)}${excluded}`
     }
     case "stateChanged": {
       const v = e.value
