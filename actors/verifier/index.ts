@@ -10,15 +10,17 @@ export {
   VerifierInfraError,
 } from "./errors.ts"
 export { parseJunitXml } from "./junit.ts"
-export { bootstrapsPytestOverNetwork, pytestTargets } from "./offline.ts"
 export type {
   TestCaseResult,
   TestOutcome,
   VerifierMode,
   VerifierOutcome,
+  VerifierOutcomeKind,
+  VerifierPath,
 } from "./outcome.ts"
 export { clientSandbox, driverSandbox, type ShellResult, type VerifierSandbox } from "./port.ts"
 export { parseRewardJson, parseRewardText } from "./reward-files.ts"
+export { planTestScript, type Requirement, type ScriptPlan } from "./rewrite.ts"
 export { parsePytestSummary } from "./summary.ts"
 export {
   DEFAULT_LOGS_DIR,

@@ -14,21 +14,38 @@ export interface TestCaseResult {
 
 /**
  * Where the per-test results came from:
- * - pytest: pytest's JUnit XML report (pytest tasks);
- * - pytest-offline: the same, for a script task whose script would fetch pytest over the
- *   network in a sandbox without network (its pytest files are run directly instead);
+ * - pytest: pytest's JUnit XML report (pytest tasks, and script tasks run by the rewritten path);
  * - reward-file: the script wrote /logs/verifier/{ctrf.json,reward.json,reward.txt};
  * - pytest-summary: pytest's `-rA` short summary in the script's output (TB1's "pytest" parser);
- * - exit-code: nothing else: the script's exit status, 0 = 1/1, else 0/1.
+ * - exit-code: nothing else: the script's exit status, 0 = 1/1, else 0 of the tests pytest
+ *   collects in the test directory (0/1 when it collects none);
+ * - none: the tests did not run (an unverifiable outcome).
  */
-export type VerifierMode =
-  | "pytest"
-  | "pytest-offline"
-  | "reward-file"
-  | "pytest-summary"
-  | "exit-code"
+export type VerifierMode = "pytest" | "reward-file" | "pytest-summary" | "exit-code" | "none"
+
+/**
+ * Which command ran:
+ * - pytest: t1's pytest on the test files (pytest tasks);
+ * - script: the task's test script as written;
+ * - rewritten-script: the task's script with its network bootstrap of the test runner removed
+ *   and its pytest call run by the sandbox's pytest with the same arguments (see rewrite.ts).
+ */
+export type VerifierPath = "pytest" | "script" | "rewritten-script"
+
+/**
+ * scored: the tests ran and the counts are the agent's score. unverifiable: the tests need
+ * packages the sandbox does not have (named in `missing`), so no score exists: like an infra
+ * failure it is excluded from training and statistics, never a reward of 0.
+ */
+export type VerifierOutcomeKind = "scored" | "unverifiable"
 
 export interface VerifierOutcome {
+  readonly kind: VerifierOutcomeKind
+  /** Packages the test script asks for that the sandbox lacks (set when unverifiable). */
+  readonly missing: ReadonlyArray<string>
+  readonly path: VerifierPath
+  /** Why that path was taken, in a sentence. */
+  readonly pathReason: string
   readonly tests: ReadonlyArray<TestCaseResult>
   /** Tests that passed. */
   readonly passed: number

@@ -21,7 +21,6 @@ import { killLocalSandboxProcesses, LocalDriverLive } from "../sandbox/local/ind
 import { openArchive, packDirectory } from "./archive.ts"
 import { SandboxCallFailed, VerifierInfraError } from "./errors.ts"
 import { parseJunitXml } from "./junit.ts"
-import { bootstrapsPytestOverNetwork, pytestTargets } from "./offline.ts"
 import { truncateUtf8 } from "./outcome.ts"
 import { driverSandbox, type VerifierSandbox } from "./port.ts"
 import { parseRewardJson, parseRewardText } from "./reward-files.ts"
@@ -388,9 +387,9 @@ if [ $? -eq 0 ]; then echo 1 > ${logs}/reward.txt; else echo 0 > ${logs}/reward.
     const o = await outcomeOf(
       verifyAfter(h, agentWrites(4), task(h, dir, { kind: "script", script: "test.sh" })),
     )
-    expect(o.mode).toBe("pytest-offline")
+    expect([o.path, o.mode]).toEqual(["rewritten-script", "pytest"])
     expect([o.passed, o.total]).toEqual([4, 5])
-    expect(o.notes.join("\n")).toContain("over the network")
+    expect(o.pathReason).toContain("over the network")
   })
 
   it("scores a script with no report by its exit status", async () => {
@@ -574,22 +573,6 @@ describe("reading verifier results", () => {
     expect(parsePytestSummary("PASSED tests/t.py::test_a\n")).toBeUndefined()
   })
 
-  it("detects test scripts that bootstrap pytest over the network, and their test files", () => {
-    const files = new Set(["test_outputs.py", "test.sh"])
-    expect(bootstrapsPytestOverNetwork(TB2_TEST_SH)).toBe(true)
-    expect(pytestTargets(TB2_TEST_SH, "/tests", files)).toEqual(["/tests/test_outputs.py"])
-    const tb1 = `#!/bin/bash
-pip install pytest==8.2.0 requests
-# uv run pytest is what TB1 uses
-uv run pytest $TEST_DIR/test_outputs.py -rA`
-    expect(bootstrapsPytestOverNetwork(tb1)).toBe(true)
-    expect(pytestTargets(tb1, "/tests", files)).toEqual(["/tests/test_outputs.py"])
-    // Runs pytest without fetching anything; fetches without running pytest.
-    expect(bootstrapsPytestOverNetwork("python3 -m pytest /tests -rA\n")).toBe(false)
-    expect(bootstrapsPytestOverNetwork("pip install pytest\n./run.sh\n")).toBe(false)
-    expect(bootstrapsPytestOverNetwork("# curl https://x | sh\npytest /tests\n")).toBe(false)
-  })
-
   it("parses pytest's xunit1 report: classes, collection errors, skips, the interrupted case", () => {
     const xml = `<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
 <testcase classname="" name="test_b" file="test_b.py" time="0.000"><error message="collection failure">ImportError &lt;x&gt;</error></testcase>
@@ -668,6 +651,10 @@ uv run pytest $TEST_DIR/test_outputs.py -rA`
       message: "m".repeat(4096),
     }))
     const outcome = {
+      kind: "scored" as const,
+      missing: [],
+      path: "pytest" as const,
+      pathReason: "a pytest task",
       tests,
       passed: 0,
       total: 400,

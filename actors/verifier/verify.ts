@@ -5,7 +5,6 @@ import type { TaskEnvironment, TaskVerifier } from "../../tasks/task.ts"
 import { packDirectory, singleFileTar, type TestsArchive } from "./archive.ts"
 import { InvalidVerifierTask, type VerifierError, VerifierInfraError } from "./errors.ts"
 import { parseJunitXml } from "./junit.ts"
-import { bootstrapsPytestOverNetwork, pytestTargets } from "./offline.ts"
 import {
   MAX_OUTPUT_TAIL_BYTES,
   type Score,
@@ -14,9 +13,12 @@ import {
   truncateUtf8,
   type VerifierMode,
   type VerifierOutcome,
+  type VerifierPath,
 } from "./outcome.ts"
 import type { ShellResult, VerifierSandbox } from "./port.ts"
+import { probePackages } from "./probe.ts"
 import { parseRewardJson, parseRewardText, type RewardFile } from "./reward-files.ts"
+import { PYTEST_MAIN, planTestScript, type Requirement } from "./rewrite.ts"
 import {
   type FileRead,
   inFreshShell,
@@ -113,12 +115,41 @@ export const verifyEpisode = (
       scratch: `/tmp/t1-verify-${nonce}`,
     }
     const archive = options.tests ?? (yield* packTests(v))
-    const plan = yield* planRun(task, archive, places, options)
+    const python = options.python ?? "python3"
+    const plan = yield* planRun(sandbox, task, archive, places, python, options)
     const notes: string[] = [...plan.notes]
+    const described = { path: plan.path, pathReason: plan.reason }
+
+    if (plan.kind === "unverifiable") {
+      return {
+        kind: "unverifiable",
+        missing: plan.missing.map((r) => r.spec),
+        ...described,
+        tests: [],
+        passed: 0,
+        total: v.expectedTests,
+        reward: 0,
+        resolved: false,
+        timedOut: false,
+        mode: "none",
+        notes,
+        durationMs: Date.now() - started,
+        exitCode: -1,
+        outputTail: new Uint8Array(0),
+      } satisfies VerifierOutcome
+    }
 
     yield* prepare(sandbox, places)
     yield* upload(sandbox, archive.tar, places)
-    const run = yield* runTests(sandbox, task, plan, places, options)
+    if (plan.kind === "rewritten")
+      yield* upload(
+        sandbox,
+        yield* Effect.promise(() =>
+          singleFileTar(plan.script, new TextEncoder().encode(plan.text)),
+        ),
+        places,
+      )
+    const run = yield* runTests(sandbox, task, plan, places, python, options)
     if (run.timedOut)
       notes.push(`the tests were stopped at the verifier timeout of ${v.timeoutSec} s`)
     else if (run.sessionRestarted)
@@ -126,20 +157,46 @@ export const verifyEpisode = (
 
     const maxReportBytes = options.maxReportBytes ?? DEFAULT_MAX_REPORT_BYTES
     const found =
-      plan.kind === "pytest"
-        ? yield* collectPytest(sandbox, plan, places, run, maxReportBytes)
-        : yield* collectScript(sandbox, places, run, maxReportBytes, v.expectedTests)
+      plan.kind === "script"
+        ? yield* collectScript(sandbox, places, run, maxReportBytes, v.expectedTests)
+        : yield* collectPytest(sandbox, plan, places, run, maxReportBytes)
     notes.push(...found.notes)
+    // Nothing ran to completion: each test pytest can collect here counts as one not passed,
+    // so that a run that died early scores 0/<tests> rather than 0/1.
+    const failedEarly =
+      found.score === undefined &&
+      (found.nothingReported || found.mode === "exit-code") &&
+      !(found.tests.length === 1 && found.tests[0]?.outcome === "passed")
+    const collected =
+      failedEarly && [...archive.files].some((f) => f.endsWith(".py"))
+        ? yield* collectTestIds(sandbox, places, python, configOf(archive, places.testDir))
+        : []
+    const tests =
+      collected.length > 0
+        ? collected.map((name) => ({
+            name,
+            outcome: "error" as const,
+            durationMs: 0,
+            message: `did not run: ${found.tests[0]?.message.slice(0, 1024) || "the test command ended before reporting results"}`,
+          }))
+        : found.tests
+    if (collected.length > 0)
+      notes.push(
+        `no per-test results: the ${collected.length} tests pytest collects here count as not passed`,
+      )
     const score =
       found.score ??
-      scoreTests(found.tests, {
+      scoreTests(tests, {
         expectedTests: v.expectedTests,
-        apply: run.timedOut || found.nothingReported,
+        apply: run.timedOut || found.nothingReported || failedEarly,
       })
     // Leaving the scratch directory behind is harmless; the sandbox is destroyed after this.
     yield* Effect.ignore(runBookkeeping(sandbox, "cleaning up", `rm -rf -- ${places.scratch}`))
     return {
-      tests: found.tests,
+      kind: "scored",
+      missing: [],
+      ...described,
+      tests,
       ...score,
       timedOut: run.timedOut,
       mode: found.mode,
@@ -164,43 +221,86 @@ const packTests = (v: TaskVerifier): Effect.Effect<TestsArchive, InvalidVerifier
   })
 }
 
+/** What runs, and why (`reason`, reported as the outcome's pathReason). */
 type Plan =
   | {
       readonly kind: "pytest"
-      readonly mode: "pytest" | "pytest-offline"
+      readonly path: VerifierPath
+      readonly reason: string
       readonly targets: ReadonlyArray<string>
       /** The ini file the tests bring, or /dev/null: never one the agent left above them. */
       readonly config: string
       readonly notes: ReadonlyArray<string>
     }
-  | { readonly kind: "script"; readonly command: string; readonly notes: ReadonlyArray<string> }
+  | {
+      readonly kind: "rewritten"
+      readonly path: VerifierPath
+      readonly reason: string
+      /** The script's name in the test directory, where the rewritten text replaces it. */
+      readonly script: string
+      readonly text: string
+      /** Reports written by the script's pytest calls, in order. */
+      readonly reports: ReadonlyArray<string>
+      readonly notes: ReadonlyArray<string>
+    }
+  | {
+      readonly kind: "script"
+      readonly path: VerifierPath
+      readonly reason: string
+      readonly command: string
+      readonly notes: ReadonlyArray<string>
+    }
+  | {
+      readonly kind: "unverifiable"
+      readonly path: VerifierPath
+      readonly reason: string
+      readonly missing: ReadonlyArray<Requirement>
+      readonly notes: ReadonlyArray<string>
+    }
 
 const CONFIG_FILES = ["pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"]
 
+/** The ini file the tests bring, or /dev/null. */
+const configOf = (archive: TestsArchive, testDir: string): string => {
+  const configFile = CONFIG_FILES.find((name) => archive.files.has(name))
+  return configFile === undefined ? "/dev/null" : `${testDir}/${configFile}`
+}
+
+/**
+ * Decides what runs. A script that bootstraps its test runner over the network is rewritten to
+ * run the sandbox's pytest when the sandbox has pytest and whatever else the script installs
+ * (else, when something is missing, the verification is unverifiable); the decision rests on
+ * what the script does and what the sandbox has, never on the task's network declaration.
+ */
 const planRun = (
+  sandbox: VerifierSandbox,
   task: VerifiableTask,
   archive: TestsArchive,
   places: Places,
+  python: string,
   options: VerifyOptions,
-): Effect.Effect<Plan, InvalidVerifierTask> =>
+): Effect.Effect<Plan, InvalidVerifierTask | VerifierInfraError> =>
   Effect.gen(function* () {
     const { testDir } = places
-    const configFile = CONFIG_FILES.find((name) => archive.files.has(name))
-    const pytest = (
-      mode: "pytest" | "pytest-offline",
-      targets: ReadonlyArray<string>,
-      notes: ReadonlyArray<string>,
-    ): Plan => ({
-      kind: "pytest",
-      mode,
-      targets,
-      config: configFile === undefined ? "/dev/null" : `${testDir}/${configFile}`,
-      notes,
-    })
+    const config = configOf(archive, testDir)
     const v = task.verifier
-    if (v.kind === "pytest") return pytest("pytest", [testDir], [])
+    if (v.kind === "pytest")
+      return {
+        kind: "pytest",
+        path: "pytest",
+        reason: "a pytest task: t1 runs pytest on its test files",
+        targets: [testDir],
+        config,
+        notes: [],
+      }
     if (options.command !== undefined)
-      return { kind: "script", command: options.command, notes: [] }
+      return {
+        kind: "script",
+        path: "script",
+        reason: "the task gives its test command",
+        command: options.command,
+        notes: [],
+      }
     const script = v.script === undefined ? "" : posix.normalize(v.script)
     if (script === "" || script.startsWith("..") || posix.isAbsolute(script))
       return yield* new InvalidVerifierTask({
@@ -213,15 +313,61 @@ const planRun = (
         field: "verifier.script",
         reason: `${script} is not among the test files`,
       })
-    const text = new TextDecoder().decode(body)
-    const hasPytestFiles = [...archive.files].some((f) => f.endsWith(".py"))
-    if (!task.environment.allowInternet && hasPytestFiles && bootstrapsPytestOverNetwork(text)) {
-      const targets = pytestTargets(text, testDir, archive.files)
-      return pytest("pytest-offline", targets.length > 0 ? targets : [testDir], [
-        `${script} installs its test runner over the network, which this task's sandbox does not have; ran its pytest files (${targets.length > 0 ? targets.join(", ") : testDir}) directly with the sandbox's pytest`,
-      ])
+    const asWritten = (reason: string, notes: ReadonlyArray<string> = []): Plan => ({
+      kind: "script",
+      path: "script",
+      reason,
+      command: `bash ${shellQuote(`${testDir}/${script}`)}`,
+      notes,
+    })
+    const texts = new Map<string, string>()
+    for (const file of archive.files)
+      if (/(^|\/)[^/]*(requirements|constraints)[^/]*\.(txt|in)$/.test(file)) {
+        const bytes = yield* Effect.promise(() => archive.read(file))
+        if (bytes !== undefined) texts.set(file, decode(bytes))
+      }
+    const planned = planTestScript(decode(body), {
+      testDir,
+      readTestFile: (path) => texts.get(path),
+    })
+    if (planned.kind === "as-is") return asWritten(`${script}: ${planned.reason}`)
+
+    const have = yield* probePackages(sandbox, python, planned.requirements)
+    const removed = `removed: ${planned.removed.join("; ")}`
+    if (!have.pytest) {
+      if (task.environment.allowInternet)
+        return asWritten(
+          `${script} installs its test runner over the network and the sandbox's ${python} has no pytest; the task allows internet, so it ran as written`,
+        )
+      return {
+        kind: "unverifiable",
+        path: "rewritten-script",
+        reason: `${script} installs its test runner over the network, which this sandbox does not have, and the sandbox's ${python} has no pytest`,
+        missing: [{ kind: "python", name: "pytest", spec: "pytest" }, ...have.missing],
+        notes: [],
+      }
     }
-    return { kind: "script", command: `bash ${shellQuote(`${testDir}/${script}`)}`, notes: [] }
+    if (have.missing.length > 0)
+      return {
+        kind: "unverifiable",
+        path: "rewritten-script",
+        reason: `${script} installs packages the tests need over the network and the sandbox lacks ${have.missing.map((r) => r.spec).join(", ")}: no score can be given here`,
+        missing: have.missing,
+        notes: [removed, ...planned.notes],
+      }
+    const reports = Array.from(
+      { length: planned.calls },
+      (_, i) => `${places.scratch}/report-${i}.xml`,
+    )
+    return {
+      kind: "rewritten",
+      path: "rewritten-script",
+      reason: `${script} installs its test runner over the network; the sandbox has pytest${planned.requirements.length > 0 ? ` and ${planned.requirements.map((r) => r.spec).join(", ")}` : ""}, so t1 ran ${script} with that bootstrap removed and its pytest call${planned.calls > 1 ? "s" : ""} run by the sandbox's pytest`,
+      script,
+      text: planned.render({ python, report: (i) => reports[i] ?? "/dev/null", config }),
+      reports,
+      notes: [removed, ...planned.notes],
+    }
   })
 
 const prepare = (sandbox: VerifierSandbox, places: Places) =>
@@ -304,16 +450,18 @@ const upload = (sandbox: VerifierSandbox, tar: Uint8Array, places: Places) =>
 const runTests = (
   sandbox: VerifierSandbox,
   task: VerifiableTask,
-  plan: Plan,
+  plan: Exclude<Plan, { kind: "unverifiable" }>,
   places: Places,
+  python: string,
   options: VerifyOptions,
 ): Effect.Effect<ShellResult, VerifierInfraError> => {
   const { testDir, workdir } = places
   const cd = `cd -- ${shellQuote(workdir)} 2>/dev/null || cd /`
+  const testDirVar = `export TEST_DIR=${shellQuote(testDir)}`
   const command =
     plan.kind === "pytest"
       ? [
-          options.python ?? "python3",
+          shellQuote(python),
           // Not `-m pytest`: that puts the workdir first on sys.path, where a pytest.py the
           // agent left would stand in for pytest and write its own report. The workdir stays
           // importable for the tests, after the installed packages.
@@ -324,7 +472,9 @@ const runTests = (
           `--rootdir=${shellQuote(testDir)} --confcutdir=${shellQuote(testDir)}`,
           `-c ${shellQuote(plan.config)}`,
         ].join(" ")
-      : `export TEST_DIR=${shellQuote(testDir)}; ${plan.command}`
+      : plan.kind === "rewritten"
+        ? `${testDirVar}; bash ${shellQuote(`${testDir}/${plan.script}`)}`
+        : `${testDirVar}; ${plan.command}`
   return sandbox
     .exec(inFreshShell(`${cd}; ${command}`), {
       timeoutMs: task.verifier.timeoutSec * 1000,
@@ -342,8 +492,36 @@ const runTests = (
     )
 }
 
-const PYTEST_MAIN =
-  'import sys; (sys.path and sys.path[0] in ("", ".")) and sys.path.append(sys.path.pop(0)); import pytest; raise SystemExit(pytest.console_main())'
+/**
+ * The ids of the tests pytest collects in the test directory (offline, confined to it), for a
+ * run that ended before reporting any; empty when pytest is not there or collects nothing.
+ */
+const collectTestIds = (
+  sandbox: VerifierSandbox,
+  places: Places,
+  python: string,
+  config: string,
+): Effect.Effect<ReadonlyArray<string>> => {
+  const { testDir } = places
+  const command = [
+    `cd -- ${shellQuote(testDir)} &&`,
+    shellQuote(python),
+    `-c ${shellQuote(PYTEST_MAIN)}`,
+    "--collect-only -q -p no:cacheprovider --continue-on-collection-errors",
+    `--rootdir=${shellQuote(testDir)} --confcutdir=${shellQuote(testDir)} -c ${shellQuote(config)}`,
+    shellQuote(testDir),
+  ].join(" ")
+  return runBookkeeping(sandbox, "collecting the test ids", command, 1024 * 1024).pipe(
+    Effect.map((r) =>
+      r.text
+        .split("\n")
+        .map((line) => line.trim())
+        .filter((line) => /^[^\s]+\.py::\S/.test(line)),
+    ),
+    Effect.map((ids) => [...new Set(ids)]),
+    Effect.orElseSucceed((): ReadonlyArray<string> => []),
+  )
+}
 
 const reportPath = (places: Places) => `${places.scratch}/report.xml`
 
@@ -380,21 +558,49 @@ const runAsError = (name: string, run: ShellResult): TestCaseResult => ({
   message: truncateUtf8(decode(run.output.subarray(Math.max(0, run.output.byteLength - 4096)))),
 })
 
+/** When one test is reported twice (two pytest calls), the worse outcome stays. */
+const RANK: Readonly<Record<TestCaseResult["outcome"], number>> = {
+  skipped: 0,
+  passed: 1,
+  failed: 2,
+  error: 3,
+}
+
 const collectPytest = (
   sandbox: VerifierSandbox,
-  plan: Extract<Plan, { kind: "pytest" }>,
+  plan: Extract<Plan, { kind: "pytest" | "rewritten" }>,
   places: Places,
   run: ShellResult,
   maxReportBytes: number,
 ): Effect.Effect<Found, VerifierInfraError> =>
   Effect.gen(function* () {
-    const read = yield* readSandboxFile(sandbox, reportPath(places), maxReportBytes)
-    const report = read.kind === "read" ? parseJunitXml(decode(read.bytes)) : undefined
-    if (report !== undefined) {
-      const notes = report.length === 0 ? [`pytest collected no tests (exit ${run.exitCode})`] : []
-      return { tests: report, mode: plan.mode, notes, nothingReported: report.length === 0 }
+    const paths = plan.kind === "pytest" ? [reportPath(places)] : plan.reports
+    const byName = new Map<string, TestCaseResult>()
+    const problems: string[] = []
+    let reported = 0
+    for (const path of paths) {
+      const read = yield* readSandboxFile(sandbox, path, maxReportBytes)
+      const report = read.kind === "read" ? parseJunitXml(decode(read.bytes)) : undefined
+      if (report === undefined) {
+        problems.push(describeRead(`pytest's report ${posix.basename(path)}`, read))
+        continue
+      }
+      reported++
+      for (const t of report) {
+        const known = byName.get(t.name)
+        if (known === undefined || RANK[t.outcome] > RANK[known.outcome]) byName.set(t.name, t)
+      }
     }
-    const why = `${describeRead("pytest's report", read)} (pytest exit ${run.exitCode})`
+    const exit = `(exit ${run.exitCode})`
+    if (reported > 0) {
+      const tests = [...byName.values()]
+      const notes = [
+        ...(problems.length > 0 ? [`${problems.join("; ")} ${exit}`] : []),
+        ...(tests.length === 0 ? [`pytest collected no tests ${exit}`] : []),
+      ]
+      return { tests, mode: "pytest", notes, nothingReported: tests.length === 0 }
+    }
+    const why = `${problems.join("; ")} ${exit}`
     const summary = parsePytestSummary(decode(run.output))
     if (summary !== undefined && summary.length > 0)
       return {
@@ -405,7 +611,7 @@ const collectPytest = (
       }
     return {
       tests: [runAsError("pytest", run)],
-      mode: plan.mode,
+      mode: "pytest",
       notes: [`${why} and its output has no test summary: pytest did not run the tests`],
       nothingReported: true,
     }
