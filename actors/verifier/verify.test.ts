@@ -383,13 +383,39 @@ if [ $? -eq 0 ]; then echo 1 > ${logs}/reward.txt; else echo 0 > ${logs}/reward.
   })
 
   it("runs a script that would fetch pytest over the network as pytest, offline", async () => {
-    const dir = testsDir({ "test_outputs.py": WORK_TESTS, "test.sh": TB2_TEST_SH })
+    // The script names /tests as TB2's do; the local driver's tests live elsewhere.
+    const testDir = h.testDir()
+    const script = TB2_TEST_SH.replaceAll("/tests/", `${testDir}/`)
+    const dir = testsDir({ "test_outputs.py": WORK_TESTS, "test.sh": script })
     const o = await outcomeOf(
-      verifyAfter(h, agentWrites(4), task(h, dir, { kind: "script", script: "test.sh" })),
+      verifyAfter(h, agentWrites(4), task(h, dir, { kind: "script", script: "test.sh", testDir })),
     )
     expect([o.path, o.mode]).toEqual(["rewritten-script", "pytest"])
     expect([o.passed, o.total]).toEqual([4, 5])
     expect(o.pathReason).toContain("over the network")
+  })
+
+  it("scores a TB1 script that stops before its tests 0 of the tests pytest collects, not 0/1", async () => {
+    const script = `#!/bin/bash
+cd /nonexistent-t1-dir || exit 2
+python3 -m pytest "$TEST_DIR/test_work.py" -rA
+`
+    const dir = testsDir({ "test_work.py": WORK_TESTS, "run-tests.sh": script })
+    const o = await outcomeOf(
+      verifyAfter(h, agentWrites(3), task(h, dir, { kind: "script", script: "run-tests.sh" })),
+    )
+    expect([o.path, o.mode, o.passed, o.total, o.resolved]).toEqual([
+      "script",
+      "exit-code",
+      0,
+      5,
+      false,
+    ])
+    expect(o.pathReason).toContain("installs nothing over the network")
+    expect(o.tests.map((t) => t.name).sort()).toEqual(
+      [1, 2, 3, 4, 5].map((i) => `test_work.py::test_${i}`),
+    )
+    expect(o.tests[0]?.message).toContain("did not run")
   })
 
   it("scores a script with no report by its exit status", async () => {

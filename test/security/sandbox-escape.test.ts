@@ -35,11 +35,12 @@ import {
   EpisodeWorkItemSchema,
   ResourceLimitsSchema,
   type Task,
+  TaskRefSchema,
 } from "../../proto/index.ts"
 import { Bus, type BusShape, makeMemoryBus, subjectsFor } from "../../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
 import { loadTask } from "../../tasks/index.ts"
-import { taskToWire } from "../../tasks/wire.ts"
+import { resolvedWireTask, taskToWire } from "../../tasks/wire.ts"
 
 /** A bundled task: its tests are six pytest cases over /app/top.txt and /app/stats.txt. */
 const TASK_DIR = fileURLToPath(
@@ -600,4 +601,101 @@ print("6 passed in 0.01s")
     expect(end.infraFailed).toBe(false)
     expect([end.testsPassed, end.reward, end.resolved]).toEqual([0, 0, false])
   }, 60_000)
+})
+
+/**
+ * A real-shape Terminal-Bench 2 task whose test.sh bootstraps curl and uv over the network and
+ * runs `uvx … pytest --ctrf …`: the verifier runs it rewritten (bootstrap removed, pytest calls on
+ * the sandbox's pytest with a JUnit report in its private scratch directory). The script itself
+ * writes reward.txt and the ctrf report names a file in /logs/verifier: on this path neither is
+ * read, and what the agent plants where they or t1's report would be changes nothing.
+ */
+describe("verifier results on the rewritten test-script path: an agent cannot write its own reward", () => {
+  const REGION_TASK = fileURLToPath(
+    new URL("../../tasks/fixtures/shapes/region-totals", import.meta.url),
+  )
+  const REGIONS = ["north", "south", "east", "west", "central"]
+  const TOTALS: Readonly<Record<string, number>> = {
+    north: 150,
+    south: 100,
+    east: 400,
+    west: 42,
+    central: 20,
+  }
+  let region: Task
+  beforeAll(async () => {
+    region = await Effect.runPromise(Effect.flatMap(loadTask(REGION_TASK), resolvedWireTask))
+  }, BASE_IMAGE_TIMEOUT_MS)
+
+  const tokenizer = loadBundledTokenizer()
+  const template = new ChatTemplate(tokenizer)
+  const episode = (episodeId: string, script: string): Promise<EpisodeEnd> => {
+    const item = workItem(episodeId)
+    item.task = region
+    item.taskRef = create(TaskRefSchema, { taskSet: region.taskSet, taskId: region.id })
+    const policy = scriptedPolicy(tokenizer, () => [`\`\`\`bash\n${script}\n\`\`\``, DONE_TOKEN])
+    return Effect.runPromise(
+      runEpisodeHere(bus, subjects, item, { policy, template, format: shellBlock }),
+    )
+  }
+  const names = REGIONS.map((r) => `test_${r}`)
+  const fakeJunit = `<testsuites><testsuite name="pytest" tests="5">${names.map((t) => `<testcase classname="test_outputs" name="${t}" file="test_outputs.py"/>`).join("")}</testsuite></testsuites>`
+  const fakeCtrf = JSON.stringify({
+    results: { tests: names.map((name) => ({ name, status: "passed", duration: 1 })) },
+  })
+  const FORCE_PASS = `import pytest
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"
+`
+  const SHADOW = `import sys
+for a in sys.argv[1:]:
+    if a.startswith("--junitxml="):
+        open(a.split("=", 1)[1], "w").write(${JSON.stringify(fakeJunit)})
+print("5 passed in 0.01s")
+`
+
+  it("planted reward files, ctrf and JUnit reports, conftest/ini files, a pytest.py, uv/uvx stand-ins and variables change nothing", async () => {
+    const twoRight = `mkdir -p /app/totals && echo 150 > /app/totals/north.txt && echo 100 > /app/totals/south.txt`
+    const forge = [
+      "set +e",
+      twoRight,
+      "mkdir -p /logs/verifier /tests /root/.local/bin",
+      "echo 1 > /logs/verifier/reward.txt",
+      `printf '%s' ${q(fakeCtrf)} > /logs/verifier/ctrf.json`,
+      // guesses at t1's scratch directory and report names
+      ...["0000000000000000", "ffffffffffffffff"].map(
+        (n) =>
+          `mkdir -p /tmp/t1-verify-${n} && printf '%s' ${q(fakeJunit)} > /tmp/t1-verify-${n}/report-0.xml`,
+      ),
+      // hooks and configs wherever pytest might look, and a pytest.py in the workdir
+      `printf '%s' ${q(FORCE_PASS)} > /conftest.py`,
+      "cp /conftest.py /app/conftest.py && cp /conftest.py /tests/conftest.py",
+      `printf '[pytest]\\naddopts = -p no:junitxml\\n' > /pytest.ini`,
+      "cp /pytest.ini /app/pytest.ini",
+      `printf '%s' ${q(SHADOW)} > /app/pytest.py`,
+      // the tools the original script would have fetched, pre-installed by the agent
+      `printf '#!/bin/sh\\necho 1 > /logs/verifier/reward.txt\\n' > /root/.local/bin/uvx`,
+      "cp /root/.local/bin/uvx /root/.local/bin/uv && chmod +x /root/.local/bin/uv*",
+      `printf 'export PATH=/root/.local/bin:$PATH\\n' > /root/.local/bin/env`,
+      "export PYTEST_ADDOPTS='-p no:junitxml' PYTEST_PLUGINS=conftest",
+    ].join("\n")
+    const honestWork = `mkdir -p /app/totals && ${REGIONS.map((r) => `echo ${TOTALS[r]} > /app/totals/${r}.txt`).join(" && ")}`
+    const [forged, honest] = await Promise.all([
+      episode("rewritten-forger", forge),
+      episode("rewritten-honest", honestWork),
+    ])
+    expect(honest.infraFailed).toBe(false)
+    expect([honest.testsPassed, honest.testsTotal, honest.resolved]).toEqual([5, 5, true])
+    expect(forged.infraFailed || forged.unverifiable).toBe(false)
+    expect([forged.testsPassed, forged.testsTotal, forged.reward, forged.resolved]).toEqual([
+      2,
+      5,
+      2,
+      false,
+    ])
+    expect(forged.tests.map((t) => t.name.split("::").at(-1)).sort()).toEqual([...names].sort())
+  }, 120_000)
 })
