@@ -108,7 +108,7 @@ const runEpisodes = (
   })
 
 const evalSummary = (ts: ReadonlyArray<Trajectory>): EvalSummary => {
-  const ok = ts.filter((t) => !t.end?.infraFailed)
+  const ok = ts.filter((t) => !t.end?.infraFailed && !t.end?.unverifiable)
   return {
     episodes: ok.length,
     resolvedRate: ok.length ? ok.filter((t) => t.end?.resolved).length / ok.length : 0,
