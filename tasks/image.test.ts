@@ -1,4 +1,6 @@
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -7,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { connectDocker } from "../actors/sandbox/docker/index.ts"
 import { BASE_IMAGE } from "../actors/sandbox/image/index.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "../actors/sandbox/image/testing.ts"
+import { taskBuildNetwork } from "./image.ts"
 import {
   loadTask,
   type ResolvedTaskImage,
@@ -41,8 +44,11 @@ describe("task image resolution (real engine, nothing pulled)", () => {
   const resolveImage = async (
     task: Task,
     aliases?: Record<string, string>,
+    buildNetwork?: "none" | "default",
   ): Promise<ResolvedTaskImage | ResolveTaskImageError> => {
-    const exit = await Effect.runPromiseExit(quiet(resolveTaskImage(task, { docker, aliases })))
+    const exit = await Effect.runPromiseExit(
+      quiet(resolveTaskImage(task, { docker, aliases, buildNetwork })),
+    )
     if (exit._tag === "Success") {
       if (exit.value.source === "built") built.add(exit.value.image)
       return exit.value
@@ -64,6 +70,51 @@ describe("task image resolution (real engine, nothing pulled)", () => {
         .remove({ force: true })
         .catch(() => undefined)
     rmSync(scratch, { recursive: true, force: true })
+  })
+
+  it("builds with the network the task allows, unless told otherwise", async () => {
+    const task = await load(join(FIXTURES, "tb2/csv-column-sum"))
+    expect(task.environment.allowInternet).toBe(false)
+    const online: Task = { ...task, environment: { ...task.environment, allowInternet: true } }
+    expect(taskBuildNetwork(task)).toBe("none")
+    expect(taskBuildNetwork(online)).toBe("default")
+    expect(taskBuildNetwork(task, "default")).toBe("default")
+    expect(taskBuildNetwork(online, "none")).toBe("none")
+  })
+
+  it("lets a task that allows internet reach a mirror on the docker bridge while building", async () => {
+    const bridge = await docker.getNetwork("bridge").inspect()
+    const ipam = (bridge.IPAM?.Config ?? []) as Array<{ Gateway?: string; Subnet?: string }>
+    const gateway =
+      ipam.find((c) => (c.Gateway ?? "") !== "")?.Gateway ??
+      `${/^(\d+\.\d+\.\d+)\./.exec(ipam[0]?.Subnet ?? "")?.[1] ?? "172.17.0"}.1`
+    const server = createServer((_, response) => response.end("from the mirror\n"))
+    await new Promise<void>((ok) => server.listen(0, gateway, ok))
+    try {
+      const { port } = server.address() as AddressInfo
+      const dir = copy("tb2/csv-column-sum", "mirror-task")
+      writeFileSync(
+        join(dir, "environment", "Dockerfile"),
+        `FROM python:3.13-slim\nWORKDIR /app\nRUN python3 -c "import urllib.request; urllib.request.urlopen('http://${gateway}:${port}/pkg', timeout=10).read()"\n`,
+      )
+      const toml = join(dir, "task.toml")
+      const offline = await load(dir)
+      const refused = await resolveImage(offline)
+      expect(refused).toMatchObject({ _tag: "ImageBuildFailed", network: "none", line: 3 })
+      writeFileSync(
+        toml,
+        '[verifier]\ntimeout_sec = 60.0\n[environment]\nallow_internet = true\nworkdir = "/app"\n',
+      )
+      const online = await load(dir)
+      expect(online.environment.allowInternet).toBe(true)
+      const overridden = await resolveImage(online, undefined, "none")
+      expect(overridden).toMatchObject({ _tag: "ImageBuildFailed", network: "none" })
+      const built = await resolveImage(online)
+      if ("_tag" in built) throw new Error(built.message)
+      expect(built.source).toBe("built")
+    } finally {
+      await new Promise<void>((ok) => server.close(() => ok()))
+    }
   })
 
   it("uses a TB2 task's prebuilt image when the engine has it, without building", async () => {

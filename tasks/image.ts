@@ -6,7 +6,8 @@
  *      engine has it, or has what the caller's aliases map it to (native tasks: the default
  *      aliases too, so `python:3.12` runs on the base image);
  *   2. else its environment built from its Dockerfile (TB2 environment/, TB1 Dockerfile or the
- *      compose build context);
+ *      compose build context); the RUN steps get the engine's default network when the task
+ *      allows internet, else none (`buildNetwork` overrides);
  *   3. else a typed error naming the task and the image.
  */
 import { cp, mkdtemp, rm, stat } from "node:fs/promises"
@@ -17,6 +18,7 @@ import { Data, Effect } from "effect"
 import { connectDocker, describeEngine } from "../actors/sandbox/docker/index.ts"
 import {
   BASE_IMAGE,
+  type BuildNetwork,
   buildTaskImage,
   DEFAULT_ALIASES,
   type ImageAliases,
@@ -37,7 +39,17 @@ export interface ResolveTaskImageOptions {
   readonly docker?: Dockerode
   /** FROM (and prebuilt image) patterns to local images, tried before the defaults. */
   readonly aliases?: ImageAliases
+  /** The network of the build's RUN steps; default: the task's (see taskBuildNetwork). */
+  readonly buildNetwork?: BuildNetwork
 }
+
+/**
+ * The network a task's image build gets: the override when given, else the engine's default
+ * network for a task that allows internet and none for one that does not. The sandbox itself
+ * runs with the network the task declares, whatever built its image.
+ */
+export const taskBuildNetwork = (task: Task, override?: BuildNetwork): BuildNetwork =>
+  override ?? (task.environment.allowInternet ? "default" : "none")
 
 /** The task names an image the engine lacks, and has no Dockerfile to build one from. */
 export class TaskImageUnavailable extends Data.TaggedError("TaskImageUnavailable")<{
@@ -88,7 +100,11 @@ const buildEnvironment = (
   task: Task,
   context: string,
   dockerfile: string,
-  options: { readonly docker: Dockerode; readonly aliases: ImageAliases | undefined },
+  options: {
+    readonly docker: Dockerode
+    readonly aliases: ImageAliases | undefined
+    readonly network: BuildNetwork
+  },
 ) =>
   Effect.gen(function* () {
     const shadowed = yield* Effect.promise(() =>
@@ -147,6 +163,7 @@ export const resolveTaskImage = (
       const built = yield* buildEnvironment(task, buildContext, dockerfile ?? "Dockerfile", {
         docker,
         aliases: options.aliases,
+        network: taskBuildNetwork(task, options.buildNetwork),
       })
       return { image: built.image, source: "built" as const }
     }

@@ -1,10 +1,14 @@
 import { Effect } from "effect"
 import {
+  BUILD_NETWORKS,
+  type BuildNetwork,
   buildBaseImage,
   buildTaskImage,
   type ImageAliases,
 } from "../../actors/sandbox/image/index.ts"
-import { parseFlags, UsageError } from "../flags.ts"
+import { taskBuildNetwork } from "../../tasks/image.ts"
+import { loadTask } from "../../tasks/load/index.ts"
+import { choiceFlag, parseFlags, UsageError } from "../flags.ts"
 import { logFlagSpec, logFlagsHelp, loggingLayer } from "../run-main.ts"
 
 export const imageUsage = () => `Usage: t1 image <build-base|build> [options]
@@ -19,12 +23,15 @@ Nothing is pulled from a registry.
       the engine has it; re-imported from the cache directory (default ~/.cache/t1/images, or
       T1_IMAGE_CACHE) when only the archive is left.
 
-  t1 image build <task-dir> [--alias 'PATTERN=IMAGE,…']
+  t1 image build <task-dir> [--alias 'PATTERN=IMAGE,…'] [--build-network none|default]
       A task's environment (environment/Dockerfile, else Dockerfile), tagged
       t1-task-<name>:<hash of the context>. FROM lines are rewritten to local images: python:*,
       ubuntu:*, debian:* and ghcr.io/laude-institute/t-bench/* go to t1-base:latest; --alias
-      patterns (\`*\` matches anything) are tried first. The build has no network: a step that
-      needs it fails, naming the Dockerfile line.
+      patterns (\`*\` matches anything) are tried first; base images are never pulled. RUN
+      steps get the engine's default network when the task allows internet (allow_internet),
+      else none; --build-network overrides (a directory that is not a loadable task: none).
+      A failing step is named by its Dockerfile line, with its last 20 lines of output. The
+      network is not part of the image's hash: an image already built is reused as is.
 
 Options:
   --json          print the result as one JSON object
@@ -36,6 +43,7 @@ const spec = {
   suite: { type: "string" },
   "cache-dir": { type: "string" },
   alias: { type: "string" },
+  "build-network": { type: "string" },
   json: { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } as const
@@ -59,6 +67,18 @@ const parseAliases = (raw: string | undefined, usage: string): ImageAliases => {
   return aliases
 }
 
+/** The override, else the task's own setting when the directory loads as a task, else none. */
+const buildNetworkOf = (
+  taskDir: string,
+  override: BuildNetwork | undefined,
+): Effect.Effect<BuildNetwork> =>
+  override !== undefined
+    ? Effect.succeed(override)
+    : loadTask(taskDir).pipe(
+        Effect.map((task) => taskBuildNetwork(task)),
+        Effect.catch(() => Effect.succeed<BuildNetwork>("none")),
+      )
+
 export const imageCommand = (
   args: ReadonlyArray<string>,
 ): Effect.Effect<void, unknown> | string => {
@@ -74,6 +94,8 @@ export const imageCommand = (
   if (action === "build-base") {
     if (rest.length > 0) throw new UsageError(`unexpected arguments: ${rest.join(" ")}`, usage)
     if (values.alias !== undefined) throw new UsageError("--alias is for t1 image build", usage)
+    if (values["build-network"] !== undefined)
+      throw new UsageError("--build-network is for t1 image build", usage)
     const cacheDir = values["cache-dir"]
     return buildBaseImage({
       packages: list(values.packages),
@@ -97,7 +119,12 @@ export const imageCommand = (
       if (values[flag] !== undefined)
         throw new UsageError(`--${flag} is for t1 image build-base`, usage)
     const aliases = parseAliases(values.alias, usage)
-    return buildTaskImage(taskDir, { aliases }).pipe(
+    const override =
+      values["build-network"] === undefined
+        ? undefined
+        : choiceFlag("build-network", values["build-network"], BUILD_NETWORKS, "none", usage)
+    return buildNetworkOf(taskDir, override).pipe(
+      Effect.flatMap((network) => buildTaskImage(taskDir, { aliases, network })),
       Effect.flatMap((task) =>
         print(
           `${task.image} ${task.cached ? "already built" : `built in ${task.durationMs} ms`}`,

@@ -3,9 +3,12 @@ import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { Effect, Exit } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
+import type { VerifierOutcome } from "../../actors/verifier/index.ts"
+import { type CheckRow, imageFailureRow } from "../../tasks/check.ts"
 import { UsageError } from "../flags.ts"
-import { tasksCommand } from "./tasks.ts"
+import { finishCheck, tasksCommand } from "./tasks.ts"
 
 const BIN = fileURLToPath(new URL("../bin/t1.js", import.meta.url))
 const BUNDLED = fileURLToPath(new URL("../../tasks/bundled", import.meta.url))
@@ -44,6 +47,67 @@ describe("t1 tasks", () => {
       tasksCommand(["decontam", "--train", "a", "--eval", "b", "--threshold", "1.5"]),
     ).toThrow(/--threshold/)
     expect(() => tasksCommand(["check"])).toThrow(/which tasks/)
+  })
+
+  it("takes check's --json, --keep and --build-network, and says what each exit code means", () => {
+    const help = String(tasksCommand(["--help"]))
+    expect(help).toContain("--build-network")
+    expect(help).toMatch(/Exit 0 every task ok; 1 some task failed/)
+    expect(help).toContain("3 none failed but some are unverifiable")
+    expect(typeof tasksCommand(["check", "x", "--json", "--keep"])).toBe("object")
+    expect(typeof tasksCommand(["check", "x", "--build-network", "default"])).toBe("object")
+    expect(() => tasksCommand(["check", "x", "--build-network", "wifi"])).toThrow(
+      /--build-network must be one of none, default/,
+    )
+    expect(() => tasksCommand(["check", "x", "--keep", "--driver", "local"])).toThrow(
+      /--keep needs the docker driver/,
+    )
+    expect(() => tasksCommand(["decontam", "--keep"])).toThrow(/not an option of t1 tasks decontam/)
+  })
+
+  it("ends a check with exit 1 on a failure and exit 3 when some task is only unverifiable", async () => {
+    const unverifiable: VerifierOutcome = {
+      kind: "unverifiable",
+      missing: ["numpy"],
+      path: "script",
+      pathReason: "",
+      tests: [],
+      passed: 0,
+      total: 0,
+      reward: 0,
+      resolved: false,
+      timedOut: false,
+      mode: "exit-code",
+      notes: [],
+      durationMs: 1,
+      exitCode: 1,
+      outputTail: new Uint8Array(0),
+    }
+    const u: CheckRow = {
+      task: "needs-numpy",
+      image: "img",
+      reference: { kind: "verified", outcome: unverifiable },
+      noop: { kind: "verified", outcome: unverifiable },
+      seconds: 1,
+      status: "unverifiable",
+      ok: false,
+      problems: ["unverifiable here"],
+    }
+    const failed = await Effect.runPromiseExit(
+      finishCheck({ rows: [u, imageFailureRow("broken", "no Dockerfile")], exitCode: 1 }),
+    )
+    expect(Exit.isFailure(failed) ? String(failed.cause) : "").toContain(
+      "1 task(s) failed the check: broken; 1 unverifiable here: needs-numpy",
+    )
+    const before = process.exitCode
+    try {
+      await Effect.runPromise(finishCheck({ rows: [u], exitCode: 3 }))
+      expect(process.exitCode).toBe(3)
+    } finally {
+      process.exitCode = before
+    }
+    await Effect.runPromise(finishCheck({ rows: [], exitCode: 0 }))
+    expect(process.exitCode).toBe(before)
   })
 
   it("lists the families", () => {

@@ -1,5 +1,6 @@
 import { Console, Effect } from "effect"
-import { checkTasks } from "../../tasks/check.ts"
+import { BUILD_NETWORKS } from "../../actors/sandbox/image/index.ts"
+import { type CheckReport, checkTasks, TaskCheckFailed } from "../../tasks/check.ts"
 import {
   ContaminationFound,
   checkSplits,
@@ -30,9 +31,21 @@ Synthetic task families, held-out splits and decontamination.
       a family in both must use disjoint seed ranges). Exit 1 when an eval task overlaps more
       than the threshold or the split check fails. Reads any task format the loaders know.
 
-  t1 tasks check DIR… [--driver docker|local|auto] [--concurrency N]
+  t1 tasks check DIR… [--driver docker|local|auto] [--concurrency N] [--json] [--keep]
+                 [--build-network none|default]
       Run each task's reference solution and a no-op agent in a sandbox: the reference must
-      pass every test and the no-op must not. Exit 1 on any failure.
+      pass every test and the no-op must not. The reference runs as Harbor runs it: the task's
+      solution/ folder is copied to /solution and \`bash /solution/solve.sh\` runs in the task's
+      workdir (TB1: /solution/solution.sh). Prints a table, then for each task that is not ok
+      the full error, the tests not passed, the verifier's notes, path and output tail.
+      --json           one JSON object per task on stdout (JSON Lines, as each task finishes);
+                       the table and the details go to stderr
+      --keep           leave the sandboxes (docker; ttl 7 days) and print how to get in
+      --build-network  the network of task image builds' RUN steps; default: the task's own
+                       (allow_internet true: the engine's default network, else none)
+      Exit 0 every task ok; 1 some task failed (reference not resolved, no-op resolved, an
+      error); 3 none failed but some are unverifiable here (the tests need packages the
+      sandbox lacks); 2 usage error.
 
 Options:
   --json          print machine-readable output
@@ -52,6 +65,8 @@ const spec = {
   threshold: { type: "string" },
   driver: { type: "string" },
   concurrency: { type: "string" },
+  keep: { type: "boolean" },
+  "build-network": { type: "string" },
   json: { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } as const
@@ -62,7 +77,7 @@ const ACTION_FLAGS: Record<string, ReadonlyArray<keyof typeof spec>> = {
   families: ["json"],
   synth: ["family", "seed", "count", "out", "difficulty", "split", "task-set", "json"],
   decontam: ["train", "eval", "n", "threshold", "json"],
-  check: ["driver", "concurrency"],
+  check: ["driver", "concurrency", "json", "keep", "build-network"],
 }
 
 const required = (
@@ -194,5 +209,44 @@ export const tasksCommand = (
   if (rest.length === 0) throw new UsageError("which tasks? name one or more directories", usage)
   const driver = choiceFlag("driver", values.driver, ["docker", "local", "auto"], "auto", usage)
   const concurrency = intFlag("concurrency", values.concurrency, 2, usage, 1)
-  return Effect.asVoid(checkTasks(rest, { driver, concurrency }))
+  const keep = values.keep === true
+  if (keep && driver === "local")
+    throw new UsageError("--keep needs the docker driver: local sandboxes end with t1", usage)
+  const buildNetwork =
+    values["build-network"] === undefined
+      ? undefined
+      : choiceFlag("build-network", values["build-network"], BUILD_NETWORKS, "none", usage)
+  return checkTasks(rest, {
+    driver,
+    concurrency,
+    json: values.json === true,
+    keep,
+    buildNetwork,
+  }).pipe(Effect.flatMap(finishCheck))
+}
+
+/**
+ * The check's exit status: a failure (exit 1, one line on stderr) when any task failed; exit 3
+ * with a line on stderr when none failed but some are unverifiable here; else success.
+ */
+export const finishCheck = (report: CheckReport): Effect.Effect<void, TaskCheckFailed> => {
+  const named = (status: "failed" | "unverifiable") =>
+    report.rows.filter((r) => r.status === status).map((r) => r.task)
+  if (report.exitCode === 1)
+    return Effect.fail(
+      new TaskCheckFailed({ failed: named("failed"), unverifiable: named("unverifiable") }),
+    )
+  if (report.exitCode === 3) {
+    const unverifiable = named("unverifiable")
+    return Console.error(
+      `t1: no task failed, but ${unverifiable.length} cannot be verified here (exit 3): ${unverifiable.join(", ")}`,
+    ).pipe(
+      Effect.andThen(
+        Effect.sync(() => {
+          process.exitCode = 3
+        }),
+      ),
+    )
+  }
+  return Effect.void
 }

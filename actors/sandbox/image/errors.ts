@@ -32,10 +32,16 @@ export class UnsupportedStep extends Data.TaggedError("UnsupportedStep")<{
   }
 }
 
-/** The engine ran the build and a step failed; `output` holds the build's last lines. */
+/**
+ * The engine ran the build and a step failed; `output` holds the failing step's last lines (at
+ * most 20). The message names the Dockerfile line, the instruction and the network the RUN
+ * steps had, then that output.
+ */
 export class ImageBuildFailed extends Data.TaggedError("ImageBuildFailed")<{
   readonly image: string
   readonly dockerfile: string
+  /** The RUN steps' network; absent when not told. */
+  readonly network?: "none" | "default"
   /** 0 when the failing step could not be told. */
   readonly line: number
   readonly step: string
@@ -44,8 +50,10 @@ export class ImageBuildFailed extends Data.TaggedError("ImageBuildFailed")<{
 }> {
   override get message(): string {
     const where = this.line > 0 ? `${this.dockerfile}:${this.line}` : this.dockerfile
-    const output = this.output === "" ? "" : `\n--- build output (last lines) ---\n${this.output}`
-    return `building ${this.image} failed at ${where}: ${this.step}: ${this.reason}${output}`
+    const network = this.network === undefined ? "" : ` (network: ${this.network})`
+    const output =
+      this.output === "" ? "" : `\n--- output of the step (last lines) ---\n${this.output}`
+    return `building ${this.image}${network} failed at ${where}: ${this.step}: ${this.reason}${output}`
   }
 }
 

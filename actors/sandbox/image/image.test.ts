@@ -1,4 +1,6 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { createServer, type Server } from "node:http"
+import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect, Exit, References } from "effect"
@@ -13,7 +15,8 @@ import {
   resolveAlias,
   rewriteFrom,
 } from "./dockerfile.ts"
-import { buildTaskImage, type TaskImageError } from "./index.ts"
+import { BUILD_OUTPUT_LINES, buildTaskImage, type TaskImageError } from "./index.ts"
+import { keepOutput, networkHint, taskBuildOptions } from "./task.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "./testing.ts"
 
 describe("Dockerfile FROM rewriting", () => {
@@ -122,6 +125,38 @@ describe("Dockerfile FROM rewriting", () => {
   })
 })
 
+describe("task build network", () => {
+  it("asks the engine for the RUN steps' network, none or default", () => {
+    expect(taskBuildOptions("t1-task-x:1", "Dockerfile", "none", { a: "b" })).toEqual({
+      t: "t1-task-x:1",
+      dockerfile: "Dockerfile",
+      networkmode: "none",
+      rm: true,
+      forcerm: true,
+      labels: { a: "b" },
+    })
+    expect(taskBuildOptions("t1-task-x:1", "Dockerfile", "default", {}).networkmode).toBe("default")
+  })
+
+  it("hints at the missing network only when the build had none", () => {
+    const run = { keyword: "RUN" as const }
+    const out = ["E: Unable to locate package curl"]
+    expect(networkHint("none", run, "RUN apt-get install -y curl", out)).toContain("no network")
+    expect(networkHint("default", run, "RUN apt-get install -y curl", out)).toBe("")
+    expect(networkHint("none", { keyword: "COPY" as const }, "COPY a b", out)).toBe("")
+    expect(networkHint("none", run, "RUN make", ["make: *** no rule"])).toBe("")
+  })
+
+  it("keeps a step's last 20 lines, long lines cut", () => {
+    const kept: string[] = []
+    keepOutput(kept, Array.from({ length: 45 }, (_, i) => `line ${i + 1}`).join("\n"))
+    keepOutput(kept, "x".repeat(2000))
+    expect(kept).toHaveLength(BUILD_OUTPUT_LINES)
+    expect(kept[0]).toBe("line 27")
+    expect(kept.at(-1)?.length).toBeLessThan(510)
+  })
+})
+
 describe("task images (real engine, offline)", () => {
   const docker = connectDocker()
   const root = mkdtempSync(join(tmpdir(), "t1-task-images-"))
@@ -136,9 +171,9 @@ describe("task images (real engine, offline)", () => {
     return dir
   }
 
-  const build = async (dir: string) => {
+  const build = async (dir: string, network?: "none" | "default") => {
     const exit = await Effect.runPromiseExit(
-      buildTaskImage(dir, { docker }).pipe(
+      buildTaskImage(dir, { docker, network }).pipe(
         Effect.provideService(References.MinimumLogLevel, "Warn"),
       ),
     )
@@ -215,6 +250,60 @@ describe("task images (real engine, offline)", () => {
     expect(error.message).toContain("returned a non-zero code")
     expect(error.message).toContain("no network")
     expect(error.output).toMatch(/curl/)
+  })
+
+  it("builds with the engine's default network when asked, and without any by default", async () => {
+    // A package mirror stand-in on the docker bridge's gateway address of this machine.
+    const bridge = await docker.getNetwork("bridge").inspect()
+    const ipam = (bridge.IPAM?.Config ?? []) as Array<{ Gateway?: string; Subnet?: string }>
+    const gateway =
+      ipam.find((c) => c.Gateway !== undefined && c.Gateway !== "")?.Gateway ??
+      ipam
+        .map((c) => /^(\d+\.\d+\.\d+)\.0\/\d+$/.exec(c.Subnet ?? "")?.[1])
+        .find((prefix) => prefix !== undefined)
+        ?.concat(".1") ??
+      "172.17.0.1"
+    let hits = 0
+    const server: Server = createServer((_, response) => {
+      hits++
+      response.end("mirror says hi\n")
+    })
+    await new Promise<void>((ok) => server.listen(0, gateway, ok))
+    try {
+      const { port } = server.address() as AddressInfo
+      const url = `http://${gateway}:${port}/x`
+      const dir = taskDir("needs-mirror", {
+        "environment/Dockerfile": [
+          "FROM python:3.13-slim",
+          "RUN echo preparing",
+          "RUN for i in $(seq 1 40); do echo noise-$i; done; " +
+            `python3 -c "import urllib.request; print(urllib.request.urlopen('${url}', timeout=10).read().decode())" > /fetched.txt`,
+          "RUN cat /fetched.txt",
+        ].join("\n"),
+      })
+      const offline = failed(await build(dir, "none"))
+      expect(offline._tag).toBe("ImageBuildFailed")
+      if (offline._tag !== "ImageBuildFailed") return
+      expect(offline).toMatchObject({ line: 3, network: "none" })
+      expect(offline.step).toContain("urllib.request.urlopen")
+      expect(offline.output).toContain("Network is unreachable")
+      expect(offline.output).not.toContain("noise-1\n")
+      expect(offline.output.split("\n").length).toBeLessThanOrEqual(BUILD_OUTPUT_LINES)
+      expect(offline.message).toContain(`${join(dir, "environment", "Dockerfile")}:3`)
+      expect(offline.message).toContain("(network: none)")
+      expect(offline.message).toContain("this build had no network")
+      expect(offline.message).toContain("Network is unreachable")
+      expect(hits).toBe(0)
+
+      const online = await build(dir, "default")
+      if ("_tag" in online) throw new Error(online.message)
+      expect(online.cached).toBe(false)
+      expect(hits).toBe(1)
+      // The network does not change the recipe: the same context is the same image.
+      expect(await build(dir, "none")).toMatchObject({ image: online.image, cached: true })
+    } finally {
+      await new Promise<void>((ok) => server.close(() => ok()))
+    }
   })
 
   it("rejects ADD of a URL up front, and a FROM the engine lacks", async () => {

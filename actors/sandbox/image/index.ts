@@ -24,9 +24,13 @@ export {
   UnsupportedStep,
 } from "./errors.ts"
 export {
+  BUILD_NETWORKS,
+  BUILD_OUTPUT_LINES,
+  type BuildNetwork,
   buildTaskImage,
   type TaskImage,
   type TaskImageError,
   type TaskImageOptions,
+  taskBuildOptions,
   taskImageName,
 } from "./task.ts"

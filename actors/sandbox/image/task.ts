@@ -28,11 +28,25 @@ import { errorOf, progressMessages } from "./progress.ts"
 /** Bumped whenever the way task images are built changes what the same context produces. */
 export const TASK_RECIPE_VERSION = 1
 
+/**
+ * The network the build's RUN steps get: none, or the engine's default (bridge) network, so a
+ * package mirror the engine can reach works. It does not change the recipe, so it is not part of
+ * the image's hash. Base images are never pulled either way.
+ */
+export type BuildNetwork = "none" | "default"
+export const BUILD_NETWORKS: ReadonlyArray<BuildNetwork> = ["none", "default"]
+
 export interface TaskImageOptions {
   /** FROM patterns to local images, tried before the defaults (python:*, ubuntu:*, …). */
   readonly aliases?: ImageAliases
   readonly docker?: Dockerode
+  /** Default "none". resolveTaskImage follows the task's allowInternet. */
+  readonly network?: BuildNetwork
 }
+
+/** Lines of a failing step's output kept for the error, and the longest line kept whole. */
+export const BUILD_OUTPUT_LINES = 20
+const BUILD_OUTPUT_LINE_CHARS = 500
 
 export interface TaskImage {
   /** `t1-task-<name>:<hash of the context>`. */
@@ -188,27 +202,69 @@ const ANSI = /\x1b\[[0-9;]*[A-Za-z]/g
 
 const STEP = /^Step (\d+)\/(\d+) : (.*)$/
 
+/** What a terminal shows of a line that carriage returns rewrote (progress bars). */
+const lastSegment = (line: string): string => {
+  const segments = line.split("\r").filter((s) => s !== "")
+  return segments.at(-1) ?? ""
+}
+
+/** The hint for a failed RUN step that looks like it wanted the network; only for offline builds. */
+export const networkHint = (
+  network: BuildNetwork,
+  instruction: Pick<Instruction, "keyword"> | undefined,
+  text: string,
+  output: ReadonlyArray<string>,
+): string =>
+  network === "none" &&
+  instruction?.keyword === "RUN" &&
+  NETWORK_HINT.test(`${text}\n${output.join("\n")}`)
+    ? " (this build had no network: the task does not allow internet, or --build-network none was given; put the packages into the base image with `t1 image build-base --packages …`, vendor the files into the task directory, or build with --build-network default)"
+    : ""
+
 const buildFailure = (
   image: string,
   dockerfile: string,
+  network: BuildNetwork,
   instruction: Instruction | undefined,
   stepText: string,
   reason: string,
   output: ReadonlyArray<string>,
 ): ImageBuildFailed => {
   const text = instruction?.text ?? stepText
-  const offline =
-    instruction?.keyword === "RUN" && NETWORK_HINT.test(`${text}\n${output.join("\n")}`)
-      ? " (task builds have no network: put the packages into the base image with `t1 image build-base --packages …`, or vendor the files into the task directory)"
-      : ""
   return new ImageBuildFailed({
     image,
     dockerfile,
+    network,
     line: instruction?.line ?? 0,
     step: text,
-    reason: `${reason}${offline}`,
+    reason: `${reason}${networkHint(network, instruction, text, output)}`,
     output: output.join("\n"),
   })
+}
+
+/** What the engine is asked to build: the tag, the Dockerfile, the RUN steps' network, labels. */
+export const taskBuildOptions = (
+  image: string,
+  dockerfilePath: string,
+  network: BuildNetwork,
+  labels: Readonly<Record<string, string>>,
+) => ({
+  t: image,
+  dockerfile: dockerfilePath,
+  networkmode: network,
+  rm: true,
+  forcerm: true,
+  labels: { ...labels },
+})
+
+/** Keeps the last BUILD_OUTPUT_LINES lines of a step, each cut to a readable length. */
+export const keepOutput = (kept: string[], text: string): void => {
+  for (const line of text.split("\n")) {
+    kept.push(
+      line.length > BUILD_OUTPUT_LINE_CHARS ? `${line.slice(0, BUILD_OUTPUT_LINE_CHARS)}…` : line,
+    )
+    if (kept.length > BUILD_OUTPUT_LINES) kept.shift()
+  }
 }
 
 const engineFailure = (docker: Dockerode, error: unknown, taskDir: string) =>
@@ -217,9 +273,10 @@ const engineFailure = (docker: Dockerode, error: unknown, taskDir: string) =>
     : new TaskContextInvalid({ taskDir, reason: reasonOf(error) })
 
 /**
- * Builds a task's environment image offline: FROM lines go through the alias map to images the
- * engine already has (by default t1-base:latest), the build runs with no network, and the image
- * is tagged `t1-task-<name>:<hash of the context>` — an existing tag is reused as is.
+ * Builds a task's environment image without pulling: FROM lines go through the alias map to
+ * images the engine already has (by default t1-base:latest), the RUN steps get `options.network`
+ * (default none), and the image is tagged `t1-task-<name>:<hash of the context>` — an existing
+ * tag is reused as is, whatever network built it.
  */
 export const buildTaskImage = (
   taskDir: string,
@@ -228,6 +285,7 @@ export const buildTaskImage = (
   Effect.gen(function* () {
     const started = Date.now()
     const docker = options.docker ?? connectDocker()
+    const network = options.network ?? "none"
     const located = yield* Effect.promise(() => locateDockerfile(taskDir))
     if (located === undefined)
       return yield* new TaskContextInvalid({
@@ -267,7 +325,7 @@ export const buildTaskImage = (
           dockerfile,
           line: base.line,
           step: instructions.find((i) => i.line === base.line)?.text ?? `FROM ${base.image}`,
-          reason: `image ${base.image} is not on the engine, and offline builds cannot pull: alias it to a local image or build it first (t1 image build-base)`,
+          reason: `image ${base.image} is not on the engine, and task builds cannot pull (t1 never pulls): alias it to a local image or build it first (t1 image build-base)`,
         })
       }
       baseImageIds.push(info.value.Id)
@@ -294,17 +352,16 @@ export const buildTaskImage = (
     })
     if (yield* imageExists(docker, image)) return result(true)
 
-    yield* Effect.logInfo(`task image: building ${image} from ${contextDir} (offline)`)
+    yield* Effect.logInfo(`task image: building ${image} from ${contextDir} (network: ${network})`)
     const progress = yield* Effect.tryPromise({
       try: () =>
-        docker.buildImage(Readable.from(packContext(entries, dockerfilePath, rewritten.text)), {
-          t: image,
-          dockerfile: dockerfilePath,
-          networkmode: "none",
-          rm: true,
-          forcerm: true,
-          labels: { "t1.task": name, "t1.task.hash": hash },
-        }),
+        docker.buildImage(
+          Readable.from(packContext(entries, dockerfilePath, rewritten.text)),
+          taskBuildOptions(image, dockerfilePath, network, {
+            "t1.task": name,
+            "t1.task.hash": hash,
+          }),
+        ),
       catch: (error) => engineFailure(docker, error, taskDir),
     })
 
@@ -312,13 +369,10 @@ export const buildTaskImage = (
     let step = 0
     let stepText = ""
     let stepOutput: string[] = []
-    yield* Stream.runForEach(progressMessages(progress), (message) => {
-      const error = errorOf(message)
-      if (error !== undefined)
-        return Effect.fail(
-          buildFailure(image, dockerfile, instructions[step - 1], stepText, error, stepOutput),
-        )
-      const text = (message.stream ?? message.status ?? "").replace(ANSI, "").trimEnd()
+    // A step's output arrives in pieces that need not end at a line break.
+    let partial = ""
+    const onLine = (line: string): Effect.Effect<void> => {
+      const text = line.trimEnd()
       if (text === "") return Effect.void
       const header = STEP.exec(text)
       if (header !== null) {
@@ -327,19 +381,30 @@ export const buildTaskImage = (
         stepOutput = []
         return Effect.logInfo(`task image: ${text}`)
       }
-      if (/^( ---> |Removing intermediate container )/.test(text))
-        return Effect.logDebug(`task image: ${text}`)
-      for (const line of text.split("\n")) {
-        stepOutput.push(line)
-        if (stepOutput.length > 30) stepOutput.shift()
-      }
+      if (!/^( ---> |Removing intermediate container )/.test(text)) keepOutput(stepOutput, text)
       return Effect.logDebug(`task image: ${text}`)
+    }
+    yield* Stream.runForEach(progressMessages(progress), (message) => {
+      const error = errorOf(message)
+      if (error !== undefined) {
+        const output = [...stepOutput]
+        if (partial.trim() !== "") keepOutput(output, lastSegment(partial).trimEnd())
+        return Effect.fail(
+          buildFailure(image, dockerfile, network, instructions[step - 1], stepText, error, output),
+        )
+      }
+      const lines = `${partial}${(message.stream ?? message.status ?? "").replace(ANSI, "")}`
+        .replace(/\r\n/g, "\n")
+        .split("\n")
+      partial = lines.pop() ?? ""
+      return Effect.forEach(lines, (line) => onLine(lastSegment(line)), { discard: true })
     }).pipe(
       Effect.mapError((error) =>
         error._tag === "ProgressStreamFailed"
           ? new ImageBuildFailed({
               image,
               dockerfile,
+              network,
               line: 0,
               step: "(stream)",
               reason: error.reason,
@@ -352,6 +417,7 @@ export const buildTaskImage = (
       return yield* new ImageBuildFailed({
         image,
         dockerfile,
+        network,
         line: 0,
         step: "(end)",
         reason: "the build ended without an error, but the image is not there",
