@@ -347,10 +347,16 @@ describe("loading many tasks", () => {
     const tasks = exit._tag === "Success" ? exit.value : []
     expect(tasks.map((t) => `${t.format}:${t.id}`)).toEqual([
       "native:grep-errors",
+      "tb2:config-sections",
+      "tb2:greetings",
+      "tb2:region-totals",
+      "tb1:tb1-port-config",
+      "tb1:tb1-sorted-names",
       "tb1:fix-permissions",
       "tb1:word-count",
       "tb2:csv-column-sum",
       "tb2:listen-port-legacy",
+      "tb2:matrix-trace",
     ])
   })
 
