@@ -35,7 +35,7 @@ the weights bucket). Policies idle for 10 minutes are dropped.
   --seed N                     with --job and no --weights: initialisation seed (default 0)
   --kernels NAME               TinyMoE kernels: auto (gpu.js where measured faster), reference, webasm, cpu (T1_KERNELS; default auto)
   --tokenizer FILE             tokenizer.json (Hugging Face format); default: the bundled one (T1_TOKENIZER)
-  --format NAME                action format: shell-block (default for tinymoe) or terminus-json (default for engines) (T1_ACTION_FORMAT)
+  --format NAME                action format: shell-block (default for tinymoe), shell-block-short (the same actions, a ~25-token prompt) or terminus-json (default for engines) (T1_ACTION_FORMAT)
   --engine-url URL             SGLang or vLLM server root, e.g. http://127.0.0.1:30000 (T1_ENGINE_URL)
   --engine-model NAME          vLLM served model name (T1_ENGINE_MODEL)
   --context-length N           the engine's context length, or TinyMoE's per-episode context (default 4096)
@@ -97,7 +97,7 @@ export const samplerActor: HostedActor = {
       (policyName === "tinymoe" ? "shell-block" : "terminus-json")
     if (!isActionFormatName(formatName))
       throw new ActorConfigError(
-        `--format must be shell-block or terminus-json, got ${JSON.stringify(formatName)}`,
+        `--format must be ${Object.keys(ACTION_FORMATS).join(", ")}, got ${JSON.stringify(formatName)}`,
       )
     const format = ACTION_FORMATS[formatName as ActionFormatName]
     const tokenizer = tokenizerFrom(flags)

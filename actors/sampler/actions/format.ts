@@ -31,7 +31,7 @@ export type ParsedAction =
   /** Nothing is run; `feedback` is the text to send back to the agent as the observation. */
   | { readonly kind: "malformed"; readonly reason: string; readonly feedback: string }
 
-export type ActionFormatName = "shell-block" | "terminus-json"
+export type ActionFormatName = "shell-block" | "shell-block-short" | "terminus-json"
 
 export interface ActionFormat {
   readonly name: ActionFormatName

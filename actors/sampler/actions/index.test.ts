@@ -6,6 +6,7 @@ import {
   actionFormat,
   isActionFormatName,
   shellBlock,
+  shellBlockShort,
   terminusJson,
   UnknownActionFormat,
 } from "./index.ts"
@@ -17,14 +18,26 @@ describe("actionFormat", () => {
     for (const name of ACTION_FORMAT_NAMES) expect(ACTION_FORMATS[name].name).toBe(name)
   })
 
+  it("shell-block-short acts as shell-block under a prompt of a few words", () => {
+    const text = "ok\n```bash\nls -la\n```\n<|done|>"
+    expect(shellBlockShort.parse(text)).toEqual(shellBlock.parse(text))
+    expect(shellBlockShort.renderSolution("cd /app\nls\n")).toEqual(
+      shellBlock.renderSolution("cd /app\nls\n"),
+    )
+    expect(shellBlockShort.systemPrompt.length).toBeLessThan(shellBlock.systemPrompt.length / 5)
+    expect(shellBlockShort.systemPrompt).toContain("<|done|>")
+  })
+
   it("fails with UnknownActionFormat naming the valid choices", async () => {
     const exit = await Effect.runPromiseExit(actionFormat("xml"))
     expect(Exit.isFailure(exit)).toBe(true)
     const error = await Effect.runPromise(Effect.flip(actionFormat("xml")))
     expect(error).toBeInstanceOf(UnknownActionFormat)
     expect(error._tag).toBe("UnknownActionFormat")
-    expect(error.valid).toEqual(["shell-block", "terminus-json"])
-    expect(error.message).toBe('unknown action format "xml"; valid: shell-block, terminus-json')
+    expect(error.valid).toEqual(["shell-block", "shell-block-short", "terminus-json"])
+    expect(error.message).toBe(
+      'unknown action format "xml"; valid: shell-block, shell-block-short, terminus-json',
+    )
   })
 
   it("does not take inherited keys for names", () => {

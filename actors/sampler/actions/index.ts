@@ -1,6 +1,6 @@
 import { Data, Effect } from "effect"
 import type { ActionFormat, ActionFormatName } from "./format.ts"
-import { shellBlock } from "./shell-block.ts"
+import { shellBlock, shellBlockShort } from "./shell-block.ts"
 import { terminusJson } from "./terminus-json.ts"
 
 export type { ActionFormat, ActionFormatName, ParsedAction, ShellCommand } from "./format.ts"
@@ -15,7 +15,13 @@ export {
   prependWarnings,
   TIMED_OUT_STATUS,
 } from "./observation.ts"
-export { DONE_TOKEN, SHELL_BLOCK_PROMPT, shellBlock } from "./shell-block.ts"
+export {
+  DONE_TOKEN,
+  SHELL_BLOCK_PROMPT,
+  SHELL_BLOCK_SHORT_PROMPT,
+  shellBlock,
+  shellBlockShort,
+} from "./shell-block.ts"
 export {
   MAX_SOLUTION_STEPS,
   planSolution,
@@ -35,6 +41,7 @@ export {
 /** Every action format, by name. */
 export const ACTION_FORMATS: { readonly [N in ActionFormatName]: ActionFormat } = {
   "shell-block": shellBlock,
+  "shell-block-short": shellBlockShort,
   "terminus-json": terminusJson,
 }
 

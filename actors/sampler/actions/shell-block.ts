@@ -161,3 +161,15 @@ export const shellBlock: ActionFormat = {
   parse: parseShellBlock,
   renderSolution: renderShellBlockSolution,
 }
+
+/**
+ * The same actions under a two-sentence prompt (~25 tokens instead of ~300): for small policies
+ * that learn the format from their warm start, where the prompt is most of every sequence's cost.
+ */
+export const SHELL_BLOCK_SHORT_PROMPT = `Reply with one \`\`\`bash block per turn; when done, ${DONE_TOKEN}.`
+
+export const shellBlockShort: ActionFormat = {
+  ...shellBlock,
+  name: "shell-block-short",
+  systemPrompt: SHELL_BLOCK_SHORT_PROMPT,
+}
