@@ -1,11 +1,16 @@
 import { Effect, Schedule } from "effect"
-import type { ChatTemplate, Kernels, TinyMoe } from "../../model/index.ts"
+import { type ChatTemplate, type Kernels, Rng, type TinyMoe } from "../../model/index.ts"
 import { Bus, type Subjects } from "../../services/bus/index.ts"
 import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
 import { takeBatch } from "../buffer/client.ts"
 import { loadCheckpoint, saveCheckpoint } from "./checkpoint.ts"
-import { TrajectoryMalformed, trainingSequence } from "./decode.ts"
-import { type LearnerConfig, type StepMetrics, Trainer } from "./trainer.ts"
+import { type TrainingSequence, TrajectoryMalformed, trainingSequence } from "./decode.ts"
+import {
+  dropsZeroVarianceGroups,
+  type LearnerConfig,
+  type StepMetrics,
+  Trainer,
+} from "./trainer.ts"
 import { publishWeights } from "./weights.ts"
 
 export interface LearnerOptions {
@@ -21,7 +26,17 @@ export interface LearnerOptions {
   /** η: trajectories admitted more than this many versions ago are dropped by the buffer. */
   readonly maxStaleness: number
   readonly wholeGroups?: boolean
+  /** Default: the config's group filter (on when the advantages use a group baseline). */
   readonly dropZeroVarianceGroups?: boolean
+  /** Rollouts per group (the job's samples_per_task) for whole groups; 0: the buffer's own. */
+  readonly groupSize?: number
+  /**
+   * Golden trajectories for the SFT warm start (config.sftSteps updates before RL, on a job
+   * that has no checkpoint yet); asked for only then.
+   */
+  readonly golden?: Effect.Effect<ReadonlyArray<TrainingSequence>, unknown>
+  /** Golden trajectories per SFT update (default: batchSize, at most the golden set). */
+  readonly sftBatch?: number
   /** Save a checkpoint every this many updates (and after the last). */
   readonly checkpointEvery?: number
   /** Stop after this many updates in total (counting those before a restart); unset = forever. */
@@ -44,6 +59,9 @@ export interface StepReport extends StepMetrics {
   readonly step: number
   readonly version: bigint
   readonly batchId: string
+  /** Dropped by the buffer while cutting the batch (Batch.dropped_zero_variance, dropped_stale). */
+  readonly bufferDroppedZeroVariance: number
+  readonly bufferDroppedStale: number
 }
 
 const learnerMetrics = (m: MetricsShape) => {
@@ -76,6 +94,14 @@ const learnerMetrics = (m: MetricsShape) => {
       "tis_clipfrac",
       "Fraction of generated tokens whose importance weight hit the TIS threshold, last update",
     ),
+    approxKl: g("approx_kl", "k3 estimate of KL(proximal ‖ updated policy), last update"),
+    lr: g("lr", "Actor learning rate of the last update (0 during critic warm-up)"),
+    skipped: m.counter({
+      name: "t1_learner_skipped_steps_total",
+      help: "Updates that changed no weights, by reason",
+      labelNames: ["reason"],
+    }),
+    sftLoss: g("sft_loss", "Loss of the last SFT warm-start update"),
     reward: g("reward_mean", "Mean reward of the last batch"),
     resolved: g("resolved_rate", "Share of resolved episodes in the last batch"),
     tokensPerSecond: g("tokens_per_second", "Training throughput of the last update"),
@@ -110,6 +136,13 @@ export const runLearner = (
       yield* Effect.logInfo(
         `learner: ${options.jobId} resumed at step ${trainer.step}, version ${version}`,
       )
+    if (!restored && options.config.sftSteps > 0) {
+      // The warm start comes before the first announcement: the job's starting version (the
+      // one its first episodes are sampled with) is the warm-started policy.
+      yield* sftWarmStartSteps(trainer, options, m.sftLoss)
+      // Saved now, so that a restart does not run the warm start again.
+      yield* saveCheckpoint(bus, bucket, options.jobId, trainer, version, lastBatchId)
+    }
     // Announced again after a restart: the last one may have died with the previous process.
     yield* publishWeights(
       bus,
@@ -121,6 +154,7 @@ export const runLearner = (
     )
     m.version.set(Number(version))
     const every = options.checkpointEvery ?? 10
+    const publishEvery = Math.max(1, options.config.publishEverySteps)
     // Episodes trained on since this process resumed (what a restart rolls back is trained again).
     const trainedOn = new Set<string>()
     while (options.maxSteps === undefined || trainer.step < options.maxSteps) {
@@ -132,7 +166,9 @@ export const runLearner = (
         maxStaleness: options.maxStaleness,
         waitMs: options.batchWaitMs ?? 2000,
         wholeGroups: options.wholeGroups ?? false,
-        dropZeroVarianceGroups: options.dropZeroVarianceGroups ?? false,
+        dropZeroVarianceGroups:
+          options.dropZeroVarianceGroups ?? dropsZeroVarianceGroups(options.config),
+        groupSize: options.groupSize ?? 0,
         ackBatchId: lastBatchId,
       }).pipe(
         Effect.retry({
@@ -143,14 +179,15 @@ export const runLearner = (
       const malformed: TrajectoryMalformed[] = []
       // A batch confirmed late (an update slower than the buffer's batch timeout) is served
       // again; what this learner already trained on is not trained twice.
-      const fresh = batch.trajectories.filter((t) => !trainedOn.has(t.episodeId))
+      const weighted = batch.trajectories.map((t, i) => ({ t, weight: batch.weights[i] ?? 1 }))
+      const fresh = weighted.filter(({ t }) => !trainedOn.has(t.episodeId))
       if (fresh.length < batch.trajectories.length)
         yield* Effect.logWarning(
           `learner: ${batch.trajectories.length - fresh.length} re-served trajectories already trained on; skipped`,
         )
-      const sequences = fresh.flatMap((t) => {
+      const sequences = fresh.flatMap(({ t, weight }) => {
         try {
-          const s = trainingSequence(t, version)
+          const s = trainingSequence(t, version, weight)
           return s ? [s] : []
         } catch (e) {
           // One bad trajectory is dropped with a warning; it must not stop the job's training.
@@ -163,14 +200,25 @@ export const runLearner = (
       })
       for (const e of malformed) yield* Effect.logWarning(`learner: dropped ${e.message}`)
       // The buffer waited up to wait_ms; train on what it had, or ask again. A batch with
-      // nothing to train on (no generated tokens, re-served, malformed) is still confirmed by
-      // the next take, or it would come back after every batch timeout.
+      // nothing to train on is still confirmed by the next take, or it would come back after
+      // every batch timeout. When it held new episodes (none generated a token, or all were
+      // malformed), or the buffer dropped every group it had as zero-variance, the update is a
+      // skipped step: the version still advances, so the coordinator admits new episodes in
+      // place of the consumed ones instead of waiting for ever.
       if (sequences.length === 0) {
         if (batch.batchId !== "") lastBatchId = batch.batchId
-        continue
+        const filtered = batch.droppedZeroVariance > 0
+        if (fresh.length === 0 && !filtered) continue
       }
-      const metrics = trainer.ppoStep(sequences)
-      for (const q of sequences) trainedOn.add(q.episodeId)
+      const metrics =
+        sequences.length === 0
+          ? trainer.skipStep(
+              fresh.length === 0 ? "all_groups_filtered" : "no_trainable_tokens",
+              [],
+              { sequences: fresh.length },
+            )
+          : trainer.ppoStep(sequences)
+      for (const { t } of fresh) trainedOn.add(t.episodeId)
       version += 1n
       lastBatchId = batch.batchId
       m.steps.inc({ phase: metrics.phase })
@@ -184,6 +232,14 @@ export const runLearner = (
       m.entropy.set(metrics.entropy)
       m.clipfrac.set(metrics.clipfrac)
       m.tisClipfrac.set(metrics.tisClipfrac)
+      m.approxKl.set(metrics.approxKl)
+      m.lr.set(metrics.lr)
+      if (metrics.skipped) {
+        m.skipped.inc({ reason: metrics.skipReason })
+        yield* Effect.logWarning(
+          `learner: step ${trainer.step} v${version} skipped (${metrics.skipReason}): ${metrics.sequences} trajectories, ${metrics.droppedZeroVariance + batch.droppedZeroVariance} in zero-variance groups, ${metrics.droppedInvalid} unusable; weights unchanged`,
+        )
+      }
       m.reward.set(metrics.rewardMean)
       m.resolved.set(metrics.resolvedRate)
       m.tokensPerSecond.set(metrics.tokens / Math.max(1e-3, metrics.seconds))
@@ -194,29 +250,78 @@ export const runLearner = (
         )
       }
       yield* Effect.logInfo(
-        `learner: step ${trainer.step} (${metrics.phase}) v${version}: ${sequences.length} trajectories, reward ${metrics.rewardMean.toFixed(2)}, policy loss ${metrics.policyLoss.toFixed(4)}, value loss ${metrics.valueLoss.toFixed(4)}, |Δlogp| ${metrics.trainInferLogprobAbsDiff.toExponential(2)}`,
+        `learner: step ${trainer.step} (${metrics.phase}) v${version}: ${sequences.length} trajectories, reward ${metrics.rewardMean.toFixed(2)} (per test ${metrics.trainRewardMean.toFixed(3)}), policy loss ${metrics.policyLoss.toFixed(4)}, value loss ${metrics.valueLoss.toFixed(4)}, clipfrac ${metrics.clipfrac.toFixed(3)}, approx KL ${metrics.approxKl.toExponential(2)}, |Δlogp| ${metrics.trainInferLogprobAbsDiff.toExponential(2)}`,
       )
       // The step's event, then its checkpoint, then its announcement: the coordinator may end
       // the job on the announcement of the last step, and by then both must be stored.
       if (options.onStep)
         yield* options.onStep({
           ...metrics,
-          episodeIds: sequences.map((q) => q.episodeId),
+          episodeIds: metrics.trainedEpisodeIds,
           step: trainer.step,
           version,
           batchId: batch.batchId,
+          bufferDroppedZeroVariance: batch.droppedZeroVariance,
+          bufferDroppedStale: batch.droppedStale,
         })
       const last = options.maxSteps !== undefined && trainer.step >= options.maxSteps
       if (trainer.step % every === 0 || last)
         yield* saveCheckpoint(bus, bucket, options.jobId, trainer, version, lastBatchId)
-      yield* publishWeights(
-        bus,
-        options.subjects,
-        options.jobId,
-        trainer.model,
-        version,
-        BigInt(trainer.step),
-      )
+      if (trainer.step % publishEvery === 0 || last)
+        yield* publishWeights(
+          bus,
+          options.subjects,
+          options.jobId,
+          trainer.model,
+          version,
+          BigInt(trainer.step),
+        )
     }
     return { steps: trainer.step, version }
+  })
+
+/**
+ * The SFT warm start of a job: config.sftSteps updates on golden trajectories, each on a
+ * seeded draw of sftBatch of them (without replacement within an update).
+ */
+const sftWarmStartSteps = (
+  trainer: Trainer,
+  options: LearnerOptions,
+  loss: { set: (x: number) => void },
+): Effect.Effect<void, unknown> =>
+  Effect.gen(function* () {
+    const steps = options.config.sftSteps
+    if (options.golden === undefined)
+      return yield* Effect.fail(
+        new Error(
+          `learner: ${options.jobId}: sft_steps is ${steps} but this learner has no golden trajectories`,
+        ),
+      )
+    const golden = yield* options.golden
+    if (golden.length === 0)
+      return yield* Effect.fail(
+        new Error(
+          `learner: ${options.jobId}: sft_steps is ${steps} but there are no golden trajectories (no task was resolved by its reference solution)`,
+        ),
+      )
+    const size = Math.max(1, Math.min(options.sftBatch ?? options.batchSize, golden.length))
+    const rng = new Rng(options.config.seed ^ 0x5f7)
+    yield* Effect.logInfo(
+      `learner: ${options.jobId}: SFT warm start, ${steps} updates on ${golden.length} golden trajectories`,
+    )
+    let first: number | undefined
+    let last = 0
+    for (let i = trainer.sftStepsDone; i < steps; i++) {
+      const pool = [...golden]
+      const picked: TrainingSequence[] = []
+      for (let k = 0; k < size; k++)
+        picked.push(pool.splice(Math.floor(rng.next() * pool.length), 1)[0] as TrainingSequence)
+      last = trainer.sftStep(picked).loss
+      first ??= last
+      loss.set(last)
+      yield* Effect.yieldNow
+    }
+    yield* Effect.logInfo(
+      `learner: ${options.jobId}: SFT warm start done, loss ${first?.toFixed(3)} → ${last.toFixed(3)}`,
+    )
   })

@@ -1,6 +1,7 @@
 import { Effect, Option } from "effect"
 import {
   AdamW,
+  type AdamWState,
   decodeAdamWState,
   decodeWeights,
   encodeAdamWState,
@@ -8,11 +9,13 @@ import {
   type Kernels,
 } from "../../model/index.ts"
 import type { BusShape } from "../../services/bus/index.ts"
-import { type LearnerConfig, Trainer } from "./trainer.ts"
+import { CRITIC_PARAMS, type LearnerConfig, Trainer } from "./trainer.ts"
 
 /** What a learner needs to continue after a crash, besides the weights and optimiser moments. */
 export interface CheckpointManifest {
   readonly step: number
+  /** SFT updates done before RL (absent in checkpoints older than the SFT phase of jobs). */
+  readonly sftSteps?: number
   readonly version: string
   /** The last batch taken from the buffer and trained on (acked with the next take). */
   readonly lastBatchId: string
@@ -48,6 +51,7 @@ export const saveCheckpoint = (
     yield* store.put(n.critic, encodeAdamWState(trainer.criticOptimizer.state()))
     const manifest: CheckpointManifest = {
       step: trainer.step,
+      sftSteps: trainer.sftStepsDone,
       version: version.toString(),
       lastBatchId,
       savedUnixMs: Date.now(),
@@ -96,19 +100,29 @@ export const loadCheckpoint = (
     }
     const model = decoded.model
     const params = model.entries().map((e) => ({ name: e.name, data: e.data, decay: e.decay }))
+    const actorParams = params.filter((p) => !CRITIC_PARAMS.has(p.name))
+    // Checkpoints from before the actor and critic had optimisers of their own hold the value
+    // head's moments in the actor's state too: those are left out (the critic's state has them).
+    const actorState = (state: AdamWState): AdamWState => {
+      const names = new Set(actorParams.flatMap((p) => [`m.${p.name}`, `v.${p.name}`]))
+      return {
+        step: state.step,
+        tensors: new Map([...state.tensors].filter(([k]) => names.has(k))),
+      }
+    }
+    // The trainer clips the global gradient norm itself: the optimisers do not.
     const optimizer = AdamW.restore(
-      { lr: config.lr, weightDecay: config.weightDecay, maxGradNorm: config.maxGradNorm },
-      params,
-      decodeAdamWState(yield* get(n.optimizer)),
+      { lr: config.lr, weightDecay: config.weightDecay },
+      actorParams,
+      actorState(decodeAdamWState(yield* get(n.optimizer))),
     )
     const critic = AdamW.restore(
-      { lr: config.lr, weightDecay: 0, maxGradNorm: config.maxGradNorm },
-      params
-        .filter((p) => p.name === "valueHead" || p.name === "valueBias")
-        .map((p) => ({ ...p, decay: false })),
+      { lr: config.criticLr, weightDecay: 0 },
+      params.filter((p) => CRITIC_PARAMS.has(p.name)).map((p) => ({ ...p, decay: false })),
       decodeAdamWState(yield* get(n.critic)),
     )
     const trainer = new Trainer(model, config, optimizer, critic)
     trainer.step = manifest.step
+    trainer.sftStepsDone = manifest.sftSteps ?? 0
     return { trainer, version: BigInt(manifest.version), lastBatchId: manifest.lastBatchId }
   })

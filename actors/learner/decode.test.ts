@@ -24,6 +24,25 @@ describe("trainingSequence", () => {
     expect([...(s?.routing ?? [])]).toEqual([1, 2, 3, 0])
   })
 
+  it("carries the group, the task's test count and the batch weight", () => {
+    const s = trainingSequence(
+      trajectory({
+        end: {
+          groupId: "g-1",
+          reward: 2,
+          testsPassed: 2,
+          testsTotal: 5,
+          admittedPolicyVersion: 1n,
+        },
+      }),
+      3n,
+      0.25,
+    )
+    expect(s).toMatchObject({ groupId: "g-1", reward: 2, testsTotal: 5, weight: 0.25 })
+    expect(s?.staleness).toBe(2n)
+    expect(trainingSequence(trajectory(), 0n)?.weight).toBe(1)
+  })
+
   it("refuses arrays that do not fit together with TrajectoryMalformed, not a RangeError (found by npm run test:fuzz)", () => {
     const cases = [
       { tokenIds: Uint8Array.of(1, 2, 3, 4, 5) },

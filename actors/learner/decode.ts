@@ -19,9 +19,19 @@ export interface TrainingSequence {
   readonly logprobs: Float32Array
   /** Routing rows for positions [0, ids.length − 1), when the sampler recorded them all. */
   readonly routing: Uint8Array | Uint16Array | undefined
+  /** The verifier's dense reward as reported: the number of passing tests. */
   readonly reward: number
   readonly resolved: boolean
   readonly staleness: bigint
+  /**
+   * The task's number of tests (EpisodeEnd.tests_total): the learner trains on
+   * reward / testsTotal, so 1 means every test passes. Unset or 0: the reward is used as it is.
+   */
+  readonly testsTotal?: number
+  /** The rollout group (same task, same round; EpisodeEnd.group_id), for group baselines. */
+  readonly groupId?: string
+  /** Loss weight of the trajectory's policy term (the buffer's staleness weight); default 1. */
+  readonly weight?: number
 }
 
 // new Uint8Array(…), not .slice(): a Node Buffer's slice is a view into its (shared) pool.
@@ -45,11 +55,13 @@ const malformation = (t: Trajectory): string | undefined => {
  * Nothing after the last generated token carries a decision, a log-prob or routing, so
  * training sequences end there: rows predict tokens 1..p, with p the last generated position.
  * Returns undefined when the policy generated nothing; throws TrajectoryMalformed when the
- * arrays do not fit together.
+ * arrays do not fit together. `weight` is the trajectory's loss weight from the batch
+ * (Batch.weights, 1 unless the buffer down-weights stale trajectories).
  */
 export const trainingSequence = (
   t: Trajectory,
   policyVersion: bigint,
+  weight = 1,
 ): TrainingSequence | undefined => {
   const reason = malformation(t)
   if (reason !== undefined) throw new TrajectoryMalformed({ episodeId: t.episodeId, reason })
@@ -76,5 +88,8 @@ export const trainingSequence = (
     reward: t.end?.reward ?? 0,
     resolved: t.end?.resolved ?? false,
     staleness: policyVersion - (t.end?.admittedPolicyVersion ?? policyVersion),
+    testsTotal: t.end?.testsTotal ?? 0,
+    groupId: t.end?.groupId ?? "",
+    weight,
   }
 }

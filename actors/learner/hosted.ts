@@ -12,7 +12,9 @@ import {
 } from "../hosted.ts"
 import { runLearner } from "./actor.ts"
 import { runBufferPool, runLearnerPool } from "./pool.ts"
-import { DEFAULT_LEARNER_CONFIG, type LearnerConfig } from "./trainer.ts"
+import { type AdvantageMode, DEFAULT_LEARNER_CONFIG, type LearnerConfig } from "./trainer.ts"
+
+const ADVANTAGE_MODES: ReadonlyArray<AdvantageMode> = ["critic", "group", "group+critic"]
 
 const number = (
   flags: FlagValues,
@@ -64,9 +66,16 @@ With --job:
   --seed N                     initialisation seed without --weights (default 0)
   --batch-size N               trajectories per update (default 16)
   --max-staleness N            η: drop trajectories admitted more than N versions ago (default 2)
-  --lr X                       learning rate (default ${DEFAULT_LEARNER_CONFIG.lr})
-  --critic-warmup-steps N      first N updates train only the critic (default 0)
-  --actor-lambda X             GAE λ of the policy (critic λ = 1) (default ${DEFAULT_LEARNER_CONFIG.actorLambda})
+  --lr X                       actor learning rate (default ${DEFAULT_LEARNER_CONFIG.lr})
+  --critic-lr X                critic (value head) learning rate (default: --lr)
+  --critic-warmup-steps N      first N updates train only the critic (default ${DEFAULT_LEARNER_CONFIG.criticWarmupSteps})
+  --ppo-epochs N               passes over each batch (default ${DEFAULT_LEARNER_CONFIG.ppoEpochs})
+  --minibatches N              optimiser steps per pass (default ${DEFAULT_LEARNER_CONFIG.minibatches})
+  --advantage-mode MODE        critic, group (RLOO) or group+critic (default ${DEFAULT_LEARNER_CONFIG.advantageMode})
+  --normalize-advantages on|off  whiten advantages over the batch (default on)
+  --publish-every N            publish weights every N updates (default 1)
+  --actor-lambda X             GAE λ of the policy (default ${DEFAULT_LEARNER_CONFIG.actorLambda})
+  --critic-lambda X            GAE λ of the critic's targets (default ${DEFAULT_LEARNER_CONFIG.criticLambda})
   --tis-threshold X            truncated importance sampling cap; 0 disables (default ${DEFAULT_LEARNER_CONFIG.tisThreshold})
   --temperature X              the samplers' temperature (default 1)
   --r3 on|off                  replay the sampler's routing (default on)
@@ -85,8 +94,15 @@ export const learnerActor: HostedActor = {
       "batch-size",
       "max-staleness",
       "lr",
+      "critic-lr",
       "critic-warmup-steps",
+      "ppo-epochs",
+      "minibatches",
+      "advantage-mode",
+      "normalize-advantages",
+      "publish-every",
       "actor-lambda",
+      "critic-lambda",
       "tis-threshold",
       "temperature",
       "r3",
@@ -120,17 +136,53 @@ export const learnerActor: HostedActor = {
       (x) => x >= 0,
       "a number ≥ 0",
     )
+    const advantageMode = flagText(flags, "advantage-mode", "T1_ADVANTAGE_MODE") ?? "critic"
+    if (!(ADVANTAGE_MODES as ReadonlyArray<string>).includes(advantageMode))
+      throw new ActorConfigError(
+        `--advantage-mode must be critic, group or group+critic, got ${JSON.stringify(advantageMode)}`,
+      )
+    const normalize = flagText(flags, "normalize-advantages", "T1_NORMALIZE_ADVANTAGES") ?? "on"
+    if (normalize !== "on" && normalize !== "off")
+      throw new ActorConfigError(
+        `--normalize-advantages must be on or off, got ${JSON.stringify(normalize)}`,
+      )
+    const lr = number(
+      flags,
+      "lr",
+      "T1_LR",
+      DEFAULT_LEARNER_CONFIG.lr,
+      (x) => x > 0 && x < 1,
+      "in (0, 1)",
+    )
     const config: LearnerConfig = {
       ...DEFAULT_LEARNER_CONFIG,
-      lr: number(
+      lr,
+      criticLr: number(flags, "critic-lr", "T1_CRITIC_LR", lr, (x) => x > 0 && x < 1, "in (0, 1)"),
+      criticWarmupSteps: flagInt(
         flags,
-        "lr",
-        "T1_LR",
-        DEFAULT_LEARNER_CONFIG.lr,
-        (x) => x > 0 && x < 1,
-        "in (0, 1)",
+        "critic-warmup-steps",
+        "T1_CRITIC_WARMUP_STEPS",
+        DEFAULT_LEARNER_CONFIG.criticWarmupSteps,
       ),
-      criticWarmupSteps: flagInt(flags, "critic-warmup-steps", "T1_CRITIC_WARMUP_STEPS", 0),
+      ppoEpochs: flagInt(flags, "ppo-epochs", "T1_PPO_EPOCHS", DEFAULT_LEARNER_CONFIG.ppoEpochs, 1),
+      minibatches: flagInt(
+        flags,
+        "minibatches",
+        "T1_MINIBATCHES",
+        DEFAULT_LEARNER_CONFIG.minibatches,
+        1,
+      ),
+      advantageMode: advantageMode as AdvantageMode,
+      normalizeAdvantages: normalize === "on",
+      publishEverySteps: flagInt(flags, "publish-every", "T1_PUBLISH_EVERY", 1, 1),
+      criticLambda: number(
+        flags,
+        "critic-lambda",
+        "T1_CRITIC_LAMBDA",
+        DEFAULT_LEARNER_CONFIG.criticLambda,
+        (x) => x >= 0 && x <= 1,
+        "in [0, 1]",
+      ),
       actorLambda: number(
         flags,
         "actor-lambda",

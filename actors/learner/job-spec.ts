@@ -4,9 +4,20 @@
  * rule), so a spec that sets nothing trains like `t1 actor learner --job` with no flags.
  */
 import type { MessageInitShape } from "@bufbuild/protobuf"
-import { type JobSpec, TrainPhase, type TrainStepReportSchema } from "../../proto/index.ts"
+import {
+  AdvantageMode,
+  type JobSpec,
+  LrSchedule,
+  TrainPhase,
+  type TrainStepReportSchema,
+} from "../../proto/index.ts"
 import type { StepReport } from "./actor.ts"
-import { DEFAULT_LEARNER_CONFIG, type LearnerConfig } from "./trainer.ts"
+import {
+  type AdvantageMode as AdvantageModeName,
+  DEFAULT_CRITIC_WARMUP_STEPS,
+  DEFAULT_LEARNER_CONFIG,
+  type LearnerConfig,
+} from "./trainer.ts"
 
 export interface JobLearnerPlan {
   readonly config: LearnerConfig
@@ -24,33 +35,80 @@ export const DEFAULT_MAX_STALENESS = 2
 const or = (x: number | undefined, fallback: number): number =>
   x === undefined || x === 0 ? fallback : x
 
+const ADVANTAGE_MODES: Record<AdvantageMode, AdvantageModeName> = {
+  [AdvantageMode.UNSPECIFIED]: DEFAULT_LEARNER_CONFIG.advantageMode,
+  [AdvantageMode.CRITIC]: "critic",
+  [AdvantageMode.GROUP]: "group",
+  [AdvantageMode.GROUP_CRITIC]: "group+critic",
+}
+
+const LR_SCHEDULES: Record<LrSchedule, LearnerConfig["lrSchedule"]> = {
+  [LrSchedule.UNSPECIFIED]: DEFAULT_LEARNER_CONFIG.lrSchedule,
+  [LrSchedule.CONSTANT]: "constant",
+  [LrSchedule.COSINE]: "cosine",
+}
+
+/** The critic warm-up a spec asks for: unset means the learner's default, 0 none. */
+export const criticWarmupStepsOf = (spec: JobSpec): number =>
+  spec.learner?.criticWarmupSteps ?? DEFAULT_CRITIC_WARMUP_STEPS
+
+/**
+ * The learner step (as announced with its weights, SFT not counted) that ends a train job:
+ * critic warm-up plus PPO steps; undefined when ppo_steps is 0 (until cancelled). The
+ * coordinator ends the job at the announcement of this step.
+ */
+export const learnerStepBudget = (spec: JobSpec): number | undefined => {
+  const ppoSteps = spec.learner?.ppoSteps ?? 0
+  return ppoSteps > 0 ? criticWarmupStepsOf(spec) + ppoSteps : undefined
+}
+
 export const jobLearnerPlan = (spec: JobSpec): JobLearnerPlan => {
   const l = spec.learner
+  const d = DEFAULT_LEARNER_CONFIG
   const clip = l?.clipEps ?? 0
   const tis = l?.tisThreshold ?? 0
+  const lr = or(l?.lr, d.lr)
+  const ppoSteps = l?.ppoSteps ?? 0
   const config: LearnerConfig = {
-    ...DEFAULT_LEARNER_CONFIG,
-    lr: or(l?.lr, DEFAULT_LEARNER_CONFIG.lr),
-    gamma: or(l?.gamma, DEFAULT_LEARNER_CONFIG.gamma),
-    actorLambda: or(l?.actorLambda, DEFAULT_LEARNER_CONFIG.actorLambda),
-    clipLow: clip > 0 ? clip : DEFAULT_LEARNER_CONFIG.clipLow,
-    clipHigh: clip > 0 ? clip : DEFAULT_LEARNER_CONFIG.clipHigh,
-    valueClip: or(l?.valueClipEps, DEFAULT_LEARNER_CONFIG.valueClip ?? 0) || undefined,
-    entropyCoef: or(l?.entropyCoef, DEFAULT_LEARNER_CONFIG.entropyCoef),
-    maxGradNorm: or(l?.maxGradNorm, DEFAULT_LEARNER_CONFIG.maxGradNorm),
-    tisThreshold: tis > 0 ? tis : DEFAULT_LEARNER_CONFIG.tisThreshold,
+    ...d,
+    lr,
+    // Unset: the actor's learning rate.
+    criticLr: or(l?.criticLr, lr),
+    gamma: or(l?.gamma, d.gamma),
+    actorLambda: or(l?.actorLambda, d.actorLambda),
+    criticLambda: or(l?.criticLambda, d.criticLambda),
+    clipLow: clip > 0 ? clip : d.clipLow,
+    clipHigh: clip > 0 ? clip : d.clipHigh,
+    valueClip: or(l?.valueClipEps, d.valueClip ?? 0) || undefined,
+    entropyCoef: or(l?.entropyCoef, d.entropyCoef),
+    maxGradNorm: or(l?.maxGradNorm, d.maxGradNorm),
+    tisThreshold: tis > 0 ? tis : d.tisThreshold,
     // The samplers' temperature: log-probs are compared and trained at it (0, greedy, is 1 here).
     temperature: or(spec.sampling?.temperature, 1),
     replayRouting: l?.r3 ?? true,
     tito: l?.tito ?? true,
-    criticWarmupSteps: l?.criticWarmupSteps ?? 0,
+    sftSteps: l?.sftSteps ?? 0,
+    sftLr: or(l?.sftLr, d.sftLr),
+    criticWarmupSteps: criticWarmupStepsOf(spec),
+    ppoEpochs: or(l?.ppoEpochs, d.ppoEpochs),
+    minibatches: or(l?.minibatches, d.minibatches),
+    advantageMode:
+      ADVANTAGE_MODES[l?.advantageMode ?? AdvantageMode.UNSPECIFIED] ?? d.advantageMode,
+    normalizeAdvantages: l?.normalizeAdvantages ?? d.normalizeAdvantages,
+    dropZeroVarianceGroups: l?.dropZeroVarianceGroups,
+    lrSchedule: LR_SCHEDULES[l?.lrSchedule ?? LrSchedule.UNSPECIFIED] ?? d.lrSchedule,
+    lrWarmupSteps: l?.lrWarmupSteps ?? 0,
+    // Unset: decay over the job's PPO steps (no decay when those are unbounded).
+    lrDecaySteps: or(l?.lrDecaySteps, ppoSteps),
+    minLrRatio: or(l?.minLrRatio, d.minLrRatio),
+    publishEverySteps: or(l?.publishEverySteps, d.publishEverySteps),
+    seed: Number(spec.seed & 0xffffffffn),
   }
-  const ppoSteps = l?.ppoSteps ?? 0
   return {
     config,
     batchSize: or(l?.batchTrajectories, DEFAULT_BATCH_TRAJECTORIES),
     maxStaleness: or(l?.maxStaleness, DEFAULT_MAX_STALENESS),
-    maxSteps: ppoSteps > 0 ? config.criticWarmupSteps + ppoSteps : undefined,
+    maxSteps: learnerStepBudget(spec),
     groupSize: spec.samplesPerTask > 1 ? spec.samplesPerTask : 0,
   }
 }
@@ -86,8 +144,52 @@ export const trainStepReport = (
   resolvedRate: r.resolvedRate,
   tokensPerSecond: r.tokens / Math.max(1e-3, r.seconds),
   stalenessMean: r.stalenessMean,
-  metrics: { grad_norm: r.gradNorm, loss: r.loss, action_tokens: r.actionTokens },
+  metrics: stepMetricsMap(r),
   episodeIds: [...r.episodeIds],
+  skipped: r.skipped,
+  skipReason: r.skipReason,
   durationMs: Math.round(r.seconds * 1000),
   finishedUnixMs: BigInt(Date.now()),
 })
+
+/**
+ * TrainStepReport.metrics: everything without a named field, lower_snake_case; per-epoch
+ * figures as `<name>_epoch_<k>` (k from 1).
+ */
+export const stepMetricsMap = (r: StepReport): Record<string, number> => {
+  const m: Record<string, number> = {
+    grad_norm: r.gradNorm,
+    loss: r.loss,
+    action_tokens: r.actionTokens,
+    lr: r.lr,
+    critic_lr: r.criticLr,
+    optimizer_steps: r.optimizerSteps,
+    ratio_mean: r.ratioMean,
+    ratio_min: r.ratioMin,
+    ratio_max: r.ratioMax,
+    value_clipfrac: r.valueClipfrac,
+    reward_per_test_mean: r.trainRewardMean,
+    weight_mean: r.weightMean,
+    advantage_mean: r.advantageMean,
+    advantage_std: r.advantageStd,
+    dropped_zero_variance: r.droppedZeroVariance,
+    dropped_invalid: r.droppedInvalid,
+    ungrouped: r.ungrouped,
+    skipped: r.skipped ? 1 : 0,
+    buffer_dropped_zero_variance: r.bufferDroppedZeroVariance,
+    buffer_dropped_stale: r.bufferDroppedStale,
+  }
+  r.epochs.forEach((e, i) => {
+    const k = i + 1
+    m[`policy_loss_epoch_${k}`] = e.policyLoss
+    m[`value_loss_epoch_${k}`] = e.valueLoss
+    m[`clipfrac_epoch_${k}`] = e.clipfrac
+    m[`approx_kl_epoch_${k}`] = e.approxKl
+    m[`ratio_mean_epoch_${k}`] = e.ratioMean
+    m[`ratio_min_epoch_${k}`] = e.ratioMin
+    m[`ratio_max_epoch_${k}`] = e.ratioMax
+    m[`value_clipfrac_epoch_${k}`] = e.valueClipfrac
+    m[`skipped_minibatches_epoch_${k}`] = e.skippedMinibatches
+  })
+  return m
+}

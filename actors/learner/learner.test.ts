@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf"
 import { Effect, Layer, Option } from "effect"
 import { describe, expect, it } from "vitest"
-import { generateBatch, Rng, Sequence, TinyMoe } from "../../model/index.ts"
+import { generateBatch, optimizerFor, Rng, Sequence, TinyMoe } from "../../model/index.ts"
 import { EpisodeEndSchema } from "../../proto/index.ts"
 import {
   Bus,
@@ -15,8 +15,10 @@ import { runBuffer } from "../buffer/index.ts"
 import { chunkMsgId, chunkRecord, encodeRecord, endMsgId, endRecord } from "../sampler/records.ts"
 import { ensureSamplerStreams } from "../sampler/streams.ts"
 import { TrajectoryBuilder } from "../sampler/tito.ts"
-import { runLearner } from "./actor.ts"
-import { DEFAULT_LEARNER_CONFIG } from "./trainer.ts"
+import { runLearner, type StepReport } from "./actor.ts"
+import { loadCheckpoint, saveCheckpoint } from "./checkpoint.ts"
+import type { TrainingSequence } from "./decode.ts"
+import { DEFAULT_LEARNER_CONFIG, Trainer } from "./trainer.ts"
 import { followWeights } from "./weights.ts"
 
 const config = {
@@ -40,6 +42,10 @@ const publishEpisodes = (
   from: number,
   n: number,
   version: bigint,
+  o: {
+    readonly groupSize?: number
+    readonly reward?: (token: number, episode: number) => number
+  } = {},
 ) =>
   Effect.gen(function* () {
     const rng = new Rng(from)
@@ -65,7 +71,8 @@ const publishEpisodes = (
         yield* bus.jsPublish(subjects.trajectories(job), encodeRecord(chunkRecord(who, 0, span)), {
           msgId: chunkMsgId(who, 0),
         })
-      const reward = token === GOOD ? 1 : 0
+      const reward = o.reward ? o.reward(token, e) : token === GOOD ? 1 : 0
+      const k = o.groupSize ?? 1
       const end = create(EpisodeEndSchema, {
         ...who,
         totalChunks: 1,
@@ -73,8 +80,10 @@ const publishEpisodes = (
         reward,
         resolved: reward === 1,
         admittedPolicyVersion: version,
-        groupId: `g-${e}`,
-        sampleIndex: 0,
+        groupId: `g-${Math.floor(e / k)}`,
+        sampleIndex: e % k,
+        testsPassed: reward,
+        testsTotal: 1,
       })
       yield* bus.jsPublish(subjects.trajectories(job), encodeRecord(endRecord(end)), {
         msgId: endMsgId(who),
@@ -87,7 +96,12 @@ describe("learner actor with the buffer (in-memory bus)", () => {
     const subjects = subjectsFor("learnertest")
     const job = "job-l"
     const initial = TinyMoe.create({ config, seed: 4 })
-    const learnerConfig = { ...DEFAULT_LEARNER_CONFIG, lr: 1e-2, criticWarmupSteps: 1 }
+    const learnerConfig = {
+      ...DEFAULT_LEARNER_CONFIG,
+      lr: 1e-2,
+      criticLr: 1e-2,
+      criticWarmupSteps: 1,
+    }
     const seen: bigint[] = []
     const result = await Effect.runPromise(
       Effect.scoped(
@@ -146,4 +160,179 @@ describe("learner actor with the buffer (in-memory bus)", () => {
     expect(seen.at(-1)).toBe(5n)
     expect(seen).toEqual([...seen].sort((a, b) => (a < b ? -1 : 1)))
   }, 60_000)
+})
+
+const layers = Layer.mergeAll(
+  MemoryBusLive(),
+  Layer.succeed(Metrics, makeMetrics({ defaultMetrics: false })),
+)
+
+const snapshot = (model: TinyMoe) => model.entries().map((e) => Float64Array.from(e.data))
+const same = (a: Float64Array[], b: Float64Array[]) =>
+  a.every((x, i) => x.every((v, j) => v === (b[i]?.[j] as number)))
+
+describe("learner actor: warm start, publication, filters and weights (in-memory bus)", () => {
+  it("runs sft_steps on the golden set before its first announcement, then publishes every publish_every_steps", async () => {
+    const subjects = subjectsFor("learnersft")
+    const job = "job-sft"
+    const initial = TinyMoe.create({ config, seed: 4 })
+    const before = snapshot(initial)
+    const golden: TrainingSequence[] = [
+      {
+        episodeId: "gold",
+        ids: Uint32Array.of(1, 2, GOOD),
+        lossMask: Uint8Array.of(0, 0, 1),
+        logprobs: new Float32Array(3),
+        routing: undefined,
+        reward: 1,
+        resolved: true,
+        staleness: 0n,
+      },
+    ]
+    let asked = 0
+    const seen: Array<{ version: bigint; weights: Float64Array[] }> = []
+    const result = await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const bus = yield* Bus
+          yield* ensureSamplerStreams(bus, subjects)
+          yield* Effect.forkScoped(runBuffer({ subjects, jobId: job }))
+          yield* followWeights(bus, subjects, job, {
+            version: -1n,
+            setWeights: (m: TinyMoe, v: bigint) => {
+              seen.push({ version: v, weights: snapshot(m) })
+            },
+          })
+          yield* publishEpisodes(bus, subjects, job, initial, 0, 16, 0n)
+          const out = yield* runLearner({
+            subjects,
+            jobId: job,
+            config: {
+              ...DEFAULT_LEARNER_CONFIG,
+              criticWarmupSteps: 0,
+              sftSteps: 5,
+              sftLr: 1e-2,
+              publishEverySteps: 2,
+            },
+            initial,
+            batchSize: 4,
+            maxStaleness: 4,
+            maxSteps: 3,
+            golden: Effect.sync(() => {
+              asked++
+              return golden
+            }),
+          })
+          yield* Effect.sleep("200 millis")
+          return out
+        }),
+      ).pipe(Effect.provide(layers)),
+    )
+    expect(result).toEqual({ steps: 3, version: 3n })
+    expect(asked).toBe(1)
+    // v0 is the warm-started policy (announced once), then every 2nd version and the last.
+    expect(seen.map((s) => s.version)).toEqual([0n, 2n, 3n])
+    expect(same(seen[0]?.weights ?? [], before)).toBe(false)
+  }, 60_000)
+
+  it("takes a skipped step when the buffer drops every group as zero-variance, and does not wedge", async () => {
+    const subjects = subjectsFor("learnerzv")
+    const job = "job-zv"
+    const initial = TinyMoe.create({ config, seed: 4 })
+    const reports: StepReport[] = []
+    const result = await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const bus = yield* Bus
+          yield* ensureSamplerStreams(bus, subjects)
+          yield* Effect.forkScoped(runBuffer({ subjects, jobId: job, groupSize: 2 }))
+          // Every episode scores 0: every group of two has zero variance.
+          yield* publishEpisodes(bus, subjects, job, initial, 0, 8, 0n, {
+            groupSize: 2,
+            reward: () => 0,
+          })
+          const learner = (maxSteps: number) =>
+            runLearner({
+              subjects,
+              jobId: job,
+              config: { ...DEFAULT_LEARNER_CONFIG, criticWarmupSteps: 0, advantageMode: "group" },
+              initial,
+              batchSize: 4,
+              maxStaleness: 4,
+              maxSteps,
+              wholeGroups: true,
+              groupSize: 2,
+              batchWaitMs: 300,
+              onStep: (r) => Effect.sync(() => void reports.push(r)),
+            })
+          // Nothing to learn from: one skipped step (a new version, so a coordinator would
+          // admit new episodes in place of the dropped ones).
+          yield* learner(1)
+          // New episodes with a signal (rewards 0 and 1 in each group): the learner goes on.
+          yield* publishEpisodes(bus, subjects, job, initial, 100, 4, 1n, {
+            groupSize: 2,
+            reward: (_, e) => e % 2,
+          })
+          return yield* learner(2)
+        }),
+      ).pipe(Effect.provide(layers)),
+    )
+    expect(result).toEqual({ steps: 2, version: 2n })
+    expect(reports[0]).toMatchObject({
+      skipped: true,
+      skipReason: "all_groups_filtered",
+      episodeIds: [],
+      bufferDroppedZeroVariance: 8,
+    })
+    expect(reports[1]).toMatchObject({ skipped: false, sequences: 4 })
+    expect(reports[1]?.episodeIds).toHaveLength(4)
+  }, 60_000)
+
+  it("multiplies the policy loss of stale trajectories by the buffer's weight", async () => {
+    const subjects = subjectsFor("learnerstale")
+    const job = "job-stale"
+    const initial = TinyMoe.create({ config, seed: 4 })
+    const reports: StepReport[] = []
+    await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const bus = yield* Bus
+          yield* ensureSamplerStreams(bus, subjects)
+          yield* Effect.forkScoped(runBuffer({ subjects, jobId: job, stalePolicy: "downweight" }))
+          yield* publishEpisodes(bus, subjects, job, initial, 0, 8, 0n)
+          // η = 0: the second batch (learner at v1) is one version too stale → weight 0.5.
+          return yield* runLearner({
+            subjects,
+            jobId: job,
+            config: { ...DEFAULT_LEARNER_CONFIG, criticWarmupSteps: 0 },
+            initial,
+            batchSize: 4,
+            maxStaleness: 0,
+            maxSteps: 2,
+            onStep: (r) => Effect.sync(() => void reports.push(r)),
+          })
+        }),
+      ).pipe(Effect.provide(layers)),
+    )
+    expect(reports.map((r) => r.weightMean)).toEqual([1, 0.5])
+    expect(reports[1]?.stalenessMean).toBe(1)
+  }, 60_000)
+
+  it("restores a checkpoint whose actor optimiser still holds the value head", async () => {
+    const model = TinyMoe.create({ config, seed: 4 })
+    const restored = await Effect.runPromise(
+      Effect.gen(function* () {
+        const bus = yield* Bus
+        // The format before the critic had an optimiser of its own: one AdamW over everything.
+        const old = new Trainer(model, DEFAULT_LEARNER_CONFIG, optimizerFor(model, { lr: 1e-3 }))
+        old.step = 3
+        yield* saveCheckpoint(bus, "ckpt", "job-old", old, 3n, "b")
+        return yield* loadCheckpoint(bus, "ckpt", "job-old", DEFAULT_LEARNER_CONFIG)
+      }).pipe(Effect.provide(layers)),
+    )
+    expect(restored?.trainer.step).toBe(3)
+    const names = [...(restored?.trainer.optimizer.state().tensors.keys() ?? [])]
+    expect(names).not.toContain("m.valueHead")
+    expect(names).toContain("m.layers.0.wq")
+  })
 })

@@ -13,12 +13,20 @@ import { ChatTemplate, type Kernels } from "../../model/index.ts"
 import { JobKind, type JobStatus, TrainStepReportSchema } from "../../proto/index.ts"
 import { Bus, type BusError, type Subjects } from "../../services/bus/index.ts"
 import { Metrics } from "../../services/metrics/index.ts"
+import { loadTasks } from "../../tasks/index.ts"
 import { runBuffer } from "../buffer/index.ts"
+import { selectTasks, taskDirs } from "../coordinator/plan.ts"
 import { busJobStore } from "../coordinator/ports.ts"
 import { runJobPool } from "../pool/claim.ts"
+import { shellBlock } from "../sampler/actions/index.ts"
 import { runLearner } from "./actor.ts"
+import { goldenTrajectories } from "./golden.ts"
 import { jobLearnerPlan, trainStepReport } from "./job-spec.ts"
 import { resolvePolicyRef } from "./policy-ref.ts"
+import { goldenSequences } from "./sft.ts"
+
+/** Golden transcripts longer than this are cut for the SFT warm start (attention cost). */
+const SFT_MAX_TOKENS = 1536
 
 export interface PoolOptions {
   readonly subjects: Subjects
@@ -73,7 +81,31 @@ export const runLearnerPool = (
             tokenizer.vocabSize,
             o.kernels,
           )
-          if (!plan.config.tito) template ??= new ChatTemplate(tokenizer)
+          if (!plan.config.tito || plan.config.sftSteps > 0)
+            template ??= new ChatTemplate(tokenizer)
+          const chat = template
+          // sft_steps: the job's tasks' reference solutions played through the sandboxes and the
+          // verifier (shell-block actions, the embedded policy's format), resolved ones kept.
+          const golden = Effect.gen(function* () {
+            if (chat === undefined) return []
+            const tasks = yield* selectTasks(yield* loadTasks(taskDirs(spec)), spec)
+            const { trajectories, skipped } = yield* goldenTrajectories(
+              bus,
+              o.subjects,
+              tasks,
+              chat,
+              shellBlock,
+              { job: `${job.jobId}-golden` },
+            )
+            if (skipped.length > 0)
+              yield* Effect.logWarning(
+                `learner: job ${job.jobId}: ${skipped.length} reference solutions did not resolve their task; not used for SFT`,
+              )
+            return goldenSequences(
+              trajectories,
+              Math.min(SFT_MAX_TOKENS, initial.model.config.maxSeqLen),
+            )
+          })
           yield* runLearner({
             subjects: o.subjects,
             jobId: job.jobId,
@@ -83,6 +115,8 @@ export const runLearnerPool = (
             batchSize: plan.batchSize,
             maxStaleness: plan.maxStaleness,
             wholeGroups: plan.groupSize > 1,
+            groupSize: plan.groupSize,
+            golden,
             ...(plan.maxSteps === undefined ? {} : { maxSteps: plan.maxSteps }),
             ...(o.checkpointEvery === undefined ? {} : { checkpointEvery: o.checkpointEvery }),
             ...(o.batchWaitMs === undefined ? {} : { batchWaitMs: o.batchWaitMs }),

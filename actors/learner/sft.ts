@@ -1,9 +1,10 @@
 import { Effect } from "effect"
 import { type ChatTemplate, Rng, TinyMoe } from "../../model/index.ts"
+import type { Trajectory } from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
 import type { Task } from "../../tasks/index.ts"
 import type { ActionFormat } from "../sampler/actions/index.ts"
-import { trainingSequence } from "./decode.ts"
+import { type TrainingSequence, trainingSequence } from "./decode.ts"
 import { goldenTrajectories } from "./golden.ts"
 import { DEFAULT_LEARNER_CONFIG, Trainer } from "./trainer.ts"
 
@@ -16,6 +17,30 @@ export interface SftOptions {
   readonly maxTokens?: number
   readonly onStep?: (step: number, loss: number) => void
 }
+
+/**
+ * Golden trajectories as training sequences, each cut to `maxTokens` (attention cost grows with
+ * the square; a cut sequence loses its routing, which covered the whole of it).
+ */
+export const goldenSequences = (
+  trajectories: ReadonlyArray<Trajectory>,
+  maxTokens = Number.POSITIVE_INFINITY,
+): TrainingSequence[] =>
+  trajectories.flatMap((t) => {
+    const s = trainingSequence(t, 0n)
+    if (!s) return []
+    if (s.ids.length <= maxTokens) return [s]
+    const n = Math.max(2, Math.floor(maxTokens))
+    return [
+      {
+        ...s,
+        ids: s.ids.subarray(0, n),
+        lossMask: s.lossMask.subarray(0, n),
+        logprobs: s.logprobs.subarray(0, n),
+        routing: undefined,
+      },
+    ]
+  })
 
 /**
  * The SFT warm start: golden trajectories of `tasks` (their reference solutions through the real
@@ -40,22 +65,7 @@ export const sftWarmStart = (
       template,
       format,
     )
-    const cap = o.maxTokens ?? Number.POSITIVE_INFINITY
-    const sequences = trajectories.flatMap((t) => {
-      const s = trainingSequence(t, 0n)
-      if (!s) return []
-      if (s.ids.length <= cap) return [s]
-      const n = Math.max(2, Math.floor(cap))
-      return [
-        {
-          ...s,
-          ids: s.ids.subarray(0, n),
-          lossMask: s.lossMask.subarray(0, n),
-          logprobs: s.logprobs.subarray(0, n),
-          routing: undefined,
-        },
-      ]
-    })
+    const sequences = goldenSequences(trajectories, o.maxTokens)
     if (sequences.length === 0)
       return yield* Effect.fail(
         new Error("no golden trajectory: no task was resolved by its reference solution"),
@@ -67,6 +77,7 @@ export const sftWarmStart = (
     const trainer = new Trainer(model, {
       ...DEFAULT_LEARNER_CONFIG,
       lr: o.lr,
+      sftLr: o.lr,
       replayRouting: false,
     })
     const rng = new Rng(o.seed + 1)

@@ -16,9 +16,9 @@ const config = {
 const PROMPT = [1, 2]
 const GOOD = 5
 
-/** One-token episodes: reward 1 when the policy says GOOD. */
-const rollouts = (model: TinyMoe, rng: Rng, n: number): TrainingSequence[] =>
-  Array.from({ length: n }, () => {
+/** One-token episodes: reward 1 when the policy says GOOD; groups of `k` consecutive ones. */
+const rollouts = (model: TinyMoe, rng: Rng, n: number, k = 1): TrainingSequence[] =>
+  Array.from({ length: n }, (_, i) => {
     const sequence = new Sequence(model)
     sequence.append(PROMPT)
     const [g] = generateBatch(model, [
@@ -27,7 +27,8 @@ const rollouts = (model: TinyMoe, rng: Rng, n: number): TrainingSequence[] =>
     const token = g?.tokens[0] as number
     const reward = token === GOOD ? 1 : 0
     return {
-      episodeId: "e",
+      episodeId: `e${i}`,
+      groupId: `g${Math.floor(i / k)}`,
       ids: Uint32Array.from([...PROMPT, token]),
       lossMask: Uint8Array.from([0, 0, 1]),
       logprobs: Float32Array.from([0, 0, g?.logprobs[0] as number]),
@@ -49,7 +50,12 @@ const probabilityOfGood = (model: TinyMoe) => {
 describe("PPO trainer", () => {
   it("raises the probability of the rewarded action, with the sampler's log-probs matching the learner's", () => {
     const model = TinyMoe.create({ config, seed: 4 })
-    const trainer = new Trainer(model, { ...DEFAULT_LEARNER_CONFIG, lr: 3e-2, entropyCoef: 0 })
+    const trainer = new Trainer(model, {
+      ...DEFAULT_LEARNER_CONFIG,
+      lr: 3e-2,
+      entropyCoef: 0,
+      criticWarmupSteps: 0,
+    })
     const rng = new Rng(1)
     const before = probabilityOfGood(model)
     let first: number | undefined
@@ -90,7 +96,7 @@ describe("PPO trainer", () => {
 
   it("SFT on golden sequences raises their likelihood", () => {
     const model = TinyMoe.create({ config, seed: 4 })
-    const trainer = new Trainer(model, { ...DEFAULT_LEARNER_CONFIG, lr: 3e-2 })
+    const trainer = new Trainer(model, { ...DEFAULT_LEARNER_CONFIG, sftLr: 3e-2 })
     const golden: TrainingSequence = {
       episodeId: "g",
       ids: Uint32Array.from([1, 2, GOOD, 3]),
@@ -158,5 +164,311 @@ describe("TITO switch", () => {
     ])
     expect(Number.isFinite(m.loss)).toBe(true)
     expect(m.tokens).toBe(r.ids.length)
+  })
+})
+
+type Snapshot = Array<{ name: string; data: Float64Array }>
+const snapshot = (model: TinyMoe): Snapshot =>
+  model.entries().map((e) => ({ name: e.name, data: Float64Array.from(e.data) }))
+/** Names of the parameters that differ (NaN equals NaN). */
+const changed = (a: Snapshot, b: Snapshot): string[] =>
+  a
+    .filter((e, i) => e.data.some((v, j) => !Object.is(v, b[i]?.data[j] as number)))
+    .map((e) => e.name)
+    .sort()
+
+/** A one-token episode saying `token`, with the learner's own log-prob as the sampler's. */
+const episode = (
+  trainer: Trainer,
+  token: number,
+  patch: Partial<TrainingSequence> = {},
+): TrainingSequence => {
+  const s: TrainingSequence = {
+    episodeId: `t${token}`,
+    ids: Uint32Array.from([...PROMPT, token]),
+    lossMask: Uint8Array.from([0, 0, 1]),
+    logprobs: new Float32Array(3),
+    routing: undefined,
+    reward: 0,
+    resolved: false,
+    staleness: 0n,
+    ...patch,
+  }
+  const lp = trainer.score(s)
+  return { ...s, logprobs: Float32Array.from([0, 0, lp[1] as number]) }
+}
+
+const ppoConfig = { ...DEFAULT_LEARNER_CONFIG, criticWarmupSteps: 0 }
+
+describe("PPO update", () => {
+  it("scores the proximal policy once: epoch 1 is on-policy, later epochs clip the ratio and the values", () => {
+    const model = TinyMoe.create({ config, seed: 4 })
+    const trainer = new Trainer(model, {
+      ...ppoConfig,
+      lr: 5e-2,
+      criticLr: 2e-1,
+      ppoEpochs: 3,
+      minibatches: 1,
+      entropyCoef: 0,
+    })
+    const batch = rollouts(model, new Rng(3), 16)
+    expect(new Set(batch.map((b) => b.reward)).size).toBe(2)
+    const m = trainer.ppoStep(batch)
+    expect(m.skipped).toBe(false)
+    expect(m.epochs).toHaveLength(3)
+    expect(m.optimizerSteps).toBe(3)
+    const [first, second, third] = m.epochs
+    // One minibatch: the first step sees the weights the proximal log-probs came from.
+    expect(first?.clipfrac).toBe(0)
+    expect(first?.approxKl).toBeCloseTo(0, 12)
+    expect(first?.ratioMin).toBeCloseTo(1, 9)
+    expect(first?.ratioMax).toBeCloseTo(1, 9)
+    expect(first?.valueClipfrac).toBe(0)
+    // The policy moved: ratios leave the clip range, the KL to π_prox grows.
+    expect(third?.clipfrac).toBeGreaterThan(0)
+    expect(third?.approxKl).toBeGreaterThan(first?.approxKl ?? 0)
+    expect(
+      (third?.ratioMax ?? 1) > 1 + ppoConfig.clipHigh || (third?.ratioMin ?? 1) < 1 - 0.2,
+    ).toBe(true)
+    // The critic moved more than value_clip from the old values.
+    expect(Math.max(second?.valueClipfrac ?? 0, third?.valueClipfrac ?? 0)).toBeGreaterThan(0)
+    // The batch figures are the means over the three steps.
+    expect(m.clipfrac).toBeGreaterThan(0)
+    expect(m.clipfrac).toBeLessThan(third?.clipfrac ?? 0)
+  })
+
+  it("takes ppo_epochs × minibatches optimiser steps on seeded shuffles (at most one per sequence)", () => {
+    const model = TinyMoe.create({ config, seed: 4 })
+    const trainer = new Trainer(model, { ...ppoConfig, ppoEpochs: 2, minibatches: 4 })
+    const batch = rollouts(model, new Rng(5), 8)
+    const m = trainer.ppoStep(batch)
+    expect(m.optimizerSteps).toBe(8)
+    expect(trainer.optimizer.stepCount).toBe(8)
+    expect(trainer.criticOptimizer.stepCount).toBe(8)
+    expect(trainer.ppoStep(batch.slice(0, 3)).optimizerSteps).toBe(6)
+
+    // The same seed gives the same weights; another seed shuffles differently.
+    const run = (seed: number) => {
+      const mm = TinyMoe.create({ config, seed: 4 })
+      new Trainer(mm, { ...ppoConfig, ppoEpochs: 2, minibatches: 2, seed }).ppoStep(batch)
+      return snapshot(mm)
+    }
+    expect(changed(run(1), run(1))).toEqual([])
+    expect(changed(run(1), run(2)).length).toBeGreaterThan(0)
+  })
+
+  it("steps the actor at lr and the value head at critic_lr", () => {
+    const batch = rollouts(TinyMoe.create({ config, seed: 4 }), new Rng(6), 8)
+    const moved = (lr: number, criticLr: number) => {
+      const model = TinyMoe.create({ config, seed: 4 })
+      const before = snapshot(model)
+      new Trainer(model, { ...ppoConfig, lr, criticLr }).ppoStep(batch)
+      return changed(before, snapshot(model))
+    }
+    expect(moved(0, 1e-2)).toEqual(["valueBias", "valueHead"])
+    const actorOnly = moved(1e-2, 0)
+    expect(actorOnly).not.toContain("valueHead")
+    expect(actorOnly).not.toContain("valueBias")
+    expect(actorOnly).toContain("layers.0.wq")
+  })
+
+  it("trains the critic on critic_lambda returns (hand-checked value loss)", () => {
+    const valueLoss = (criticLambda: number) => {
+      const model = TinyMoe.create({ config, seed: 4 })
+      const trainer = new Trainer(model, {
+        ...ppoConfig,
+        criticLambda,
+        ppoEpochs: 1,
+        minibatches: 1,
+        valueClip: undefined,
+      })
+      const batch = [episode(trainer, GOOD, { reward: 1 }), episode(trainer, 3, { reward: 0 })]
+      // Rows: 0 (after the prompt's first token) and 1 (the generated token, reward R).
+      // λ = 1: G = [R, R]; λ = 0: G = [V_1, R]. Value loss ½ · Σ (V − G)² / rows.
+      let expected = 0
+      for (const s of batch) {
+        const v = Array.from(model.score(s.ids.subarray(0, 2), { tape: false }).values)
+        const [v0 = 0, v1 = 0] = v
+        const g0 = criticLambda === 1 ? s.reward : v1
+        expected += 0.5 * ((v0 - g0) ** 2 + (v1 - s.reward) ** 2)
+      }
+      const m = trainer.ppoStep(batch)
+      return { actual: m.epochs[0]?.valueLoss ?? Number.NaN, expected: expected / 4 }
+    }
+    const mc = valueLoss(1)
+    const td = valueLoss(0)
+    expect(mc.actual).toBeCloseTo(mc.expected, 10)
+    expect(td.actual).toBeCloseTo(td.expected, 10)
+    expect(td.actual).not.toBeCloseTo(mc.actual, 6)
+  })
+
+  it("group baseline and staleness weights: the policy loss of a hand-built batch", () => {
+    const model = TinyMoe.create({ config, seed: 4 })
+    const trainer = new Trainer(model, {
+      ...ppoConfig,
+      advantageMode: "group",
+      normalizeAdvantages: false,
+      ppoEpochs: 1,
+      minibatches: 1,
+      entropyCoef: 0,
+    })
+    // Group g: rewards 1 and 0 → centred 1 and −1; the second is half as fresh (weight ½).
+    // Ratio 1 and TIS weight 1 (the sampler's log-probs are the learner's): policy loss
+    // = −(1 · 1 + ½ · (−1)) / 2 tokens = −0.25. Group h: equal rewards, dropped.
+    const m = trainer.ppoStep([
+      episode(trainer, GOOD, { reward: 1, groupId: "g" }),
+      episode(trainer, 3, { reward: 0, groupId: "g", weight: 0.5 }),
+      episode(trainer, 4, { reward: 0, groupId: "h" }),
+      episode(trainer, 6, { reward: 0, groupId: "h" }),
+    ])
+    expect(m.droppedZeroVariance).toBe(2)
+    expect(m.actionTokens).toBe(2)
+    expect(m.policyLoss).toBeCloseTo(-0.25, 5)
+    expect(m.weightMean).toBe(0.75)
+    expect(m.advantageMean).toBe(0)
+    expect(m.advantageStd).toBe(1)
+    expect(m.trainedEpisodeIds).toEqual([`t${GOOD}`, "t3"])
+    // Weight 0: no policy loss at all.
+    const none = new Trainer(TinyMoe.create({ config, seed: 4 }), trainer.config).ppoStep([
+      episode(trainer, GOOD, { reward: 1, groupId: "g", weight: 0 }),
+      episode(trainer, 3, { reward: 0, groupId: "g", weight: 0 }),
+    ])
+    expect(none.policyLoss).toBe(0)
+  })
+
+  it("keeps zero-variance groups when the filter is off, and never drops in critic mode by default", () => {
+    const model = TinyMoe.create({ config, seed: 4 })
+    const same = (t: Trainer) => [
+      episode(t, 4, { reward: 0, groupId: "h" }),
+      episode(t, 6, { reward: 0, groupId: "h" }),
+    ]
+    const off = new Trainer(model, {
+      ...ppoConfig,
+      advantageMode: "group",
+      dropZeroVarianceGroups: false,
+    })
+    const m = off.ppoStep(same(off))
+    expect(m.skipped).toBe(false)
+    expect(m.droppedZeroVariance).toBe(0)
+    const critic = new Trainer(model, ppoConfig)
+    expect(critic.ppoStep(same(critic)).droppedZeroVariance).toBe(0)
+  })
+
+  it("trains on passing tests over the task's tests, and reports the raw count", () => {
+    const model = TinyMoe.create({ config, seed: 4 })
+    const trainer = new Trainer(model, { ...ppoConfig, ppoEpochs: 1, minibatches: 1 })
+    const m = trainer.ppoStep([
+      episode(trainer, GOOD, { reward: 3, testsTotal: 4 }),
+      episode(trainer, 3, { reward: 1, testsTotal: 4 }),
+    ])
+    expect(m.rewardMean).toBe(2)
+    expect(m.trainRewardMean).toBe(0.5)
+  })
+
+  it("follows the learning-rate schedule over PPO updates (critic warm-up at the base critic lr)", () => {
+    const model = TinyMoe.create({ config, seed: 4 })
+    const trainer = new Trainer(model, {
+      ...DEFAULT_LEARNER_CONFIG,
+      criticWarmupSteps: 1,
+      lr: 1e-3,
+      criticLr: 2e-3,
+      lrSchedule: "cosine",
+      lrWarmupSteps: 2,
+      lrDecaySteps: 4,
+      minLrRatio: 0.1,
+      ppoEpochs: 1,
+      minibatches: 1,
+    })
+    const batch = rollouts(model, new Rng(7), 4)
+    const rates = Array.from({ length: 6 }, () => {
+      const m = trainer.ppoStep(batch)
+      return [m.lr, m.criticLr]
+    })
+    // Warm-up (critic only), then PPO updates u = 0..4: ½, 1, 1, cos(π/2) → 0.55, 0.1.
+    const f = [0.5, 1, 1, 0.55, 0.1]
+    expect(rates[0]).toEqual([0, 2e-3])
+    f.forEach((x, u) => {
+      expect(rates[u + 1]?.[0]).toBeCloseTo(1e-3 * x, 12)
+      expect(rates[u + 1]?.[1]).toBeCloseTo(2e-3 * x, 12)
+    })
+  })
+
+  it("SFT steps the actor at sft_lr, leaves the critic alone and does not count as an RL step", () => {
+    const golden = (t: Trainer) => [episode(t, GOOD, { reward: 1 })]
+    const model = TinyMoe.create({ config, seed: 4 })
+    const before = snapshot(model)
+    const trainer = new Trainer(model, { ...DEFAULT_LEARNER_CONFIG, sftLr: 0 })
+    trainer.sftStep(golden(trainer))
+    expect(changed(before, snapshot(model))).toEqual([])
+    const moving = new Trainer(model, { ...DEFAULT_LEARNER_CONFIG, sftLr: 1e-2 })
+    moving.sftStep(golden(moving))
+    const moved = changed(before, snapshot(model))
+    expect(moved).toContain("layers.0.wq")
+    expect(moved).not.toContain("valueHead")
+    expect(moving.step).toBe(0)
+    expect(moving.sftStepsDone).toBe(1)
+    expect(moving.phase).toBe("critic_warmup")
+  })
+})
+
+describe("PPO update on bad input", () => {
+  it("skips a batch with nothing generated, counting the step", () => {
+    const model = TinyMoe.create({ config, seed: 4 })
+    const trainer = new Trainer(model, ppoConfig)
+    const before = snapshot(model)
+    const empty = trainer.ppoStep([])
+    expect(empty).toMatchObject({ skipped: true, skipReason: "no_trainable_tokens" })
+    const prompt = trainer.ppoStep([
+      { ...episode(trainer, 3), lossMask: Uint8Array.from([0, 0, 0]) },
+    ])
+    expect(prompt).toMatchObject({ skipped: true, skipReason: "no_trainable_tokens" })
+    expect(trainer.step).toBe(2)
+    expect(changed(before, snapshot(model))).toEqual([])
+  })
+
+  it("skips a batch whose every group has equal rewards under a group baseline", () => {
+    const model = TinyMoe.create({ config, seed: 4 })
+    const trainer = new Trainer(model, { ...ppoConfig, advantageMode: "group+critic" })
+    const before = snapshot(model)
+    const m = trainer.ppoStep([
+      episode(trainer, 3, { reward: 1, groupId: "a" }),
+      episode(trainer, 4, { reward: 1, groupId: "a" }),
+      episode(trainer, 5, { reward: 0, groupId: "b" }),
+      episode(trainer, 6, { reward: 0, groupId: "b" }),
+    ])
+    expect(m).toMatchObject({
+      skipped: true,
+      skipReason: "all_groups_filtered",
+      droppedZeroVariance: 4,
+      trainedEpisodeIds: [],
+    })
+    expect(trainer.step).toBe(1)
+    expect(changed(before, snapshot(model))).toEqual([])
+  })
+
+  it("skips a batch whose loss is not finite, changing nothing", () => {
+    const model = TinyMoe.create({ config, seed: 4 })
+    const trainer = new Trainer(model, ppoConfig)
+    const batch = [episode(trainer, GOOD, { reward: 1 }), episode(trainer, 3)]
+    const bias = model.entries().find((e) => e.name === "valueBias")
+    if (!bias) throw new Error("no valueBias")
+    bias.data[0] = Number.NaN
+    const before = snapshot(model)
+    const m = trainer.ppoStep(batch)
+    expect(m).toMatchObject({ skipped: true, skipReason: "non_finite", optimizerSteps: 0 })
+    expect(changed(before, snapshot(model))).toEqual([])
+    expect(trainer.optimizer.stepCount).toBe(0)
+    expect(trainer.step).toBe(1)
+  })
+
+  it("drops a trajectory with a non-finite sampler log-prob and trains on the rest", () => {
+    const model = TinyMoe.create({ config, seed: 4 })
+    const trainer = new Trainer(model, ppoConfig)
+    const bad = episode(trainer, 3)
+    const m = trainer.ppoStep([
+      episode(trainer, GOOD, { reward: 1 }),
+      { ...bad, logprobs: Float32Array.from([0, 0, Number.NaN]) },
+    ])
+    expect(m).toMatchObject({ skipped: false, droppedInvalid: 1, actionTokens: 1 })
   })
 })

@@ -1,10 +1,12 @@
 import { toBinary } from "@bufbuild/protobuf"
 import {
+  AdvantageMode,
   JobKind,
   type JobSpec,
   JobSpecSchema,
   type LearnerConfig,
   type Limits,
+  LrSchedule,
   type SamplingParams,
   TaskSplit,
 } from "../../proto/index.ts"
@@ -26,6 +28,10 @@ const MAX_EPISODE_ATTEMPTS = 100
 const MAX_STOP_TOKENS = 1024
 
 const JOB_KINDS = [JobKind.TRAIN, JobKind.EVAL, JobKind.ROLLOUT]
+/** The learner's defaults for zero fields (actors/learner/job-spec.ts). */
+const LEARNER_DEFAULT_BATCH = 16
+const LEARNER_DEFAULT_MAX_STALENESS = 2
+const MAX_PPO_EPOCHS = 64
 
 class Collector {
   readonly violations: Violation[] = []
@@ -98,7 +104,7 @@ const validateLimits = (c: Collector, l: Limits): void => {
   }
 }
 
-const validateLearner = (c: Collector, l: LearnerConfig): void => {
+const validateLearner = (c: Collector, l: LearnerConfig, samplesPerTask: number): void => {
   const p = "spec.learner"
   c.openOrDefault(`${p}.clip_eps`, l.clipEps, 0, 1)
   c.atLeast(`${p}.value_clip_eps`, l.valueClipEps, 0)
@@ -118,6 +124,50 @@ const validateLearner = (c: Collector, l: LearnerConfig): void => {
     c.add(
       `${p}.minibatches`,
       `must be <= spec.learner.batch_trajectories (${l.batchTrajectories}), got ${l.minibatches}`,
+    )
+  } else if (l.batchTrajectories === 0 && l.minibatches > LEARNER_DEFAULT_BATCH) {
+    c.add(
+      `${p}.minibatches`,
+      `must be <= the default batch_trajectories (${LEARNER_DEFAULT_BATCH}), got ${l.minibatches}`,
+    )
+  }
+  c.atMost(`${p}.ppo_epochs`, l.ppoEpochs, MAX_PPO_EPOCHS)
+  c.openOrDefault(`${p}.sft_lr`, l.sftLr, 0, 1)
+  if (l.evalEverySteps !== 0) {
+    c.add(
+      `${p}.eval_every_steps`,
+      `periodic evaluation during training is not run by the learner or the coordinator: leave it 0 and submit a JOB_KIND_EVAL job with policy_ref set to a published version, got ${l.evalEverySteps}`,
+    )
+  }
+  // Samplers move to new weights only when they are published; a version that is never
+  // published cannot be sampled, so the staleness bound must leave room for the gap (else the
+  // coordinator stops admitting episodes and the job waits for ever).
+  const eta = l.maxStaleness || LEARNER_DEFAULT_MAX_STALENESS
+  if (l.publishEverySteps > eta + 1) {
+    c.add(
+      `${p}.publish_every_steps`,
+      `must be <= max_staleness + 1 (${eta + 1}): episodes sampled between publications must stay trainable, got ${l.publishEverySteps}`,
+    )
+  }
+  if (AdvantageMode[l.advantageMode] === undefined) {
+    c.add(`${p}.advantage_mode`, `must be an AdvantageMode value, got ${l.advantageMode}`)
+  } else if (
+    (l.advantageMode === AdvantageMode.GROUP || l.advantageMode === AdvantageMode.GROUP_CRITIC) &&
+    samplesPerTask < 2
+  ) {
+    c.add(
+      `${p}.advantage_mode`,
+      `a group baseline needs spec.samples_per_task >= 2 (rollouts per task to compare), got ${samplesPerTask}`,
+    )
+  }
+  if (LrSchedule[l.lrSchedule] === undefined) {
+    c.add(`${p}.lr_schedule`, `must be an LrSchedule value, got ${l.lrSchedule}`)
+  }
+  c.closed(`${p}.min_lr_ratio`, l.minLrRatio, 0, 1)
+  if (l.lrDecaySteps > 0 && l.lrDecaySteps <= l.lrWarmupSteps) {
+    c.add(
+      `${p}.lr_decay_steps`,
+      `must be > spec.learner.lr_warmup_steps (${l.lrWarmupSteps}), got ${l.lrDecaySteps}`,
     )
   }
 }
@@ -159,7 +209,7 @@ export const validateJobSpec = (spec: JobSpec | undefined): Violation[] => {
   c.atMost("spec.samples_per_task", spec.samplesPerTask, MAX_SAMPLES_PER_TASK)
   if (spec.kind === JobKind.TRAIN) {
     if (spec.learner === undefined) c.add("spec.learner", "required for JOB_KIND_TRAIN")
-    else validateLearner(c, spec.learner)
+    else validateLearner(c, spec.learner, spec.samplesPerTask)
   }
   const labels = Object.entries(spec.labels)
   if (labels.length > MAX_LABELS) c.add("spec.labels", `at most ${MAX_LABELS} labels`)

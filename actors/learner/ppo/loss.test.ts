@@ -66,6 +66,10 @@ describe("ppoLoss: hand-computed case", () => {
     expect(out.tisClipfrac).toBe(0.5)
     expect(out.valueClipfrac).toBe(0.5)
     expect(out.approxKl).toBeCloseTo(0.047267445946, 11)
+    // Ratios 1 and 1.5.
+    expect(out.ratioMean).toBeCloseTo(1.25, 12)
+    expect(out.ratioMin).toBeCloseTo(1, 12)
+    expect(out.ratioMax).toBeCloseTo(1.5, 12)
     expect(out.actionRows).toBe(2)
     expect(out.valueRows).toBe(2)
     expect(out.logprobs[0]).toBeCloseTo(logp0, 14)

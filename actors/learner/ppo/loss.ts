@@ -89,6 +89,10 @@ export interface PpoLossResult {
   readonly approxKl: number
   /** Fraction of value rows where the clipped value branch was larger (no gradient). */
   readonly valueClipfrac: number
+  /** Mean, minimum and maximum of the PPO ratio π/π_prox over action rows (1 without any). */
+  readonly ratioMean: number
+  readonly ratioMin: number
+  readonly ratioMax: number
   readonly actionRows: number
   readonly valueRows: number
   /** [rows] the learner's current log-prob of the target on action rows, 0 elsewhere. */
@@ -169,6 +173,9 @@ export const ppoLoss = (input: PpoLossInput): PpoLossResult => {
   let clipped = 0
   let tisClipped = 0
   let klSum = 0
+  let ratioSum = 0
+  let ratioMin = Number.POSITIVE_INFINITY
+  let ratioMax = Number.NEGATIVE_INFINITY
 
   let valueCount = 0
   let valueSum = 0
@@ -215,6 +222,9 @@ export const ppoLoss = (input: PpoLossInput): PpoLossResult => {
       // Clipped surrogate with truncated importance weight.
       const logRatio = logp - prox
       const ratio = Math.exp(logRatio)
+      ratioSum += ratio
+      if (ratio < ratioMin) ratioMin = ratio
+      if (ratio > ratioMax) ratioMax = ratio
       let w = 1
       if (tisThreshold !== undefined) {
         const behaviour = finiteAt("behaviourLogprobs", input.behaviourLogprobs, r)
@@ -285,6 +295,9 @@ export const ppoLoss = (input: PpoLossInput): PpoLossResult => {
     tisClipfrac: perAction(tisClipped),
     approxKl: perAction(klSum),
     valueClipfrac: valueCount === 0 ? 0 : valueClipped / valueCount,
+    ratioMean: actionRows === 0 ? 1 : ratioSum / actionRows,
+    ratioMin: actionRows === 0 ? 1 : ratioMin,
+    ratioMax: actionRows === 0 ? 1 : ratioMax,
     actionRows,
     valueRows: valueCount,
     logprobs,

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file t1/v1/job.proto.
  */
 export const file_t1_v1_job: GenFile = /*@__PURE__*/
-  fileDesc("Cg90MS92MS9qb2IucHJvdG8SBXQxLnYxIuIDCg1MZWFybmVyQ29uZmlnEhAKCGNsaXBfZXBzGAEgASgBEhYKDnZhbHVlX2NsaXBfZXBzGAIgASgBEhQKDGVudHJvcHlfY29lZhgDIAEoARINCgVnYW1tYRgEIAEoARIUCgxhY3Rvcl9sYW1iZGEYBSABKAESFQoNY3JpdGljX2xhbWJkYRgGIAEoARIKCgJschgHIAEoARIRCgljcml0aWNfbHIYCCABKAESGwoTY3JpdGljX3dhcm11cF9zdGVwcxgJIAEoDRIVCg1tYXhfc3RhbGVuZXNzGAogASgNEg8KAnIzGAsgASgISACIAQESEQoEdGl0bxgMIAEoCEgBiAEBEhUKDXRpc190aHJlc2hvbGQYDSABKAESEQoJc2Z0X3N0ZXBzGA4gASgNEhEKCXBwb19zdGVwcxgPIAEoDRIaChJiYXRjaF90cmFqZWN0b3JpZXMYECABKA0SEgoKcHBvX2Vwb2NocxgRIAEoDRITCgttaW5pYmF0Y2hlcxgSIAEoDRIVCg1tYXhfZ3JhZF9ub3JtGBMgASgBEhsKE3B1Ymxpc2hfZXZlcnlfc3RlcHMYFCABKA0SGAoQZXZhbF9ldmVyeV9zdGVwcxgVIAEoDUIFCgNfcjNCBwoFX3RpdG8i1gMKB0pvYlNwZWMSDAoEbmFtZRgBIAEoCRIcCgRraW5kGAIgASgOMg4udDEudjEuSm9iS2luZBIQCgh0YXNrX3NldBgDIAEoCRIQCgh0YXNrX2lkcxgEIAMoCRIfCgVzcGxpdBgFIAEoDjIQLnQxLnYxLlRhc2tTcGxpdBISCgpwb2xpY3lfcmVmGAYgASgJEicKCHNhbXBsaW5nGAcgASgLMhUudDEudjEuU2FtcGxpbmdQYXJhbXMSHQoGbGltaXRzGAggASgLMg0udDEudjEuTGltaXRzEhgKEHNhbXBsZXNfcGVyX3Rhc2sYCSABKA0SJQoHbGVhcm5lchgKIAEoCzIULnQxLnYxLkxlYXJuZXJDb25maWcSHwoXbWF4X2NvbmN1cnJlbnRfZXBpc29kZXMYCyABKA0SKgoGbGFiZWxzGAwgAygLMhoudDEudjEuSm9iU3BlYy5MYWJlbHNFbnRyeRIcChRtYXhfZXBpc29kZV9hdHRlbXB0cxgNIAEoDRIVCg1ldmFsX3Rhc2tfc2V0GA4gASgJEgwKBHNlZWQYDyABKAQaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKwAQoJSm9iQ291bnRzEhYKDmVwaXNvZGVzX3RvdGFsGAEgASgNEhkKEWVwaXNvZGVzX2ZpbmlzaGVkGAIgASgNEhcKD2VwaXNvZGVzX2ZhaWxlZBgDIAEoDRIeChZlcGlzb2Rlc19pbmZyYV9yZXRyaWVkGAQgASgNEhgKEGVwaXNvZGVzX3J1bm5pbmcYBSABKA0SHQoVZXBpc29kZXNfdW52ZXJpZmlhYmxlGAYgASgNIsICCglKb2JTdGF0dXMSDgoGam9iX2lkGAEgASgJEhwKBHNwZWMYAiABKAsyDi50MS52MS5Kb2JTcGVjEh4KBXN0YXRlGAMgASgOMg8udDEudjEuSm9iU3RhdGUSIAoGY291bnRzGAQgASgLMhAudDEudjEuSm9iQ291bnRzEhYKDnBvbGljeV92ZXJzaW9uGAUgASgEEhYKDmxhc3RfZXZlbnRfc2VxGAYgASgEEhcKD2NyZWF0ZWRfdW5peF9tcxgHIAEoAxIXCg91cGRhdGVkX3VuaXhfbXMYCCABKAMSIQoFZXJyb3IYCSABKAsyEi50MS52MS5FcnJvckRldGFpbBIUCgxsZWFybmVyX3N0ZXAYCiABKAQSFQoNcmVzb2x2ZWRfcmF0ZRgLIAEoARITCgtyZXdhcmRfbWVhbhgMIAEoASI0CgtKb2JBZG1pdHRlZBIWCg5lcGlzb2Rlc190b3RhbBgBIAEoDRINCgV0YXNrcxgCIAEoDSK+AQoPRXBpc29kZUZpbmlzaGVkEhIKCmVwaXNvZGVfaWQYASABKAkSDgoGcmV3YXJkGAIgASgBEhAKCHJlc29sdmVkGAMgASgIEg8KB3Rhc2tfaWQYBCABKAkSDwoHYXR0ZW1wdBgFIAEoDRIUCgxpbmZyYV9mYWlsZWQYBiABKAgSDQoFdHVybnMYByABKA0SFAoMdW52ZXJpZmlhYmxlGAggASgIEhgKEG1pc3NpbmdfcGFja2FnZXMYCSADKAkioQIKEUV2YWx1YXRpb25TdW1tYXJ5EhYKDnBvbGljeV92ZXJzaW9uGAEgASgEEhUKDXJlc29sdmVkX3JhdGUYAiABKAESOAoJcGFzc19hdF9rGAMgAygLMiUudDEudjEuRXZhbHVhdGlvblN1bW1hcnkuUGFzc0F0S0VudHJ5EhMKC3Jld2FyZF9tZWFuGAQgASgBEg0KBXRhc2tzGAUgASgNEhAKCGVwaXNvZGVzGAYgASgNEicKCHBlcl90YXNrGAcgAygLMhUudDEudjEuVGFza0V2YWx1YXRpb24SFAoMdW52ZXJpZmlhYmxlGAggASgNGi4KDFBhc3NBdEtFbnRyeRILCgNrZXkYASABKA0SDQoFdmFsdWUYAiABKAE6AjgBIu0BCg5UYXNrRXZhbHVhdGlvbhIMCgR0YXNrGAEgASgJEg8KB3NhbXBsZXMYAiABKA0SEAoIcmVzb2x2ZWQYAyABKA0SNQoJcGFzc19hdF9rGAQgAygLMiIudDEudjEuVGFza0V2YWx1YXRpb24uUGFzc0F0S0VudHJ5EhMKC3Jld2FyZF9tZWFuGAUgASgBEhQKDHVudmVyaWZpYWJsZRgGIAEoDRIYChBtaXNzaW5nX3BhY2thZ2VzGAcgAygJGi4KDFBhc3NBdEtFbnRyeRILCgNrZXkYASABKA0SDQoFdmFsdWUYAiABKAE6AjgBIn0KD0pvYlN0YXRlQ2hhbmdlZBIeCgVzdGF0ZRgBIAEoDjIPLnQxLnYxLkpvYlN0YXRlEiEKBWVycm9yGAIgASgLMhIudDEudjEuRXJyb3JEZXRhaWwSJwoOcHJldmlvdXNfc3RhdGUYAyABKA4yDy50MS52MS5Kb2JTdGF0ZSKuAgoISm9iRXZlbnQSDgoGam9iX2lkGAEgASgJEgsKA3NlcRgCIAEoBBIPCgd1bml4X21zGAMgASgDEiYKCGFkbWl0dGVkGAQgASgLMhIudDEudjEuSm9iQWRtaXR0ZWRIABIyChBlcGlzb2RlX2ZpbmlzaGVkGAUgASgLMhYudDEudjEuRXBpc29kZUZpbmlzaGVkSAASLgoMbGVhcm5lcl9zdGVwGAYgASgLMhYudDEudjEuVHJhaW5TdGVwUmVwb3J0SAASLgoKZXZhbHVhdGlvbhgHIAEoCzIYLnQxLnYxLkV2YWx1YXRpb25TdW1tYXJ5SAASLwoNc3RhdGVfY2hhbmdlZBgIIAEoCzIWLnQxLnYxLkpvYlN0YXRlQ2hhbmdlZEgAQgcKBWV2ZW50IkQKEFN1Ym1pdEpvYlJlcXVlc3QSHAoEc3BlYxgBIAEoCzIOLnQxLnYxLkpvYlNwZWMSEgoKcmVxdWVzdF9pZBgCIAEoCSJFChFTdWJtaXRKb2JSZXNwb25zZRIOCgZqb2JfaWQYASABKAkSIAoGc3RhdHVzGAIgASgLMhAudDEudjEuSm9iU3RhdHVzIh8KDUdldEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjIKDkdldEpvYlJlc3BvbnNlEiAKBnN0YXR1cxgBIAEoCzIQLnQxLnYxLkpvYlN0YXR1cyIzCg9XYXRjaEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhAKCGZyb21fc2VxGAIgASgEIjIKEFdhdGNoSm9iUmVzcG9uc2USHgoFZXZlbnQYASABKAsyDy50MS52MS5Kb2JFdmVudCIyChBDYW5jZWxKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiNQoRQ2FuY2VsSm9iUmVzcG9uc2USIAoGc3RhdHVzGAEgASgLMhAudDEudjEuSm9iU3RhdHVzIlgKD0xpc3RKb2JzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCRIeCgVzdGF0ZRgDIAEoDjIPLnQxLnYxLkpvYlN0YXRlIksKEExpc3RKb2JzUmVzcG9uc2USHgoEam9icxgBIAMoCzIQLnQxLnYxLkpvYlN0YXR1cxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkqYAoHSm9iS2luZBIYChRKT0JfS0lORF9VTlNQRUNJRklFRBAAEhIKDkpPQl9LSU5EX1RSQUlOEAESEQoNSk9CX0tJTkRfRVZBTBACEhQKEEpPQl9LSU5EX1JPTExPVVQQAyqbAQoISm9iU3RhdGUSGQoVSk9CX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRSk9CX1NUQVRFX1BFTkRJTkcQARIVChFKT0JfU1RBVEVfUlVOTklORxACEhcKE0pPQl9TVEFURV9TVUNDRUVERUQQAxIUChBKT0JfU1RBVEVfRkFJTEVEEAQSFwoTSk9CX1NUQVRFX0NBTkNFTExFRBAFMr8CCgpKb2JTZXJ2aWNlEj4KCVN1Ym1pdEpvYhIXLnQxLnYxLlN1Ym1pdEpvYlJlcXVlc3QaGC50MS52MS5TdWJtaXRKb2JSZXNwb25zZRI1CgZHZXRKb2ISFC50MS52MS5HZXRKb2JSZXF1ZXN0GhUudDEudjEuR2V0Sm9iUmVzcG9uc2USPQoIV2F0Y2hKb2ISFi50MS52MS5XYXRjaEpvYlJlcXVlc3QaFy50MS52MS5XYXRjaEpvYlJlc3BvbnNlMAESPgoJQ2FuY2VsSm9iEhcudDEudjEuQ2FuY2VsSm9iUmVxdWVzdBoYLnQxLnYxLkNhbmNlbEpvYlJlc3BvbnNlEjsKCExpc3RKb2JzEhYudDEudjEuTGlzdEpvYnNSZXF1ZXN0GhcudDEudjEuTGlzdEpvYnNSZXNwb25zZWIGcHJvdG8z", [file_t1_v1_common, file_t1_v1_learner, file_t1_v1_task]);
+  fileDesc("Cg90MS92MS9qb2IucHJvdG8SBXQxLnYxIq4GCg1MZWFybmVyQ29uZmlnEhAKCGNsaXBfZXBzGAEgASgBEhYKDnZhbHVlX2NsaXBfZXBzGAIgASgBEhQKDGVudHJvcHlfY29lZhgDIAEoARINCgVnYW1tYRgEIAEoARIUCgxhY3Rvcl9sYW1iZGEYBSABKAESFQoNY3JpdGljX2xhbWJkYRgGIAEoARIKCgJschgHIAEoARIRCgljcml0aWNfbHIYCCABKAESIAoTY3JpdGljX3dhcm11cF9zdGVwcxgJIAEoDUgAiAEBEhUKDW1heF9zdGFsZW5lc3MYCiABKA0SDwoCcjMYCyABKAhIAYgBARIRCgR0aXRvGAwgASgISAKIAQESFQoNdGlzX3RocmVzaG9sZBgNIAEoARIRCglzZnRfc3RlcHMYDiABKA0SEQoJcHBvX3N0ZXBzGA8gASgNEhoKEmJhdGNoX3RyYWplY3RvcmllcxgQIAEoDRISCgpwcG9fZXBvY2hzGBEgASgNEhMKC21pbmliYXRjaGVzGBIgASgNEhUKDW1heF9ncmFkX25vcm0YEyABKAESGwoTcHVibGlzaF9ldmVyeV9zdGVwcxgUIAEoDRIYChBldmFsX2V2ZXJ5X3N0ZXBzGBUgASgNEiwKDmFkdmFudGFnZV9tb2RlGBYgASgOMhQudDEudjEuQWR2YW50YWdlTW9kZRIhChRub3JtYWxpemVfYWR2YW50YWdlcxgXIAEoCEgDiAEBEiYKGWRyb3BfemVyb192YXJpYW5jZV9ncm91cHMYGCABKAhIBIgBARImCgtscl9zY2hlZHVsZRgZIAEoDjIRLnQxLnYxLkxyU2NoZWR1bGUSFwoPbHJfd2FybXVwX3N0ZXBzGBogASgNEhYKDmxyX2RlY2F5X3N0ZXBzGBsgASgNEhQKDG1pbl9scl9yYXRpbxgcIAEoARIOCgZzZnRfbHIYHSABKAFCFgoUX2NyaXRpY193YXJtdXBfc3RlcHNCBQoDX3IzQgcKBV90aXRvQhcKFV9ub3JtYWxpemVfYWR2YW50YWdlc0IcChpfZHJvcF96ZXJvX3ZhcmlhbmNlX2dyb3VwcyLWAwoHSm9iU3BlYxIMCgRuYW1lGAEgASgJEhwKBGtpbmQYAiABKA4yDi50MS52MS5Kb2JLaW5kEhAKCHRhc2tfc2V0GAMgASgJEhAKCHRhc2tfaWRzGAQgAygJEh8KBXNwbGl0GAUgASgOMhAudDEudjEuVGFza1NwbGl0EhIKCnBvbGljeV9yZWYYBiABKAkSJwoIc2FtcGxpbmcYByABKAsyFS50MS52MS5TYW1wbGluZ1BhcmFtcxIdCgZsaW1pdHMYCCABKAsyDS50MS52MS5MaW1pdHMSGAoQc2FtcGxlc19wZXJfdGFzaxgJIAEoDRIlCgdsZWFybmVyGAogASgLMhQudDEudjEuTGVhcm5lckNvbmZpZxIfChdtYXhfY29uY3VycmVudF9lcGlzb2RlcxgLIAEoDRIqCgZsYWJlbHMYDCADKAsyGi50MS52MS5Kb2JTcGVjLkxhYmVsc0VudHJ5EhwKFG1heF9lcGlzb2RlX2F0dGVtcHRzGA0gASgNEhUKDWV2YWxfdGFza19zZXQYDiABKAkSDAoEc2VlZBgPIAEoBBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIrABCglKb2JDb3VudHMSFgoOZXBpc29kZXNfdG90YWwYASABKA0SGQoRZXBpc29kZXNfZmluaXNoZWQYAiABKA0SFwoPZXBpc29kZXNfZmFpbGVkGAMgASgNEh4KFmVwaXNvZGVzX2luZnJhX3JldHJpZWQYBCABKA0SGAoQZXBpc29kZXNfcnVubmluZxgFIAEoDRIdChVlcGlzb2Rlc191bnZlcmlmaWFibGUYBiABKA0iwgIKCUpvYlN0YXR1cxIOCgZqb2JfaWQYASABKAkSHAoEc3BlYxgCIAEoCzIOLnQxLnYxLkpvYlNwZWMSHgoFc3RhdGUYAyABKA4yDy50MS52MS5Kb2JTdGF0ZRIgCgZjb3VudHMYBCABKAsyEC50MS52MS5Kb2JDb3VudHMSFgoOcG9saWN5X3ZlcnNpb24YBSABKAQSFgoObGFzdF9ldmVudF9zZXEYBiABKAQSFwoPY3JlYXRlZF91bml4X21zGAcgASgDEhcKD3VwZGF0ZWRfdW5peF9tcxgIIAEoAxIhCgVlcnJvchgJIAEoCzISLnQxLnYxLkVycm9yRGV0YWlsEhQKDGxlYXJuZXJfc3RlcBgKIAEoBBIVCg1yZXNvbHZlZF9yYXRlGAsgASgBEhMKC3Jld2FyZF9tZWFuGAwgASgBIjQKC0pvYkFkbWl0dGVkEhYKDmVwaXNvZGVzX3RvdGFsGAEgASgNEg0KBXRhc2tzGAIgASgNIr4BCg9FcGlzb2RlRmluaXNoZWQSEgoKZXBpc29kZV9pZBgBIAEoCRIOCgZyZXdhcmQYAiABKAESEAoIcmVzb2x2ZWQYAyABKAgSDwoHdGFza19pZBgEIAEoCRIPCgdhdHRlbXB0GAUgASgNEhQKDGluZnJhX2ZhaWxlZBgGIAEoCBINCgV0dXJucxgHIAEoDRIUCgx1bnZlcmlmaWFibGUYCCABKAgSGAoQbWlzc2luZ19wYWNrYWdlcxgJIAMoCSKhAgoRRXZhbHVhdGlvblN1bW1hcnkSFgoOcG9saWN5X3ZlcnNpb24YASABKAQSFQoNcmVzb2x2ZWRfcmF0ZRgCIAEoARI4CglwYXNzX2F0X2sYAyADKAsyJS50MS52MS5FdmFsdWF0aW9uU3VtbWFyeS5QYXNzQXRLRW50cnkSEwoLcmV3YXJkX21lYW4YBCABKAESDQoFdGFza3MYBSABKA0SEAoIZXBpc29kZXMYBiABKA0SJwoIcGVyX3Rhc2sYByADKAsyFS50MS52MS5UYXNrRXZhbHVhdGlvbhIUCgx1bnZlcmlmaWFibGUYCCABKA0aLgoMUGFzc0F0S0VudHJ5EgsKA2tleRgBIAEoDRINCgV2YWx1ZRgCIAEoAToCOAEi7QEKDlRhc2tFdmFsdWF0aW9uEgwKBHRhc2sYASABKAkSDwoHc2FtcGxlcxgCIAEoDRIQCghyZXNvbHZlZBgDIAEoDRI1CglwYXNzX2F0X2sYBCADKAsyIi50MS52MS5UYXNrRXZhbHVhdGlvbi5QYXNzQXRLRW50cnkSEwoLcmV3YXJkX21lYW4YBSABKAESFAoMdW52ZXJpZmlhYmxlGAYgASgNEhgKEG1pc3NpbmdfcGFja2FnZXMYByADKAkaLgoMUGFzc0F0S0VudHJ5EgsKA2tleRgBIAEoDRINCgV2YWx1ZRgCIAEoAToCOAEifQoPSm9iU3RhdGVDaGFuZ2VkEh4KBXN0YXRlGAEgASgOMg8udDEudjEuSm9iU3RhdGUSIQoFZXJyb3IYAiABKAsyEi50MS52MS5FcnJvckRldGFpbBInCg5wcmV2aW91c19zdGF0ZRgDIAEoDjIPLnQxLnYxLkpvYlN0YXRlIq4CCghKb2JFdmVudBIOCgZqb2JfaWQYASABKAkSCwoDc2VxGAIgASgEEg8KB3VuaXhfbXMYAyABKAMSJgoIYWRtaXR0ZWQYBCABKAsyEi50MS52MS5Kb2JBZG1pdHRlZEgAEjIKEGVwaXNvZGVfZmluaXNoZWQYBSABKAsyFi50MS52MS5FcGlzb2RlRmluaXNoZWRIABIuCgxsZWFybmVyX3N0ZXAYBiABKAsyFi50MS52MS5UcmFpblN0ZXBSZXBvcnRIABIuCgpldmFsdWF0aW9uGAcgASgLMhgudDEudjEuRXZhbHVhdGlvblN1bW1hcnlIABIvCg1zdGF0ZV9jaGFuZ2VkGAggASgLMhYudDEudjEuSm9iU3RhdGVDaGFuZ2VkSABCBwoFZXZlbnQiRAoQU3VibWl0Sm9iUmVxdWVzdBIcCgRzcGVjGAEgASgLMg4udDEudjEuSm9iU3BlYxISCgpyZXF1ZXN0X2lkGAIgASgJIkUKEVN1Ym1pdEpvYlJlc3BvbnNlEg4KBmpvYl9pZBgBIAEoCRIgCgZzdGF0dXMYAiABKAsyEC50MS52MS5Kb2JTdGF0dXMiHwoNR2V0Sm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiMgoOR2V0Sm9iUmVzcG9uc2USIAoGc3RhdHVzGAEgASgLMhAudDEudjEuSm9iU3RhdHVzIjMKD1dhdGNoSm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEAoIZnJvbV9zZXEYAiABKAQiMgoQV2F0Y2hKb2JSZXNwb25zZRIeCgVldmVudBgBIAEoCzIPLnQxLnYxLkpvYkV2ZW50IjIKEENhbmNlbEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSI1ChFDYW5jZWxKb2JSZXNwb25zZRIgCgZzdGF0dXMYASABKAsyEC50MS52MS5Kb2JTdGF0dXMiWAoPTGlzdEpvYnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoDRISCgpwYWdlX3Rva2VuGAIgASgJEh4KBXN0YXRlGAMgASgOMg8udDEudjEuSm9iU3RhdGUiSwoQTGlzdEpvYnNSZXNwb25zZRIeCgRqb2JzGAEgAygLMhAudDEudjEuSm9iU3RhdHVzEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSpgCgdKb2JLaW5kEhgKFEpPQl9LSU5EX1VOU1BFQ0lGSUVEEAASEgoOSk9CX0tJTkRfVFJBSU4QARIRCg1KT0JfS0lORF9FVkFMEAISFAoQSk9CX0tJTkRfUk9MTE9VVBADKoUBCg1BZHZhbnRhZ2VNb2RlEh4KGkFEVkFOVEFHRV9NT0RFX1VOU1BFQ0lGSUVEEAASGQoVQURWQU5UQUdFX01PREVfQ1JJVElDEAESGAoUQURWQU5UQUdFX01PREVfR1JPVVAQAhIfChtBRFZBTlRBR0VfTU9ERV9HUk9VUF9DUklUSUMQAypbCgpMclNjaGVkdWxlEhsKF0xSX1NDSEVEVUxFX1VOU1BFQ0lGSUVEEAASGAoUTFJfU0NIRURVTEVfQ09OU1RBTlQQARIWChJMUl9TQ0hFRFVMRV9DT1NJTkUQAiqbAQoISm9iU3RhdGUSGQoVSk9CX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRSk9CX1NUQVRFX1BFTkRJTkcQARIVChFKT0JfU1RBVEVfUlVOTklORxACEhcKE0pPQl9TVEFURV9TVUNDRUVERUQQAxIUChBKT0JfU1RBVEVfRkFJTEVEEAQSFwoTSk9CX1NUQVRFX0NBTkNFTExFRBAFMr8CCgpKb2JTZXJ2aWNlEj4KCVN1Ym1pdEpvYhIXLnQxLnYxLlN1Ym1pdEpvYlJlcXVlc3QaGC50MS52MS5TdWJtaXRKb2JSZXNwb25zZRI1CgZHZXRKb2ISFC50MS52MS5HZXRKb2JSZXF1ZXN0GhUudDEudjEuR2V0Sm9iUmVzcG9uc2USPQoIV2F0Y2hKb2ISFi50MS52MS5XYXRjaEpvYlJlcXVlc3QaFy50MS52MS5XYXRjaEpvYlJlc3BvbnNlMAESPgoJQ2FuY2VsSm9iEhcudDEudjEuQ2FuY2VsSm9iUmVxdWVzdBoYLnQxLnYxLkNhbmNlbEpvYlJlc3BvbnNlEjsKCExpc3RKb2JzEhYudDEudjEuTGlzdEpvYnNSZXF1ZXN0GhcudDEudjEuTGlzdEpvYnNSZXNwb25zZWIGcHJvdG8z", [file_t1_v1_common, file_t1_v1_learner, file_t1_v1_task]);
 
 /**
  * Hyperparameters of the learner (JOB_KIND_TRAIN only). A zero field means the learner's default.
@@ -60,7 +60,7 @@ export type LearnerConfig = Message<"t1.v1.LearnerConfig"> & {
   actorLambda: number;
 
   /**
-   * GAE λ for the critic's return targets.
+   * GAE λ for the critic's return targets; 0 means 1 (Monte-Carlo returns).
    *
    * @generated from field: double critic_lambda = 6;
    */
@@ -74,18 +74,19 @@ export type LearnerConfig = Message<"t1.v1.LearnerConfig"> & {
   lr: number;
 
   /**
-   * Critic learning rate.
+   * Critic (value head) learning rate; 0 means the actor's `lr`.
    *
    * @generated from field: double critic_lr = 8;
    */
   criticLr: number;
 
   /**
-   * Critic-only steps on rollouts of the frozen policy before actor updates begin.
+   * Critic-only steps on rollouts of the frozen policy before actor updates begin. Unset means
+   * the learner's default (10); 0 means no warm-up.
    *
-   * @generated from field: uint32 critic_warmup_steps = 9;
+   * @generated from field: optional uint32 critic_warmup_steps = 9;
    */
-  criticWarmupSteps: number;
+  criticWarmupSteps?: number | undefined;
 
   /**
    * Maximum staleness η: a trajectory admitted at policy version v is trained on only while the
@@ -121,7 +122,9 @@ export type LearnerConfig = Message<"t1.v1.LearnerConfig"> & {
   tisThreshold: number;
 
   /**
-   * Supervised fine-tuning steps on golden trajectories before critic warm-up.
+   * Supervised fine-tuning steps on golden trajectories (the job's tasks' reference solutions,
+   * played through the sandboxes and the verifier by the learner) before critic warm-up; run
+   * before the learner publishes its first weights, and not counted as learner steps.
    *
    * @generated from field: uint32 sft_steps = 14;
    */
@@ -142,28 +145,29 @@ export type LearnerConfig = Message<"t1.v1.LearnerConfig"> & {
   batchTrajectories: number;
 
   /**
-   * Optimisation epochs over each batch.
+   * Optimisation epochs over each batch; 0 means 2.
    *
    * @generated from field: uint32 ppo_epochs = 17;
    */
   ppoEpochs: number;
 
   /**
-   * Minibatches each batch is split into per epoch.
+   * Minibatches each batch is split into per epoch (one optimiser step each); 0 means 2.
    *
    * @generated from field: uint32 minibatches = 18;
    */
   minibatches: number;
 
   /**
-   * Global gradient-norm clip; 0 disables clipping.
+   * Global gradient-norm clip of every optimiser step; 0 means the learner's default (1.0).
    *
    * @generated from field: double max_grad_norm = 19;
    */
   maxGradNorm: number;
 
   /**
-   * Publish weights every this many learner steps.
+   * Publish weights every this many learner steps (and after the last); 0 means 1. At most
+   * max_staleness + 1.
    *
    * @generated from field: uint32 publish_every_steps = 20;
    */
@@ -171,10 +175,72 @@ export type LearnerConfig = Message<"t1.v1.LearnerConfig"> & {
 
   /**
    * Evaluate on the eval split every this many learner steps; 0 disables periodic evaluation.
+   * Not implemented: the gateway refuses a non-zero value (run a JOB_KIND_EVAL job on a
+   * published version instead).
    *
    * @generated from field: uint32 eval_every_steps = 21;
    */
   evalEverySteps: number;
+
+  /**
+   * How advantages are estimated; UNSPECIFIED means ADVANTAGE_MODE_CRITIC.
+   *
+   * @generated from field: t1.v1.AdvantageMode advantage_mode = 22;
+   */
+  advantageMode: AdvantageMode;
+
+  /**
+   * Whiten the advantages over the batch's generated tokens (mean 0, std 1) before the staleness
+   * weights are applied. Unset means on.
+   *
+   * @generated from field: optional bool normalize_advantages = 23;
+   */
+  normalizeAdvantages?: boolean | undefined;
+
+  /**
+   * Ask the buffer for whole groups and drop groups whose rewards are all equal (no signal under
+   * a group baseline). Unset means on when advantage_mode uses a group baseline, else off.
+   *
+   * @generated from field: optional bool drop_zero_variance_groups = 24;
+   */
+  dropZeroVarianceGroups?: boolean | undefined;
+
+  /**
+   * Learning-rate schedule of the actor and critic over the PPO steps; UNSPECIFIED means
+   * LR_SCHEDULE_CONSTANT.
+   *
+   * @generated from field: t1.v1.LrSchedule lr_schedule = 25;
+   */
+  lrSchedule: LrSchedule;
+
+  /**
+   * Linear warm-up of both learning rates over the first lr_warmup_steps PPO steps; 0: none.
+   *
+   * @generated from field: uint32 lr_warmup_steps = 26;
+   */
+  lrWarmupSteps: number;
+
+  /**
+   * PPO steps over which LR_SCHEDULE_COSINE decays to min_lr_ratio · lr; 0 means ppo_steps (and
+   * no decay when ppo_steps is 0 too).
+   *
+   * @generated from field: uint32 lr_decay_steps = 27;
+   */
+  lrDecaySteps: number;
+
+  /**
+   * Floor of the cosine schedule as a fraction of the base learning rates; 0 means 0.1.
+   *
+   * @generated from field: double min_lr_ratio = 28;
+   */
+  minLrRatio: number;
+
+  /**
+   * Learning rate of the SFT warm start (sft_steps); 0 means 0.003.
+   *
+   * @generated from field: double sft_lr = 29;
+   */
+  sftLr: number;
 };
 
 /**
@@ -996,7 +1062,7 @@ export enum JobKind {
   UNSPECIFIED = 0,
 
   /**
-   * Warm start (SFT, critic warm-up) then PPO actor-critic training; evaluates periodically.
+   * Warm start (SFT, critic warm-up) then PPO actor-critic training.
    *
    * @generated from enum value: JOB_KIND_TRAIN = 1;
    */
@@ -1023,6 +1089,81 @@ export enum JobKind {
  */
 export const JobKindSchema: GenEnum<JobKind> = /*@__PURE__*/
   enumDesc(file_t1_v1_job, 0);
+
+/**
+ * How the learner turns rewards into advantages.
+ *
+ * @generated from enum t1.v1.AdvantageMode
+ */
+export enum AdvantageMode {
+  /**
+   * @generated from enum value: ADVANTAGE_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * GAE(γ, actor_lambda) with the critic's values (actor-critic PPO).
+   *
+   * @generated from enum value: ADVANTAGE_MODE_CRITIC = 1;
+   */
+  CRITIC = 1,
+
+  /**
+   * Leave-one-out group baseline (RLOO): the trajectory's reward minus the mean reward of the
+   * other samples of its group (same task, same round), on every generated token; no critic in
+   * the advantage (the critic is still trained).
+   *
+   * @generated from enum value: ADVANTAGE_MODE_GROUP = 2;
+   */
+  GROUP = 2,
+
+  /**
+   * GAE with the critic on the group-centred reward (reward minus the leave-one-out group mean):
+   * the group removes the task's difficulty, the critic assigns credit within the trajectory.
+   *
+   * @generated from enum value: ADVANTAGE_MODE_GROUP_CRITIC = 3;
+   */
+  GROUP_CRITIC = 3,
+}
+
+/**
+ * Describes the enum t1.v1.AdvantageMode.
+ */
+export const AdvantageModeSchema: GenEnum<AdvantageMode> = /*@__PURE__*/
+  enumDesc(file_t1_v1_job, 1);
+
+/**
+ * Learning-rate schedule over the PPO steps (after critic warm-up).
+ *
+ * @generated from enum t1.v1.LrSchedule
+ */
+export enum LrSchedule {
+  /**
+   * @generated from enum value: LR_SCHEDULE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The base rate after the linear warm-up.
+   *
+   * @generated from enum value: LR_SCHEDULE_CONSTANT = 1;
+   */
+  CONSTANT = 1,
+
+  /**
+   * Linear warm-up, then cosine decay from the base rate to min_lr_ratio times it over
+   * lr_decay_steps, then the floor.
+   *
+   * @generated from enum value: LR_SCHEDULE_COSINE = 2;
+   */
+  COSINE = 2,
+}
+
+/**
+ * Describes the enum t1.v1.LrSchedule.
+ */
+export const LrScheduleSchema: GenEnum<LrSchedule> = /*@__PURE__*/
+  enumDesc(file_t1_v1_job, 2);
 
 /**
  * Lifecycle of a job. SUCCEEDED, FAILED and CANCELLED are terminal.
@@ -1069,7 +1210,7 @@ export enum JobState {
  * Describes the enum t1.v1.JobState.
  */
 export const JobStateSchema: GenEnum<JobState> = /*@__PURE__*/
-  enumDesc(file_t1_v1_job, 1);
+  enumDesc(file_t1_v1_job, 3);
 
 /**
  * The public API, served over gRPC by the gateway. Failures use gRPC status codes; details carry
