@@ -3,6 +3,8 @@ import { type GpuJsKernels, makeGpuJsKernels } from "./gpujs.ts"
 import type { Floats, Kernels } from "./kernels.ts"
 import { referenceKernels as ref } from "./reference.ts"
 import { KERNEL_NAMES, MEASURED_ROUTES, makeAutoKernels, selectKernels } from "./select.ts"
+import { makeSimdKernels } from "./simd.ts"
+import { gemmJs } from "./wasm.ts"
 
 /** Mulberry32: reproducible inputs without depending on the model's generator. */
 const generator = (seed: number) => {
@@ -121,6 +123,10 @@ const gpuBackends: GpuJsKernels[] = [
 ]
 const backends: { label: string; kernels: Kernels }[] = [
   { label: "reference", kernels: ref },
+  { label: "simd", kernels: makeSimdKernels() },
+  { label: "simd, every call in wasm", kernels: makeSimdKernels({ minWork: 0 }) },
+  { label: "simd, every call in JavaScript", kernels: makeSimdKernels({ minWork: 1e12 }) },
+  { label: "auto", kernels: selectKernels("auto") },
   ...gpuBackends.map((k) => ({ label: `${k.name} ${k.strategy}/${k.layout}`, kernels: k })),
   {
     label: "auto, all on webasm",
@@ -259,9 +265,27 @@ describe("selectKernels", () => {
     expect(selectKernels("auto", { rmsNorm: { backend: "cpu" } }).name).toContain("rmsNorm=cpu")
   })
 
+  it("auto sends the f32 products to simd and everything else to the reference", () => {
+    const auto = makeAutoKernels()
+    const a = new Float32Array(64 * 64).fill(0.5)
+    const out = new Float32Array(64 * 64)
+    auto.matmul(a, a, 64, 64, 64, out)
+    auto.matmulTransA(a, a, 64, 64, 64, out)
+    auto.matmulTransB(a, a, 64, 64, 64, out)
+    auto.matmul(new Float64Array(64 * 64), new Float64Array(64 * 64), 64, 64, 64, out)
+    auto.rmsNorm(a, a, 64, 64, 1e-5, out, new Float32Array(64))
+    expect(auto.routed).toEqual({ reference: 2, webasm: 0, cpu: 0, simd: 3 })
+  })
+
   it("auto keeps cold shapes and f64 calls on the reference, then routes warm f32 shapes", () => {
     // 16×64·64×64 = 65 536 multiply-adds per call: cold for the first 3 calls at coldWork 196 608
-    const auto = makeAutoKernels(undefined, { coldWork: 3 * 65_536 })
+    const auto = makeAutoKernels(
+      {
+        matmul: { backend: "webasm", minM: 4, minK: 32 },
+        matmulTransA: { backend: "webasm", minM: 4, minK: 16 },
+      },
+      { coldWork: 3 * 65_536 },
+    )
     const next = generator(5)
     for (const p of PRECISIONS) {
       const a = random(p, 16 * 64, next)
@@ -275,12 +299,62 @@ describe("selectKernels", () => {
       }
     }
     // f32: 3 cold calls, then 2 on webasm; f64: all 5 on the reference
-    expect(auto.routed).toEqual({ reference: 8, webasm: 2, cpu: 0 })
+    expect(auto.routed).toEqual({ reference: 8, webasm: 2, cpu: 0, simd: 0 })
     // m or k below the table's minimum: the reference however warm
     const a = new Float32Array(64 * 64).fill(0.5)
     const out = new Float32Array(64 * 64)
     for (let call = 0; call < 10; call++) auto.matmul(a, a, 1, 64, 64, out)
     for (let call = 0; call < 10; call++) auto.matmulTransA(a, a, 64, 8, 64, out)
-    expect(auto.routed).toEqual({ reference: 28, webasm: 2, cpu: 0 })
+    expect(auto.routed).toEqual({ reference: 28, webasm: 2, cpu: 0, simd: 0 })
+  })
+})
+
+describe("simd", () => {
+  it("wasm and JavaScript paths agree bit for bit, and a row's result does not depend on the rows beside it", () => {
+    const wasm = makeSimdKernels({ minWork: 0 })
+    const js = makeSimdKernels({ minWork: 1e12 })
+    const next = generator(6)
+    for (const [m, k, n] of [
+      [1, 64, 1024],
+      [9, 128, 37],
+      [64, 33, 256],
+      [5, 1, 9],
+    ] as const) {
+      const a = random("f32", m * k, next) as Float32Array
+      const b = random("f32", k * n, next) as Float32Array
+      const bt = random("f32", n * k, next) as Float32Array
+      const at = random("f32", k * m, next) as Float32Array
+      for (const [label, call] of [
+        ["matmul", (kk: Kernels, out: Float32Array) => kk.matmul(a, b, m, k, n, out)],
+        ["matmulTransB", (kk: Kernels, out: Float32Array) => kk.matmulTransB(a, bt, m, k, n, out)],
+        ["matmulTransA", (kk: Kernels, out: Float32Array) => kk.matmulTransA(at, b, m, k, n, out)],
+      ] as const) {
+        const w = new Float32Array(m * n)
+        const j = new Float32Array(m * n).fill(Number.NaN)
+        call(wasm, w)
+        call(js, j)
+        expect(Array.from(j), `${label} ${m}×${k}×${n}`).toEqual(Array.from(w))
+      }
+      // Row 0 alone equals row 0 of the batch.
+      const one = new Float32Array(n)
+      wasm.matmul(a, b, 1, k, n, one)
+      const all = new Float32Array(m * n)
+      wasm.matmul(a, b, m, k, n, all)
+      expect(Array.from(one)).toEqual(Array.from(all.subarray(0, n)))
+    }
+    expect(wasm.calls.js).toBe(0)
+    expect(js.calls.wasm).toBe(0)
+  })
+
+  it("computes f32 products in f32: each cell is a sequential f32 sum of f32 products", () => {
+    const a = Float32Array.of(1e8, 1, -1e8, 1)
+    const b = Float32Array.of(1, 1, 1, 1)
+    const out = new Float32Array(1)
+    makeSimdKernels({ minWork: 0 }).matmul(a, b, 1, 4, 1, out)
+    const want = new Float32Array(1)
+    gemmJs(a, b, want, 1, 4, 1, 4, 1)
+    // f32: 1e8 + 1 = 1e8, − 1e8 = 0, + 1 = 1
+    expect(out[0]).toBe(1)
+    expect(want[0]).toBe(1)
   })
 })

@@ -1,10 +1,11 @@
 /**
  * Picks the kernels a model runs with: one backend for everything, or (`auto`) a composite that
- * routes each kernel to the backend bench/kernels.ts measured fastest for it on the default
- * model's shapes (d_model 64, d_ff 128, vocab 1024, 1..512 rows) on the 2-core dev machine; the
- * numbers are in model/kernels/MEASUREMENTS.md.
+ * routes each kernel to the backend measured fastest for it on the 2-core dev machine; the
+ * numbers are in model/kernels/MEASUREMENTS.md. Since the `simd` backend (a hand-written wasm
+ * f32x4 product, model/kernels/simd.ts: 15-35× the reference, 10-25× gpu.js webasm, no build per
+ * shape) the three products go there and the row kernels stay on the reference.
  *
- * What `auto` sends to gpu.js, besides the table:
+ * What `auto` sends to gpu.js when a route names it (not the default any more):
  * - Float32 calls only. gpu.js computes in f32, and a model kept in f64 (gradient checks) must
  *   not be rounded behind its back, so calls with any Float64 array run on the reference.
  * - Big enough calls (`minM`, `minK`): gpu.js has a fixed cost per call (~10 µs), copies every
@@ -18,8 +19,9 @@
 import { makeGpuJsKernels } from "./gpujs.ts"
 import type { Floats, Kernels } from "./kernels.ts"
 import { referenceKernels } from "./reference.ts"
+import { makeSimdKernels } from "./simd.ts"
 
-export type Backend = "reference" | "webasm" | "cpu"
+export type Backend = "reference" | "webasm" | "cpu" | "simd"
 export type KernelChoice = "auto" | Backend
 export type KernelName = "matmul" | "matmulTransB" | "matmulTransA" | "rmsNorm" | "logSoftmaxRows"
 
@@ -42,16 +44,16 @@ export interface Route {
 export type RouteTable = Readonly<Record<KernelName, Route>>
 
 /**
- * From bench/kernels.ts on the dev machine (MEASUREMENTS.md): webasm wins 1.14-1.25× on matmul
- * from 4 rows on (k 64 and 128 measured), 1.2-1.46× on matmulTransA (weight gradients over
- * batches of 16 to 256 rows); 1-row (decode) products are at parity or worse. matmulTransB is at
- * parity (0.72-1.31× over the runs). The row kernels lose at every size: two launches per call,
- * a fresh output array per launch, Math.exp/log called out of wasm.
+ * From bench/kernels.ts on the dev machine (MEASUREMENTS.md): simd runs the products 15-35×
+ * faster than the reference at 64-256 rows (13-15 G multiply-adds/s against 0.3-0.5) and at least
+ * as fast at 1 row (it hands products under 4096 multiply-adds to JavaScript with the same
+ * arithmetic). gpu.js webasm won 1.14-1.46× over the reference on matmul/matmulTransA from 4 rows
+ * on, so simd supersedes it. The row kernels stay on the reference: one pass over memory.
  */
 export const MEASURED_ROUTES: RouteTable = {
-  matmul: { backend: "webasm", minM: 4, minK: 32 },
-  matmulTransB: { backend: "reference" },
-  matmulTransA: { backend: "webasm", minM: 4, minK: 16 },
+  matmul: { backend: "simd" },
+  matmulTransB: { backend: "simd" },
+  matmulTransA: { backend: "simd" },
   rmsNorm: { backend: "reference" },
   logSoftmaxRows: { backend: "reference" },
 }
@@ -92,12 +94,12 @@ export const makeAutoKernels = (
   const routes: RouteTable = { ...MEASURED_ROUTES, ...measured }
   const coldWork = Math.max(0, options.coldWork ?? 5_000_000)
   const routeFloat64 = options.routeFloat64 ?? false
-  const routed: Record<Backend, number> = { reference: 0, webasm: 0, cpu: 0 }
+  const routed: Record<Backend, number> = { reference: 0, webasm: 0, cpu: 0, simd: 0 }
   const backends = new Map<Backend, Kernels>([["reference", referenceKernels]])
   const backend = (b: Backend): Kernels => {
     let k = backends.get(b)
     if (k === undefined) {
-      k = makeGpuJsKernels(b === "cpu" ? "cpu" : "webasm")
+      k = b === "simd" ? makeSimdKernels() : makeGpuJsKernels(b === "cpu" ? "cpu" : "webasm")
       backends.set(b, k)
     }
     return k
@@ -115,7 +117,8 @@ export const makeAutoKernels = (
     ) {
       b = "reference"
     }
-    if (b !== "reference" && coldWork > 0) {
+    // simd builds nothing per shape: no warm-up on the reference.
+    if (b !== "reference" && b !== "simd" && coldWork > 0) {
       const key = `${name}|${m},${k},${n}`
       const calls = seen.get(key) ?? 0
       if (calls * work < coldWork) {
@@ -156,8 +159,9 @@ export const makeAutoKernels = (
 }
 
 /**
- * `reference`, `webasm`, `cpu`: that backend for every kernel (webasm and cpu compute in f32).
- * `auto`: makeAutoKernels, named like `auto[matmul=webasm(m≥4,k≥32),matmulTransB=reference,…]`.
+ * `reference`, `webasm`, `cpu`, `simd`: that backend for every kernel (webasm and cpu compute in
+ * f32; simd computes f32 calls in f32 and hands f64 calls and the row kernels to the reference).
+ * `auto`: makeAutoKernels, named like `auto[matmul=simd,…,rmsNorm=reference,…]`.
  */
 export const selectKernels = (
   choice: KernelChoice,
@@ -166,5 +170,6 @@ export const selectKernels = (
 ): Kernels => {
   if (choice === "reference") return referenceKernels
   if (choice === "webasm" || choice === "cpu") return makeGpuJsKernels(choice)
+  if (choice === "simd") return makeSimdKernels()
   return makeAutoKernels(measured, options)
 }

@@ -1,6 +1,14 @@
 import type { Floats } from "../kernels/kernels.ts"
 import { addLoadBalancingGrad } from "./aux.ts"
-import type { Tape } from "./forward.ts"
+import {
+  ATTENTION_TILE,
+  causalSoftmax,
+  gatherCols,
+  groupByExpert,
+  Scratch,
+  scatterCols,
+  type Tape,
+} from "./forward.ts"
 import { allocFloats, type Params, zerosLike } from "./params.ts"
 import type { ModelState } from "./state.ts"
 
@@ -12,8 +20,6 @@ export interface BackwardOptions {
 const addInto = (dst: Floats, src: Floats): void => {
   for (let i = 0; i < src.length; i++) dst[i] = (dst[i] as number) + (src[i] as number)
 }
-
-const sigmoid = (x: number) => 1 / (1 + Math.exp(-x))
 
 /** dx += RMSNorm backward of dy; dGain += Σ_rows dy ⊙ x ⊙ inv. */
 const rmsNormBackward = (
@@ -50,6 +56,10 @@ const rmsNormBackward = (
  * the values of a taped forward pass over one sequence from position 0. Routing is whatever the
  * forward pass used (recomputed or replayed): the top-k choice itself has no gradient, the gate
  * weights (a softmax over the chosen experts' router logits) carry it to the router.
+ *
+ * Only rows of dLogits with a non-zero entry reach the LM head's products (an RL sequence trains
+ * on its generated tokens, not on its prompt and observations), and attention is recomputed a
+ * tile of queries at a time with matrix products, as in the forward pass.
  */
 export const backward = (
   model: ModelState,
@@ -69,6 +79,7 @@ export const backward = (
   const hd = d / H
   const scale = 1 / Math.sqrt(hd)
   const alloc = (n: number) => allocFloats(precision, n)
+  const scratch = new Scratch(alloc)
   const cache = tape.rows[0]?.cache
   if (!cache || tape.rows.some((row, r) => row.cache !== cache || tape.positions[r] !== r)) {
     throw new RangeError(
@@ -81,10 +92,32 @@ export const backward = (
 
   // Heads: logits and values both read the final normalised state f.
   const df = alloc(R * d)
-  kern.matmulTransB(dLogits, p.lmHead, R, V, d, df)
-  const tmpHead = alloc(d * V)
-  kern.matmulTransA(tape.f, dLogits, d, R, V, tmpHead)
-  addInto(g.lmHead, tmpHead)
+  const used: number[] = []
+  for (let r = 0; r < R; r++) {
+    for (let j = r * V; j < (r + 1) * V; j++) {
+      if (dLogits[j] !== 0) {
+        used.push(r)
+        break
+      }
+    }
+  }
+  const nU = used.length
+  if (nU > 0) {
+    // The rows with a gradient, packed (and in the model's precision, so the products see one
+    // array type).
+    const dL = alloc(nU * V)
+    const fU = alloc(nU * d)
+    used.forEach((r, i) => {
+      dL.set(dLogits.subarray(r * V, (r + 1) * V), i * V)
+      fU.set(tape.f.subarray(r * d, (r + 1) * d), i * d)
+    })
+    const dfU = alloc(nU * d)
+    kern.matmulTransB(dL, p.lmHead, nU, V, d, dfU)
+    used.forEach((r, i) => {
+      df.set(dfU.subarray(i * d, (i + 1) * d), r * d)
+    })
+    kern.matmulTransA(fU, dL, d, nU, V, g.lmHead)
+  }
   if (dValues) {
     for (let r = 0; r < R; r++) {
       const dv = dValues[r] as number
@@ -107,21 +140,20 @@ export const backward = (
     // Mixture of experts: out = xMid + Σ_s gate_s · expert_s(b).
     const db = alloc(R * d)
     const dGate = new Float64Array(R * K)
+    const { start, members } = groupByExpert(t.experts, R * K, E)
     for (let e = 0; e < E; e++) {
-      const members: number[] = []
-      for (let i = 0; i < R * K; i++) if (t.experts[i] === e) members.push(i)
-      if (members.length === 0) continue
-      const n = members.length
-      const be = alloc(n * d)
-      const act = alloc(n * F)
-      const dYe = alloc(n * d)
-      members.forEach((m, i) => {
-        const r = Math.floor(m / K)
+      const m0 = start[e] as number
+      const n = (start[e + 1] as number) - m0
+      if (n === 0) continue
+      const be = scratch.get("be", n * d)
+      const act = scratch.get("act", n * F)
+      const dYe = scratch.get("dYe", n * d)
+      for (let i = 0; i < n; i++) {
+        const m = members[m0 + i] as number
+        const r = (m / K) | 0
         be.set(t.b.subarray(r * d, (r + 1) * d), i * d)
-        for (let j = 0; j < F; j++) {
-          const h = t.h1[m * F + j] as number
-          act[i * F + j] = h * sigmoid(h)
-        }
+        for (let j = 0; j < F; j++)
+          act[i * F + j] = (t.h1[m * F + j] as number) * (t.sig1[m * F + j] as number)
         const gate = t.gates[m] as number
         let dg = 0
         for (let j = 0; j < d; j++) {
@@ -130,32 +162,29 @@ export const backward = (
           dg += up * (t.y[m * d + j] as number)
         }
         dGate[m] = dg
-      })
+      }
       const w1e = lp.w1.subarray(e * d * F, (e + 1) * d * F)
       const w2e = lp.w2.subarray(e * F * d, (e + 1) * F * d)
-      const dAct = alloc(n * F)
+      const dAct = scratch.get("dAct", n * F)
       kern.matmulTransB(dYe, w2e, n, d, F, dAct)
-      const dW2 = alloc(F * d)
-      kern.matmulTransA(act, dYe, F, n, d, dW2)
-      addInto(gl.w2.subarray(e * F * d, (e + 1) * F * d), dW2)
-      const dH = alloc(n * F)
-      members.forEach((m, i) => {
+      kern.matmulTransA(act, dYe, F, n, d, gl.w2.subarray(e * F * d, (e + 1) * F * d))
+      const dH = scratch.get("dH", n * F)
+      for (let i = 0; i < n; i++) {
+        const m = members[m0 + i] as number
         for (let j = 0; j < F; j++) {
           const h = t.h1[m * F + j] as number
-          const s = sigmoid(h)
+          const s = t.sig1[m * F + j] as number
           dH[i * F + j] = (dAct[i * F + j] as number) * s * (1 + h * (1 - s))
         }
-      })
-      const dW1 = alloc(d * F)
-      kern.matmulTransA(be, dH, d, n, F, dW1)
-      addInto(gl.w1.subarray(e * d * F, (e + 1) * d * F), dW1)
-      const dBe = alloc(n * d)
+      }
+      kern.matmulTransA(be, dH, d, n, F, gl.w1.subarray(e * d * F, (e + 1) * d * F))
+      const dBe = scratch.get("dBe", n * d)
       kern.matmulTransB(dH, w1e, n, F, d, dBe)
-      members.forEach((m, i) => {
-        const r = Math.floor(m / K)
+      for (let i = 0; i < n; i++) {
+        const r = ((members[m0 + i] as number) / K) | 0
         for (let j = 0; j < d; j++)
           db[r * d + j] = (db[r * d + j] as number) + (dBe[i * d + j] as number)
-      })
+      }
     }
     // Gates are a softmax over the chosen experts' logits.
     const dRouterLogits = alloc(R * E)
@@ -172,9 +201,7 @@ export const backward = (
     }
     if (options.auxLossCoef)
       addLoadBalancingGrad(t.routerLogits, t.experts, R, E, K, options.auxLossCoef, dRouterLogits)
-    const dRouter = alloc(d * E)
-    kern.matmulTransA(t.b, dRouterLogits, d, R, E, dRouter)
-    addInto(gl.router, dRouter)
+    kern.matmulTransA(t.b, dRouterLogits, d, R, E, gl.router)
     const dbRouter = alloc(R * d)
     kern.matmulTransB(dRouterLogits, lp.router, R, E, d, dbRouter)
     addInto(db, dbRouter)
@@ -182,77 +209,38 @@ export const backward = (
     rmsNormBackward(db, t.xMid, t.inv2, lp.ffnNorm, R, d, dxMid, gl.ffnNorm)
 
     // Attention: xMid = xIn + attn · wo.
-    const dWo = alloc(d * d)
-    kern.matmulTransA(t.attn, dxMid, d, R, d, dWo)
-    addInto(gl.wo, dWo)
+    kern.matmulTransA(t.attn, dxMid, d, R, d, gl.wo)
     const dAttn = alloc(R * d)
     kern.matmulTransB(dxMid, lp.wo, R, d, d, dAttn)
-    const keys = cache.keys[l] as Floats
-    const values = cache.values[l] as Floats
     const dq = alloc(R * d)
-    const dk = new Float64Array(R * d)
-    const dv = new Float64Array(R * d)
-    const probs = new Float64Array(R)
-    const dpj = new Float64Array(R)
-    for (let r = 0; r < R; r++) {
-      for (let h = 0; h < H; h++) {
-        const qo = r * d + h * hd
-        let max = Number.NEGATIVE_INFINITY
-        for (let j = 0; j <= r; j++) {
-          let s = 0
-          for (let i = 0; i < hd; i++)
-            s += (t.q[qo + i] as number) * (keys[j * d + h * hd + i] as number)
-          s *= scale
-          probs[j] = s
-          if (s > max) max = s
-        }
-        let sum = 0
-        for (let j = 0; j <= r; j++) {
-          const e = Math.exp((probs[j] as number) - max)
-          probs[j] = e
-          sum += e
-        }
-        let pdp = 0
-        for (let j = 0; j <= r; j++) {
-          const pj = (probs[j] as number) / sum
-          probs[j] = pj
-          let s = 0
-          for (let i = 0; i < hd; i++)
-            s += (dAttn[qo + i] as number) * (values[j * d + h * hd + i] as number)
-          dpj[j] = s
-          pdp += pj * s
-        }
-        for (let j = 0; j <= r; j++) {
-          const pj = probs[j] as number
-          const ds = pj * ((dpj[j] as number) - pdp) * scale
-          const ko = j * d + h * hd
-          for (let i = 0; i < hd; i++) {
-            dq[qo + i] = (dq[qo + i] as number) + ds * (keys[ko + i] as number)
-            dk[ko + i] = (dk[ko + i] as number) + ds * (t.q[qo + i] as number)
-            dv[ko + i] = (dv[ko + i] as number) + pj * (dAttn[qo + i] as number)
-          }
-        }
-      }
-    }
+    const dk = alloc(R * d)
+    const dv = alloc(R * d)
+    attentionBackward(
+      model,
+      t.q,
+      cache.keys[l] as Floats,
+      cache.values[l] as Floats,
+      dAttn,
+      R,
+      scale,
+      dq,
+      dk,
+      dv,
+      scratch,
+    )
     // Gradients reach the pre-rotation projections through the inverse rotation.
-    const dkp = alloc(R * d)
-    const dvp = alloc(R * d)
-    dkp.set(dk)
-    dvp.set(dv)
     for (let r = 0; r < R; r++) {
       model.rope.apply(dq, r * d, H, r, -1)
-      model.rope.apply(dkp, r * d, H, r, -1)
+      model.rope.apply(dk, r * d, H, r, -1)
     }
     const da = alloc(R * d)
     const tmp = alloc(R * d)
-    const dW = alloc(d * d)
     for (const [grad, w, gw] of [
       [dq, lp.wq, gl.wq],
-      [dkp, lp.wk, gl.wk],
-      [dvp, lp.wv, gl.wv],
+      [dk, lp.wk, gl.wk],
+      [dv, lp.wv, gl.wv],
     ] as const) {
-      kern.matmulTransA(t.a, grad, d, R, d, dW)
-      addInto(gw, dW)
+      kern.matmulTransA(t.a, grad, d, R, d, gw)
       kern.matmulTransB(grad, w, R, d, d, tmp)
       addInto(da, tmp)
     }
@@ -266,4 +254,74 @@ export const backward = (
       g.embed[token * d + j] = (g.embed[token * d + j] as number) + (dx[r * d + j] as number)
   }
   return g
+}
+
+/**
+ * Causal self-attention of one sequence (R rows from position 0) backward: dq, dk, dv (all
+ * [R, d], post-rotation) from dAttn. Per head and tile of queries, the probabilities are
+ * recomputed as in the forward pass, then
+ *   dP = dO·Vᵀ, dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale, dQ = dS·K, dK += dSᵀ·Q, dV += Pᵀ·dO.
+ */
+const attentionBackward = (
+  model: ModelState,
+  q: Floats,
+  keys: Floats,
+  values: Floats,
+  dAttn: Floats,
+  R: number,
+  scale: number,
+  dq: Floats,
+  dk: Floats,
+  dv: Floats,
+  scratch: Scratch,
+): void => {
+  const { config: c, kernels: kern } = model
+  const d = c.dModel
+  const H = c.nHeads
+  const hd = d / H
+  const tile = Math.min(ATTENTION_TILE, R)
+  const Qh = scratch.get("Qh", R * hd)
+  const Kh = scratch.get("Kh", R * hd)
+  const Vh = scratch.get("Vh", R * hd)
+  const dOh = scratch.get("dOh", R * hd)
+  const dQh = scratch.get("dQh", R * hd)
+  const dKh = scratch.get("dKh", R * hd)
+  const dVh = scratch.get("dVh", R * hd)
+  const P = scratch.get("P", tile * R)
+  const dS = scratch.get("dS", tile * R)
+  const tmp = scratch.get("tmp", R * hd)
+  for (let h = 0; h < H; h++) {
+    gatherCols(q, d, h * hd, 0, R, hd, Qh)
+    gatherCols(keys, d, h * hd, 0, R, hd, Kh)
+    gatherCols(values, d, h * hd, 0, R, hd, Vh)
+    gatherCols(dAttn, d, h * hd, 0, R, hd, dOh)
+    dKh.fill(0, 0, R * hd)
+    dVh.fill(0, 0, R * hd)
+    for (let t0 = 0; t0 < R; t0 += tile) {
+      const nt = Math.min(tile, R - t0)
+      const Lt = t0 + nt
+      const Qt = Qh.subarray(t0 * hd)
+      const dOt = dOh.subarray(t0 * hd)
+      kern.matmulTransB(Qt, Kh, nt, hd, Lt, P)
+      causalSoftmax(P, nt, Lt, t0, scale)
+      kern.matmulTransB(dOt, Vh, nt, hd, Lt, dS)
+      for (let i = 0; i < nt; i++) {
+        const o = i * Lt
+        const last = t0 + i
+        let dot = 0
+        for (let j = 0; j <= last; j++) dot += (P[o + j] as number) * (dS[o + j] as number)
+        for (let j = 0; j <= last; j++)
+          dS[o + j] = (P[o + j] as number) * ((dS[o + j] as number) - dot) * scale
+        for (let j = last + 1; j < Lt; j++) dS[o + j] = 0
+      }
+      kern.matmul(dS, Kh, nt, Lt, hd, dQh.subarray(t0 * hd))
+      kern.matmulTransA(dS, Qt, Lt, nt, hd, tmp)
+      addInto(dKh.subarray(0, Lt * hd), tmp.subarray(0, Lt * hd))
+      kern.matmulTransA(P, dOt, Lt, nt, hd, tmp)
+      addInto(dVh.subarray(0, Lt * hd), tmp.subarray(0, Lt * hd))
+    }
+    scatterCols(dQh, d, h * hd, 0, R, hd, dq)
+    scatterCols(dKh, d, h * hd, 0, R, hd, dk)
+    scatterCols(dVh, d, h * hd, 0, R, hd, dv)
+  }
 }

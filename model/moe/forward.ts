@@ -38,6 +38,8 @@ export interface LayerTape {
   /** Expert pre-activations and outputs per (row, slot), rows of width dFf and dModel. */
   readonly h1: Floats
   readonly y: Floats
+  /** sigmoid(h1), kept so the backward pass calls Math.exp no more. */
+  readonly sig1: Floats
 }
 
 export interface Tape {
@@ -61,12 +63,204 @@ export interface ForwardResult {
 
 export const silu = (x: number): number => x / (1 + Math.exp(-x))
 
+/** Query rows per attention tile: the causal part of a tile's scores is computed, not the rest. */
+export const ATTENTION_TILE = 64
+/** Runs of fewer rows than this (decode) take the plain loop rather than the tiled products. */
+const MIN_TILED_ROWS = 4
+
+/** rows[r0..r1) of `src` (row width `width`, columns [col, col + n)) into `dst` packed [r1 − r0, n]. */
+export const gatherCols = (
+  src: Floats,
+  width: number,
+  col: number,
+  r0: number,
+  r1: number,
+  n: number,
+  dst: Floats,
+): void => {
+  for (let r = r0; r < r1; r++) {
+    const o = r * width + col
+    dst.set(src.subarray(o, o + n), (r - r0) * n)
+  }
+}
+
+/** The inverse of gatherCols: packed rows of `src` into columns [col, col + n) of `dst`. */
+export const scatterCols = (
+  src: Floats,
+  width: number,
+  col: number,
+  r0: number,
+  r1: number,
+  n: number,
+  dst: Floats,
+): void => {
+  for (let r = r0; r < r1; r++)
+    dst.set(src.subarray((r - r0) * n, (r - r0 + 1) * n), r * width + col)
+}
+
+/**
+ * Causal softmax of a tile of scores in place: row i (position first + i) keeps keys 0..first + i
+ * as softmax(scale · s), the rest become 0. Rows are `width` wide.
+ */
+export const causalSoftmax = (
+  s: Floats,
+  rows: number,
+  width: number,
+  first: number,
+  scale: number,
+): void => {
+  for (let i = 0; i < rows; i++) {
+    const o = i * width
+    const last = first + i
+    let max = Number.NEGATIVE_INFINITY
+    for (let j = 0; j <= last; j++) {
+      const v = (s[o + j] as number) * scale
+      if (v > max) max = v
+    }
+    let sum = 0
+    for (let j = 0; j <= last; j++) {
+      const e = Math.exp((s[o + j] as number) * scale - max)
+      s[o + j] = e
+      sum += e
+    }
+    const inv = 1 / sum
+    for (let j = 0; j <= last; j++) s[o + j] = (s[o + j] as number) * inv
+    for (let j = last + 1; j < width; j++) s[o + j] = 0
+  }
+}
+
+/** Scratch arrays of one precision, grown on demand and reused within a pass. */
+export class Scratch {
+  private readonly buffers = new Map<string, Floats>()
+
+  constructor(private readonly alloc: (n: number) => Floats) {}
+
+  get(name: string, n: number): Floats {
+    let b = this.buffers.get(name)
+    if (b === undefined || b.length < n) {
+      b = this.alloc(Math.max(n, Math.ceil((b?.length ?? 0) * 1.5)))
+      this.buffers.set(name, b)
+    }
+    return b
+  }
+}
+
+/**
+ * Rows of one cache at consecutive positions [first, first + n) attend to keys 0..position with
+ * matrix products, a tile of ATTENTION_TILE queries at a time (keys beyond the tile's last
+ * position are not computed). The cache already holds every key and value the rows see.
+ */
+const attendTiled = (
+  model: ModelState,
+  keys: Floats,
+  values: Floats,
+  q: Floats,
+  r0: number,
+  n: number,
+  first: number,
+  attn: Floats,
+  scratch: Scratch,
+): void => {
+  const { config: c, kernels: kern } = model
+  const d = c.dModel
+  const H = c.nHeads
+  const hd = d / H
+  const scale = 1 / Math.sqrt(hd)
+  const L = first + n
+  const Kh = scratch.get("attK", L * hd)
+  const Vh = scratch.get("attV", L * hd)
+  const Qh = scratch.get("attQ", n * hd)
+  const tile = Math.min(ATTENTION_TILE, n)
+  const S = scratch.get("attS", tile * L)
+  const O = scratch.get("attO", tile * hd)
+  for (let h = 0; h < H; h++) {
+    gatherCols(keys, d, h * hd, 0, L, hd, Kh)
+    gatherCols(values, d, h * hd, 0, L, hd, Vh)
+    gatherCols(q, d, h * hd, r0, r0 + n, hd, Qh)
+    for (let t0 = 0; t0 < n; t0 += tile) {
+      const nt = Math.min(tile, n - t0)
+      const Lt = first + t0 + nt
+      kern.matmulTransB(Qh.subarray(t0 * hd), Kh, nt, hd, Lt, S)
+      causalSoftmax(S, nt, Lt, first + t0, scale)
+      kern.matmul(S, Vh, nt, Lt, hd, O)
+      scatterCols(O, d, h * hd, r0 + t0, r0 + t0 + nt, hd, attn)
+    }
+  }
+}
+
+/** One row against its cache's keys 0..pos, in plain loops (decode). */
+const attendRow = (
+  model: ModelState,
+  keys: Floats,
+  values: Floats,
+  q: Floats,
+  r: number,
+  pos: number,
+  attn: Floats,
+  scores: Float64Array,
+  acc: Float64Array,
+): void => {
+  const d = model.config.dModel
+  const H = model.config.nHeads
+  const hd = d / H
+  const scale = 1 / Math.sqrt(hd)
+  for (let h = 0; h < H; h++) {
+    const qo = r * d + h * hd
+    let max = Number.NEGATIVE_INFINITY
+    for (let j = 0; j <= pos; j++) {
+      const ko = j * d + h * hd
+      let s = 0
+      for (let i = 0; i < hd; i++) s += (q[qo + i] as number) * (keys[ko + i] as number)
+      s *= scale
+      scores[j] = s
+      if (s > max) max = s
+    }
+    let sum = 0
+    for (let j = 0; j <= pos; j++) {
+      const e = Math.exp((scores[j] as number) - max)
+      scores[j] = e
+      sum += e
+    }
+    acc.fill(0)
+    for (let j = 0; j <= pos; j++) {
+      const w = scores[j] as number
+      const vo = j * d + h * hd
+      for (let i = 0; i < hd; i++) acc[i] = (acc[i] as number) + w * (values[vo + i] as number)
+    }
+    for (let i = 0; i < hd; i++) attn[qo + i] = (acc[i] as number) / sum
+  }
+}
+
+/** (row, slot) pairs grouped by expert: members[start[e] .. start[e + 1]) use expert e. */
+export const groupByExpert = (
+  experts: Int32Array,
+  count: number,
+  nExperts: number,
+): { start: Int32Array; members: Int32Array } => {
+  const start = new Int32Array(nExperts + 1)
+  for (let i = 0; i < count; i++) {
+    const e = (experts[i] as number) + 1
+    start[e] = (start[e] as number) + 1
+  }
+  for (let e = 0; e < nExperts; e++) start[e + 1] = (start[e + 1] as number) + (start[e] as number)
+  const fill = start.slice(0, nExperts)
+  const members = new Int32Array(count)
+  for (let i = 0; i < count; i++) {
+    const e = experts[i] as number
+    members[fill[e] as number] = i
+    fill[e] = (fill[e] as number) + 1
+  }
+  return { start, members }
+}
+
 /**
  * Pushes rows through the decoder, appending their keys and values to their caches. The same
  * function serves prefill (many rows of one cache), batched decode (one row per cache) and
- * training (all rows of a fresh cache, with a tape): a row's numbers depend only on its token,
- * its position and its cache, never on which rows it was batched with, which is what makes the
- * sampler's log-probs and the learner's agree.
+ * training (all rows of a fresh cache, with a tape). A row's numbers depend only on its token,
+ * its position, its cache and whether it came in a run of at least 4 rows of its cache (matrix
+ * products, tiled) or not (plain loops, decode): never on the other sequences batched with it,
+ * so batched and one-at-a-time decoding agree bit for bit, and prefill and decode agree to
+ * f32 rounding.
  */
 export const forwardRows = (
   model: ModelState,
@@ -80,9 +274,8 @@ export const forwardRows = (
   const K = c.topK
   const F = c.dFf
   const H = c.nHeads
-  const hd = d / H
-  const scale = 1 / Math.sqrt(hd)
   const alloc = (n: number) => allocFloats(precision, n)
+  const scratch = new Scratch(alloc)
 
   if (options.replay && options.replay.length !== R * c.nLayers * K) {
     throw new RangeError(
@@ -103,6 +296,16 @@ export const forwardRows = (
     positions[r] = pos
     pending.set(row.cache, offset + 1)
   }
+  // Runs of rows of one cache at consecutive positions: [runs[i], runs[i + 1]).
+  const runs: number[] = [0]
+  for (let r = 1; r < R; r++) {
+    if (
+      (rows[r] as Row).cache !== (rows[r - 1] as Row).cache ||
+      positions[r] !== (positions[r - 1] as number) + 1
+    )
+      runs.push(r)
+  }
+  runs.push(R)
 
   let x = alloc(R * d)
   for (let r = 0; r < R; r++)
@@ -112,6 +315,7 @@ export const forwardRows = (
   const layers: LayerTape[] = []
   // Attention scores of one row span its position + 1 keys: sized to this call's longest row.
   const scores = new Float64Array(positions.reduce((m, p) => Math.max(m, p + 1), 0))
+  const acc = new Float64Array(d / H)
   const slot = new Int32Array(K)
   const gate = new Float64Array(K)
 
@@ -136,34 +340,17 @@ export const forwardRows = (
       ;(cache.values[l] as Floats).set(v.subarray(r * d, (r + 1) * d), pos * d)
     }
     const attn = alloc(R * d)
-    for (let r = 0; r < R; r++) {
-      const pos = positions[r] as number
-      const cache = (rows[r] as Row).cache
+    for (let i = 0; i + 1 < runs.length; i++) {
+      const r0 = runs[i] as number
+      const r1 = runs[i + 1] as number
+      const cache = (rows[r0] as Row).cache
       const keys = cache.keys[l] as Floats
       const values = cache.values[l] as Floats
-      for (let h = 0; h < H; h++) {
-        const qo = r * d + h * hd
-        let max = Number.NEGATIVE_INFINITY
-        for (let j = 0; j <= pos; j++) {
-          const ko = j * d + h * hd
-          let s = 0
-          for (let i = 0; i < hd; i++) s += (q[qo + i] as number) * (keys[ko + i] as number)
-          s *= scale
-          scores[j] = s
-          if (s > max) max = s
-        }
-        let sum = 0
-        for (let j = 0; j <= pos; j++) {
-          const e = Math.exp((scores[j] as number) - max)
-          scores[j] = e
-          sum += e
-        }
-        for (let i = 0; i < hd; i++) {
-          let acc = 0
-          for (let j = 0; j <= pos; j++)
-            acc += (scores[j] as number) * (values[j * d + h * hd + i] as number)
-          attn[qo + i] = acc / sum
-        }
+      if (r1 - r0 >= MIN_TILED_ROWS) {
+        attendTiled(model, keys, values, q, r0, r1 - r0, positions[r0] as number, attn, scratch)
+      } else {
+        for (let r = r0; r < r1; r++)
+          attendRow(model, keys, values, q, r, positions[r] as number, attn, scores, acc)
       }
     }
     const proj = alloc(R * d)
@@ -198,37 +385,62 @@ export const forwardRows = (
     }
 
     const h1 = alloc(R * K * F)
+    const sig1 = alloc(R * K * F)
     const y = alloc(R * K * d)
     const ffn = new Float64Array(R * d)
+    const { start, members } = groupByExpert(experts, R * K, E)
     for (let e = 0; e < E; e++) {
-      const members: number[] = []
-      for (let i = 0; i < R * K; i++) if (experts[i] === e) members.push(i)
-      if (members.length === 0) continue
-      const n = members.length
-      const be = alloc(n * d)
-      members.forEach((m, i) => {
-        const r = Math.floor(m / K)
+      const m0 = start[e] as number
+      const n = (start[e + 1] as number) - m0
+      if (n === 0) continue
+      const be = scratch.get("be", n * d)
+      for (let i = 0; i < n; i++) {
+        const r = ((members[m0 + i] as number) / K) | 0
         be.set(b.subarray(r * d, (r + 1) * d), i * d)
-      })
-      const he = alloc(n * F)
+      }
+      const he = scratch.get("he", n * F)
       kern.matmul(be, lp.w1.subarray(e * d * F, (e + 1) * d * F), n, d, F, he)
-      const act = alloc(n * F)
-      for (let i = 0; i < n * F; i++) act[i] = silu(he[i] as number)
-      const ye = alloc(n * d)
+      const act = scratch.get("act", n * F)
+      for (let i = 0; i < n; i++) {
+        const m = members[m0 + i] as number
+        for (let j = 0; j < F; j++) {
+          const h = he[i * F + j] as number
+          const sg = 1 / (1 + Math.exp(-h))
+          act[i * F + j] = h * sg
+          h1[m * F + j] = h
+          sig1[m * F + j] = sg
+        }
+      }
+      const ye = scratch.get("ye", n * d)
       kern.matmul(act, lp.w2.subarray(e * F * d, (e + 1) * F * d), n, F, d, ye)
-      members.forEach((m, i) => {
-        h1.set(he.subarray(i * F, (i + 1) * F), m * F)
+      for (let i = 0; i < n; i++) {
+        const m = members[m0 + i] as number
+        const r = (m / K) | 0
         y.set(ye.subarray(i * d, (i + 1) * d), m * d)
-        const r = Math.floor(m / K)
         const g = gates[m] as number
         for (let j = 0; j < d; j++)
           ffn[r * d + j] = (ffn[r * d + j] as number) + g * (ye[i * d + j] as number)
-      })
+      }
     }
     const xOut = alloc(R * d)
     for (let i = 0; i < R * d; i++) xOut[i] = (xMid[i] as number) + (ffn[i] as number)
     if (options.tape)
-      layers.push({ xIn, a, inv1, q, attn, xMid, b, inv2, routerLogits, experts, gates, h1, y })
+      layers.push({
+        xIn,
+        a,
+        inv1,
+        q,
+        attn,
+        xMid,
+        b,
+        inv2,
+        routerLogits,
+        experts,
+        gates,
+        h1,
+        y,
+        sig1,
+      })
     x = xOut
   }
   for (const [cache, count] of pending) cache.length += count

@@ -18,6 +18,11 @@ export {
 export { tokenLogprobs, weightedNll } from "./losses.ts"
 export { type CreateOptions, TinyMoe } from "./model.ts"
 export {
+  closeGradientWorkers,
+  gradientWorkerCount,
+  type Threads,
+} from "./parallel.ts"
+export {
   countParams,
   initParams,
   mapParams,
@@ -31,6 +36,7 @@ export { allocRouting, type Routing } from "./routing.ts"
 export { Sequence } from "./sequence.ts"
 export {
   addGrads,
+  type GradientOptions,
   optimizerFor,
   type SupervisedSequence,
   supervisedGradients,

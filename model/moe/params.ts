@@ -179,3 +179,27 @@ export const mapParams = (
     if (from) data.set(f(from, name))
   })
 }
+
+/**
+ * A parameter set over existing arrays, given in the canonical order of `paramEntries` (what a
+ * worker thread receives): no copy, the arrays become the tensors.
+ */
+export const paramsFromArrays = (c: TinyMoeConfig, arrays: ReadonlyArray<Floats>): Params => {
+  let next = 0
+  for (const [name, shape] of paramShapes(c)) {
+    const data = arrays[next++]
+    if (data === undefined || data.length !== size(shape))
+      throw new RangeError(`${name}: expected ${size(shape)} values, got ${data?.length ?? "none"}`)
+  }
+  if (arrays.length !== next) throw new RangeError(`expected ${next} tensors, got ${arrays.length}`)
+  next = 0
+  const take = (): Floats => arrays[next++] as Floats
+  const embed = take()
+  const layers: LayerParams[] = []
+  for (let i = 0; i < c.nLayers; i++) {
+    const entry = {} as Record<keyof LayerParams, Floats>
+    for (const key of LAYER_KEYS) entry[key] = take()
+    layers.push(entry)
+  }
+  return { embed, layers, finalNorm: take(), lmHead: take(), valueHead: take(), valueBias: take() }
+}

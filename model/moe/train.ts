@@ -1,17 +1,10 @@
 import { AdamW, type AdamWOptions } from "../optim/index.ts"
-import { weightedNll } from "./losses.ts"
+import { checkSequence, type SupervisedSequence, sequenceGradients } from "./gradients.ts"
 import type { TinyMoe } from "./model.ts"
+import { parallelGradients, resolveThreads, type Threads } from "./parallel.ts"
 import { type Params, paramEntries } from "./params.ts"
-import type { Routing } from "./routing.ts"
 
-/** One sequence of a supervised batch: ids, and a weight per predicted token (0 = not trained). */
-export interface SupervisedSequence {
-  readonly ids: ArrayLike<number>
-  /** weights[t] applies to predicting ids[t + 1] from position t; length ids.length − 1. */
-  readonly weights: ArrayLike<number>
-  /** Replay these expert choices (R3) instead of recomputing them. */
-  readonly routing?: Routing
-}
+export type { SupervisedSequence } from "./gradients.ts"
 
 export const optimizerFor = (model: TinyMoe, options: AdamWOptions): AdamW =>
   new AdamW(
@@ -30,32 +23,40 @@ export const addGrads = (model: TinyMoe, dst: Params, src: Params): void => {
   })
 }
 
+export interface GradientOptions {
+  /**
+   * Threads that compute the batch's sequences (this one included), data-parallel on worker
+   * threads: a count, or `auto` (the default): every core, at most 8, when the batch is big
+   * enough to repay sending the weights (about 2·10⁸ multiply-adds, e.g. 2 sequences of 256
+   * tokens at d_model 128), else 1. The result is the same bit for bit for any count. Models whose
+   * kernels a worker cannot rebuild (anything but reference, simd and the default auto) use 1.
+   */
+  readonly threads?: Threads
+}
+
 /**
- * Weighted next-token loss over a batch and its gradients (summed over sequences). The loss is
- * Σ weights · −log p, so the caller sets the normalisation (e.g. 1 / total loss tokens).
+ * Weighted next-token loss over a batch and its gradients (summed over sequences, in batch
+ * order). The loss is Σ weights · −log p, so the caller sets the normalisation (e.g. 1 / total
+ * loss tokens).
  */
 export const supervisedGradients = (
   model: TinyMoe,
   batch: ReadonlyArray<SupervisedSequence>,
   auxLossCoef = 0,
+  options: GradientOptions = {},
 ): { loss: number; auxLoss: number; grads: Params | undefined } => {
+  for (const sequence of batch) checkSequence(sequence)
+  const threads = resolveThreads(model, batch, options.threads)
+  if (threads > 1) return parallelGradients(model, batch, auxLossCoef, threads)
   let loss = 0
   let auxLoss = 0
   let grads: Params | undefined
   for (const sequence of batch) {
-    const n = sequence.ids.length
-    if (sequence.weights.length !== n - 1)
-      throw new RangeError(`weights must have ${n - 1} entries, got ${sequence.weights.length}`)
-    const result = model.score(sequence.ids, sequence.routing ? { replay: sequence.routing } : {})
-    const tape = result.tape
-    if (!tape) throw new Error("training forward kept no tape")
-    const targets = Array.from({ length: n - 1 }, (_, t) => sequence.ids[t + 1] as number)
-    const nll = weightedNll(result.logits, targets, sequence.weights, model.config.vocabSize, n)
-    loss += nll.loss
-    if (auxLossCoef) auxLoss += auxLossCoef * model.auxLoss(tape)
-    const g = model.backward(tape, nll.dLogits, undefined, { auxLossCoef })
-    if (grads) addGrads(model, grads, g)
-    else grads = g
+    const r = sequenceGradients(model, sequence, auxLossCoef)
+    loss += r.loss
+    if (auxLossCoef) auxLoss += r.auxLoss
+    if (grads) addGrads(model, grads, r.grads)
+    else grads = r.grads
   }
   return { loss, auxLoss, grads }
 }
@@ -65,9 +66,14 @@ export const supervisedStep = (
   model: TinyMoe,
   optimizer: AdamW,
   batch: ReadonlyArray<SupervisedSequence>,
-  options: { auxLossCoef?: number; lr?: number } = {},
+  options: { auxLossCoef?: number; lr?: number; threads?: Threads } = {},
 ): { loss: number; auxLoss: number; gradNorm: number } => {
-  const { loss, auxLoss, grads } = supervisedGradients(model, batch, options.auxLossCoef ?? 0)
+  const { loss, auxLoss, grads } = supervisedGradients(
+    model,
+    batch,
+    options.auxLossCoef ?? 0,
+    options.threads !== undefined ? { threads: options.threads } : {},
+  )
   if (!grads) return { loss, auxLoss, gradNorm: 0 }
   const named = new Map(paramEntries(model.config, grads).map((e) => [e.name, e.data]))
   const gradNorm = optimizer.step(named, options.lr)
