@@ -470,5 +470,12 @@ describe("PPO update on bad input", () => {
       { ...bad, logprobs: Float32Array.from([0, 0, Number.NaN]) },
     ])
     expect(m).toMatchObject({ skipped: false, droppedInvalid: 1, actionTokens: 1 })
+    // A token outside the vocabulary, or a reward that is not a number: dropped the same way.
+    const worse = trainer.ppoStep([
+      episode(trainer, GOOD, { reward: 1 }),
+      { ...bad, ids: Uint32Array.from([...PROMPT, config.vocabSize]) },
+      { ...bad, reward: Number.NaN },
+    ])
+    expect(worse).toMatchObject({ skipped: false, droppedInvalid: 2, actionTokens: 1 })
   })
 })

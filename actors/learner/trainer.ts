@@ -309,6 +309,11 @@ class Stats {
   }
 }
 
+/** Mean raw reward of a batch (a non-finite one counts as 0; such a trajectory is dropped). */
+const rewardMeanOf = (batch: ReadonlyArray<TrainingSequence>): number =>
+  batch.reduce((a, b) => a + (Number.isFinite(b.reward) ? b.reward : 0), 0) /
+  Math.max(1, batch.length)
+
 const gradNormOf = (grads: ReadonlyArray<{ data: Floats }>): number => {
   let sq = 0
   for (const g of grads) for (let i = 0; i < g.data.length; i++) sq += (g.data[i] as number) ** 2
@@ -450,6 +455,9 @@ export class Trainer {
       behaviourKnown = r.behaviourKnown
     }
     if (s.ids.length < 2) return undefined
+    const vocab = this.model.config.vocabSize
+    for (const id of s.ids) if (id >= vocab) return undefined
+    if (!Number.isFinite(s.reward)) return undefined
     const reward = rewardPerTest(s.reward, s.testsTotal) * c.rewardScale
     const rows = trajectoryRows({
       ids: s.ids,
@@ -521,9 +529,13 @@ export class Trainer {
       optimizerSteps: 0,
       lr,
       criticLr,
-      rewardMean: batch.reduce((a, b) => a + b.reward, 0) / n,
+      rewardMean: rewardMeanOf(batch),
       trainRewardMean:
-        (batch.reduce((a, b) => a + rewardPerTest(b.reward, b.testsTotal), 0) / n) *
+        (batch.reduce(
+          (a, b) => a + (Number.isFinite(b.reward) ? rewardPerTest(b.reward, b.testsTotal) : 0),
+          0,
+        ) /
+          n) *
         this.config.rewardScale,
       resolvedRate: batch.filter((b) => b.resolved).length / n,
       stalenessMean: batch.reduce((a, b) => a + Number(b.staleness), 0) / n,
@@ -556,7 +568,7 @@ export class Trainer {
     const criticLr = rates.criticLr
     const n = Math.max(1, batch.length)
     const base = {
-      rewardMean: batch.reduce((a, b) => a + b.reward, 0) / n,
+      rewardMean: rewardMeanOf(batch),
       resolvedRate: batch.filter((b) => b.resolved).length / n,
       stalenessMean: batch.reduce((a, b) => a + Number(b.staleness), 0) / n,
     }
