@@ -15,6 +15,7 @@ import {
 } from "../../proto/index.ts"
 import { loadTasks, type Task } from "../../tasks/index.ts"
 import { taskToWire } from "../../tasks/wire.ts"
+import { learnerStepBudget } from "../learner/job-spec.ts"
 
 export type JobKindName = "train" | "eval" | "rollout"
 
@@ -96,7 +97,6 @@ export const planOf = (
 ): JobPlan => {
   const groupSize = Math.max(1, spec.samplesPerTask)
   const learner = spec.learner
-  const ppoSteps = learner?.ppoSteps ?? 0
   return {
     jobId,
     kind,
@@ -109,8 +109,7 @@ export const planOf = (
     maxStaleness: learner?.maxStaleness || LEARNER_DEFAULT_MAX_STALENESS,
     batchSize: learner?.batchTrajectories || LEARNER_DEFAULT_BATCH,
     // The learner counts critic warm-up updates and PPO updates as steps (SFT runs before it).
-    targetStep:
-      kind === "train" && ppoSteps > 0 ? (learner?.criticWarmupSteps ?? 0) + ppoSteps : undefined,
+    targetStep: kind === "train" ? learnerStepBudget(spec) : undefined,
   }
 }
 

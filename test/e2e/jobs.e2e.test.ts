@@ -147,7 +147,7 @@ describe("jobs end to end (gRPC client, every actor a process, NATS, Docker)", (
           taskIds: ["config-edit-easy-s1-000", "json-report-easy-s0-000"],
           samplesPerTask: 2,
           maxConcurrentEpisodes: 4,
-          learner: { batchTrajectories: 4, ppoSteps: 2, maxStaleness: 1 },
+          learner: { batchTrajectories: 4, ppoSteps: 2, maxStaleness: 1, criticWarmupSteps: 0 },
           ...quick,
         },
       })

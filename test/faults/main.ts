@@ -135,7 +135,12 @@ const main = async () => {
             maxConcurrentEpisodes: 2,
             sampling: { temperature: 1, topP: 1, maxTokens: 24 },
             limits: { maxTurns: 1, wallClockSec: 120 },
-            learner: { batchTrajectories: 2, ppoSteps: PPO_STEPS, maxStaleness: 1 },
+            learner: {
+              batchTrajectories: 2,
+              ppoSteps: PPO_STEPS,
+              maxStaleness: 1,
+              criticWarmupSteps: 0,
+            },
           },
           requestId: `${prefix}-${fault}`,
         }),
