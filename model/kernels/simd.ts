@@ -51,6 +51,12 @@ export const makeSimdKernels = (options: SimdOptions = {}): SimdKernels => {
   const memory = new WebAssembly.Memory({ initial: 16 })
   const instance = new WebAssembly.Instance(gemmModule(), { env: { mem: memory } })
   const gemm = instance.exports.gemm as Gemm
+  const transpose = instance.exports.transpose as (
+    src: number,
+    dst: number,
+    rows: number,
+    cols: number,
+  ) => void
   let heap = new Float32Array(memory.buffer)
   const calls = { wasm: 0, js: 0 }
   let transposed = new Float32Array(0)
@@ -100,18 +106,13 @@ export const makeSimdKernels = (options: SimdOptions = {}): SimdKernels => {
     const aOff = 0
     const bOff = align(aLen)
     const oOff = bOff + align(k * n)
-    const h = reserve(oOff + m * n)
+    // b as given ([n, k]) goes after the output, then is transposed into place.
+    const rawOff = oOff + align(m * n)
+    const h = reserve(bT ? rawOff + k * n : oOff + m * n)
     h.set(a.subarray(0, aLen), aOff)
     if (bT) {
-      for (let j = 0; j < n; j++) {
-        let src = j * k
-        let dst = bOff + j
-        for (let p = 0; p < k; p++) {
-          h[dst] = b[src] as number
-          src++
-          dst += n
-        }
-      }
+      h.set(b.subarray(0, k * n), rawOff)
+      transpose(rawOff * 4, bOff * 4, n, k)
     } else h.set(b.subarray(0, k * n), bOff)
     gemm(aOff * 4, bOff * 4, oOff * 4, m, k, n, sai, sap)
     out.set(h.subarray(oOff, oOff + m * n))

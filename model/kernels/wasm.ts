@@ -27,11 +27,14 @@ const op = {
   end: 0x0b,
   localGet: 0x20,
   localSet: 0x21,
+  i32Load: 0x28,
   f32Load: 0x2a,
+  i32Store: 0x36,
   f32Store: 0x38,
   i32Const: 0x41,
   f32Const: 0x43,
   i32Eqz: 0x45,
+  i32LtU: 0x49,
   i32GtU: 0x4b,
   i32GeU: 0x4f,
   i32Add: 0x6a,
@@ -315,11 +318,65 @@ const gemmBody = (): Body => {
   return f
 }
 
-/** The module's bytes: imports `env.mem` (a memory of at least one page), exports `gemm`. */
+/** transpose(src, dst, rows, cols): dst[c · rows + r] = src[r · cols + c], as 32-bit copies. */
+const transposeBody = (): Body => {
+  const [SRC, DST, ROWS, COLS] = [0, 1, 2, 3]
+  const f = new Body(4)
+  const r = f.local(I32)
+  const c = f.local(I32)
+  const sp = f.local(I32)
+  const dp = f.local(I32)
+  const step = f.local(I32)
+  f.get(ROWS)
+  f.i32(2)
+  f.raw(op.i32Shl)
+  f.set(step)
+  f.get(SRC)
+  f.set(sp)
+  f.i32(0)
+  f.set(r)
+  f.whileLoop(
+    () => {
+      f.get(r)
+      f.get(ROWS)
+      f.raw(op.i32LtU)
+    },
+    () => {
+      // dp = dst + r << 2
+      f.get(r)
+      f.i32(2)
+      f.raw(op.i32Shl)
+      f.get(DST)
+      f.raw(op.i32Add)
+      f.set(dp)
+      f.get(COLS)
+      f.set(c)
+      f.whileLoop(
+        () => f.get(c),
+        () => {
+          f.get(dp)
+          f.get(sp)
+          f.raw(op.i32Load, 2, 0)
+          f.raw(op.i32Store, 2, 0)
+          f.addTo(sp, 4)
+          f.addTo(dp, { local: step })
+          f.addTo(c, -1)
+        },
+      )
+      f.addTo(r, 1)
+    },
+  )
+  return f
+}
+
+/**
+ * The module's bytes: imports `env.mem` (a memory of at least one page), exports `gemm` and
+ * `transpose`.
+ */
 export const gemmModuleBytes = (): Uint8Array<ArrayBuffer> => {
-  const type = [0x60, ...uleb(8), ...new Array<number>(8).fill(I32), 0]
+  const gemmType = [0x60, ...uleb(8), ...new Array<number>(8).fill(I32), 0]
+  const transposeType = [0x60, ...uleb(4), ...new Array<number>(4).fill(I32), 0]
   const importMemory = [...name("env"), ...name("mem"), 0x02, 0x00, ...uleb(1)]
-  const exportGemm = [...name("gemm"), 0x00, 0]
   return new Uint8Array([
     0x00,
     0x61,
@@ -329,11 +386,17 @@ export const gemmModuleBytes = (): Uint8Array<ArrayBuffer> => {
     0x00,
     0x00,
     0x00,
-    ...section(1, vec([type])),
+    ...section(1, vec([gemmType, transposeType])),
     ...section(2, vec([importMemory])),
-    ...section(3, vec([uleb(0)])),
-    ...section(7, vec([exportGemm])),
-    ...section(10, vec([gemmBody().encode()])),
+    ...section(3, vec([uleb(0), uleb(1)])),
+    ...section(
+      7,
+      vec([
+        [...name("gemm"), 0x00, 0],
+        [...name("transpose"), 0x00, 1],
+      ]),
+    ),
+    ...section(10, vec([gemmBody().encode(), transposeBody().encode()])),
   ])
 }
 

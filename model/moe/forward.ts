@@ -188,7 +188,13 @@ const attendTiled = (
   }
 }
 
-/** One row against its cache's keys 0..pos, in plain loops (decode). */
+/**
+ * One row against its cache's keys 0..pos (decode), as two products over the cache's rows as
+ * they lie ([pos + 1, d], every head at once): scores = keys · Q with Q the block-diagonal
+ * [d, heads] matrix of the row's query heads, then heads × d = scoresᵀ · values, of which each
+ * head keeps its own columns. The products do heads× the work a loop would, at SIMD speed, and
+ * no per-head gathers.
+ */
 const attendRow = (
   model: ModelState,
   keys: Floats,
@@ -197,37 +203,40 @@ const attendRow = (
   r: number,
   pos: number,
   attn: Floats,
-  scores: Float64Array,
-  acc: Float64Array,
+  scratch: Scratch,
 ): void => {
-  const d = model.config.dModel
-  const H = model.config.nHeads
+  const { config: c, kernels: kern } = model
+  const d = c.dModel
+  const H = c.nHeads
   const hd = d / H
   const scale = 1 / Math.sqrt(hd)
+  const L = pos + 1
+  const Q = scratch.get("decQ", d * H)
+  Q.fill(0, 0, d * H)
+  for (let h = 0; h < H; h++)
+    for (let i = 0; i < hd; i++) Q[(h * hd + i) * H + h] = q[r * d + h * hd + i] as number
+  const S = scratch.get("decS", L * H)
+  kern.matmul(keys, Q, L, d, H, S)
   for (let h = 0; h < H; h++) {
-    const qo = r * d + h * hd
     let max = Number.NEGATIVE_INFINITY
-    for (let j = 0; j <= pos; j++) {
-      const ko = j * d + h * hd
-      let s = 0
-      for (let i = 0; i < hd; i++) s += (q[qo + i] as number) * (keys[ko + i] as number)
-      s *= scale
-      scores[j] = s
-      if (s > max) max = s
+    for (let j = 0; j < L; j++) {
+      const v = (S[j * H + h] as number) * scale
+      if (v > max) max = v
     }
     let sum = 0
-    for (let j = 0; j <= pos; j++) {
-      const e = Math.exp((scores[j] as number) - max)
-      scores[j] = e
+    for (let j = 0; j < L; j++) {
+      const e = Math.exp((S[j * H + h] as number) * scale - max)
+      S[j * H + h] = e
       sum += e
     }
-    acc.fill(0)
-    for (let j = 0; j <= pos; j++) {
-      const w = scores[j] as number
-      const vo = j * d + h * hd
-      for (let i = 0; i < hd; i++) acc[i] = (acc[i] as number) + w * (values[vo + i] as number)
-    }
-    for (let i = 0; i < hd; i++) attn[qo + i] = (acc[i] as number) / sum
+    const inv = 1 / sum
+    for (let j = 0; j < L; j++) S[j * H + h] = (S[j * H + h] as number) * inv
+  }
+  const O = scratch.get("decO", H * d)
+  kern.matmulTransA(S, values, H, L, d, O)
+  for (let h = 0; h < H; h++) {
+    const o = h * d + h * hd
+    attn.set(O.subarray(o, o + hd), r * d + h * hd)
   }
 }
 
@@ -313,9 +322,6 @@ export const forwardRows = (
 
   const routing = allocRouting(R, c.nLayers, K, E)
   const layers: LayerTape[] = []
-  // Attention scores of one row span its position + 1 keys: sized to this call's longest row.
-  const scores = new Float64Array(positions.reduce((m, p) => Math.max(m, p + 1), 0))
-  const acc = new Float64Array(d / H)
   const slot = new Int32Array(K)
   const gate = new Float64Array(K)
 
@@ -350,7 +356,7 @@ export const forwardRows = (
         attendTiled(model, keys, values, q, r0, r1 - r0, positions[r0] as number, attn, scratch)
       } else {
         for (let r = r0; r < r1; r++)
-          attendRow(model, keys, values, q, r, positions[r] as number, attn, scores, acc)
+          attendRow(model, keys, values, q, r, positions[r] as number, attn, scratch)
       }
     }
     const proj = alloc(R * d)

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest"
+import type { Floats } from "../kernels/kernels.ts"
 import { Rng } from "../rng.ts"
 import { weightedNll } from "./losses.ts"
 import { TinyMoe } from "./model.ts"
@@ -152,5 +153,60 @@ describe("TinyMoE gradients against central finite differences (float64)", () =>
     expect(diff("layers.1.router")).toBeGreaterThan(1e-6)
     expect(diff("lmHead")).toBe(0)
     expect(diff("layers.1.w2")).toBe(0)
+  })
+})
+
+describe("gradients over several attention tiles (float64, 150 positions)", () => {
+  const long = { ...config, maxSeqLen: 160 }
+  const model = TinyMoe.create({ config: long, seed: 2, precision: "f64" })
+  const r = new Rng(3)
+  for (const entry of model.entries()) {
+    const isGain = /Norm$/.test(entry.name)
+    for (let i = 0; i < entry.data.length; i++)
+      entry.data[i] = isGain ? 1 + 0.2 * r.normal() : 0.4 * r.normal()
+  }
+  const n = 150
+  const seq = Array.from({ length: n }, () => Math.floor(r.next() * long.vocabSize))
+  const w = Array.from({ length: n }, () => r.next())
+  const tgt = [...seq.slice(1), 0]
+  // Replayed routing keeps the loss smooth in every weight.
+  const replay = new Uint8Array(n * long.nLayers * long.topK)
+  for (let i = 0; i < replay.length; i += 2) {
+    replay[i] = Math.floor(r.next() * 4)
+    replay[i + 1] = ((replay[i] as number) + 1 + Math.floor(r.next() * 3)) % 4
+  }
+  const loss = () => {
+    const result = model.score(seq, { replay })
+    const tape = result.tape
+    if (!tape) throw new Error("no tape")
+    return { nll: weightedNll(result.logits, tgt, w, long.vocabSize, n), tape }
+  }
+
+  it("attention projections and embedding match central differences", () => {
+    const base = loss()
+    const grads = paramEntries(model.config, model.backward(base.tape, base.nll.dLogits))
+    const pick = new Rng(17)
+    const eps = 1e-5
+    const worst: string[] = []
+    let checked = 0
+    for (const entry of model.entries()) {
+      if (!/(\.w[qkv]$|^embed$)/.test(entry.name)) continue
+      const grad = grads.find((g) => g.name === entry.name)?.data as Floats
+      for (let c = 0; c < 6; c++) {
+        const i = Math.floor(pick.next() * entry.data.length)
+        const saved = entry.data[i] as number
+        entry.data[i] = saved + eps
+        const plus = loss().nll.loss
+        entry.data[i] = saved - eps
+        const minus = loss().nll.loss
+        entry.data[i] = saved
+        const numeric = (plus - minus) / (2 * eps)
+        checked++
+        if (Math.abs(numeric - (grad[i] as number)) > 1e-6 + 1e-5 * Math.abs(numeric))
+          worst.push(`${entry.name}[${i}]: analytic ${grad[i]}, numeric ${numeric}`)
+      }
+    }
+    expect(worst).toEqual([])
+    expect(checked).toBe(6 * (1 + 3 * long.nLayers))
   })
 })

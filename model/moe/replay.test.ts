@@ -1,4 +1,7 @@
 import { describe, expect, it } from "vitest"
+import type { Kernels } from "../kernels/kernels.ts"
+import { referenceKernels } from "../kernels/reference.ts"
+import { selectKernels } from "../kernels/select.ts"
 import { Rng } from "../rng.ts"
 import { generateBatch, type SamplingParams } from "./generate.ts"
 import { tokenLogprobs } from "./losses.ts"
@@ -43,9 +46,14 @@ const differing = (a: ArrayLike<number>, b: ArrayLike<number>) => {
   return n
 }
 
-describe("routing capture and replay (R3)", () => {
+// The plain reference and the default kernels (wasm SIMD products, tiled attention for runs of
+// rows, block products for decode rows).
+describe.each([
+  { label: "reference kernels", kernels: referenceKernels as Kernels },
+  { label: "auto kernels", kernels: selectKernels("auto") },
+])("routing capture and replay (R3), $label", ({ kernels }) => {
   it("records one routing row per processed position, in the contract's [positions, layers, top_k] layout", () => {
-    const model = TinyMoe.create({ config, seed: 3 })
+    const model = TinyMoe.create({ config, seed: 3, kernels })
     const { sequence, generated } = sample(model, 1)
     expect(generated.tokens).toHaveLength(params.maxTokens)
     expect(generated.stopReason).toBe("max_tokens")
@@ -56,7 +64,7 @@ describe("routing capture and replay (R3)", () => {
   })
 
   it("training forward gives the sampler's expert choices and log-probs (within 1e-5), recomputed or replayed", () => {
-    const model = TinyMoe.create({ config, seed: 3 })
+    const model = TinyMoe.create({ config, seed: 3, kernels })
     const { sequence, generated } = sample(model, 2)
     const start = generated.start
     for (const replay of [false, true]) {
@@ -69,7 +77,7 @@ describe("routing capture and replay (R3)", () => {
   })
 
   it("after a weight change that flips recomputed routing, replay still holds the recorded choices", () => {
-    const model = TinyMoe.create({ config, seed: 3 })
+    const model = TinyMoe.create({ config, seed: 3, kernels })
     const { sequence } = sample(model, 4)
     const rng = new Rng(99)
     for (const layer of model.params.layers)
@@ -83,7 +91,7 @@ describe("routing capture and replay (R3)", () => {
   })
 
   it("batched generation produces exactly the tokens, log-probs and routing of one-at-a-time generation", () => {
-    const model = TinyMoe.create({ config, seed: 5 })
+    const model = TinyMoe.create({ config, seed: 5, kernels })
     const single = [11, 12, 13].map((seed) => sample(model, seed))
     const sequences = [11, 12, 13].map(() => {
       const s = new Sequence(model)
@@ -108,7 +116,7 @@ describe("routing capture and replay (R3)", () => {
   })
 
   it("a stop token ends generation and is kept; the sequence continues with the next turn", () => {
-    const model = TinyMoe.create({ config, seed: 3 })
+    const model = TinyMoe.create({ config, seed: 3, kernels })
     const sequence = new Sequence(model)
     sequence.append(prompt)
     const probe = generateBatch(model, [
