@@ -31,6 +31,22 @@ export class KvCache {
     this.length = length
   }
 
+  /** A new cache (of `capacity` positions) holding a copy of this one's first `length` positions. */
+  fork(length: number = this.length, capacity: number = this.capacity): KvCache {
+    if (length < 0 || length > this.length || length > capacity)
+      throw new RangeError(
+        `cannot fork ${length} of ${this.length} positions into a cache of ${capacity}`,
+      )
+    const copy = new KvCache(this.config, this.precision, capacity)
+    const n = length * this.config.dModel
+    for (let l = 0; l < this.keys.length; l++) {
+      ;(copy.keys[l] as Floats).set((this.keys[l] as Floats).subarray(0, n))
+      ;(copy.values[l] as Floats).set((this.values[l] as Floats).subarray(0, n))
+    }
+    copy.length = length
+    return copy
+  }
+
   /** Bytes held, for memory accounting. */
   get bytes(): number {
     return this.keys.reduce((n, k) => n + k.byteLength, 0) * 2

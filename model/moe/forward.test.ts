@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest"
+import { referenceKernels } from "../kernels/reference.ts"
 import { selectKernels } from "../kernels/select.ts"
 import { Rng } from "../rng.ts"
 import { tokenLogprobs } from "./losses.ts"
@@ -15,40 +16,46 @@ const config = {
   maxSeqLen: 200,
 }
 
-describe("forward paths agree: tiled runs of rows, decode rows, chunked prefill", () => {
-  const model = TinyMoe.create({ config, seed: 11, kernels: selectKernels("auto") })
-  const rng = new Rng(5)
-  const ids = Array.from({ length: 150 }, () => Math.floor(rng.next() * config.vocabSize))
-  const V = config.vocabSize
+describe.each([
+  { label: "auto kernels: bit for bit", kernels: selectKernels("auto"), tolerance: 0 },
+  { label: "reference kernels: to f32 rounding", kernels: referenceKernels, tolerance: 1e-5 },
+])(
+  "forward paths agree: tiled runs of rows, decode rows, chunked prefill ($label)",
+  ({ kernels, tolerance }) => {
+    const model = TinyMoe.create({ config, seed: 11, kernels })
+    const rng = new Rng(5)
+    const ids = Array.from({ length: 150 }, () => Math.floor(rng.next() * config.vocabSize))
+    const V = config.vocabSize
 
-  const logprobsOf = (chunks: ReadonlyArray<number>) => {
-    const cache = model.newCache(ids.length)
-    const logits = new Float32Array(ids.length * V)
-    const routing: number[] = []
-    let at = 0
-    for (const size of chunks) {
-      const result = model.forward(
-        ids.slice(at, at + size).map((token) => ({ cache, token })),
-        {},
-      )
-      logits.set(result.logits, at * V)
-      routing.push(...result.routing)
-      at += size
+    const logprobsOf = (chunks: ReadonlyArray<number>) => {
+      const cache = model.newCache(ids.length)
+      const logits = new Float32Array(ids.length * V)
+      const routing: number[] = []
+      let at = 0
+      for (const size of chunks) {
+        const result = model.forward(
+          ids.slice(at, at + size).map((token) => ({ cache, token })),
+          {},
+        )
+        logits.set(result.logits, at * V)
+        routing.push(...result.routing)
+        at += size
+      }
+      expect(at).toBe(ids.length)
+      return { lp: tokenLogprobs(logits, ids.slice(1), V), routing }
     }
-    expect(at).toBe(ids.length)
-    return { lp: tokenLogprobs(logits, ids.slice(1), V), routing }
-  }
 
-  it("one prefill of 150 positions (3 attention tiles), one row at a time, and uneven chunks", () => {
-    const whole = logprobsOf([150])
-    const rows = logprobsOf(Array.from({ length: 150 }, () => 1))
-    const chunks = logprobsOf([10, 70, 1, 2, 3, 64])
-    for (const other of [rows, chunks]) {
-      expect(other.routing).toEqual(whole.routing)
-      let worst = 0
-      for (let i = 0; i < whole.lp.length; i++)
-        worst = Math.max(worst, Math.abs((whole.lp[i] as number) - (other.lp[i] as number)))
-      expect(worst).toBeLessThan(1e-5)
-    }
-  })
-})
+    it("one prefill of 150 positions (3 attention tiles), one row at a time, and uneven chunks", () => {
+      const whole = logprobsOf([150])
+      const rows = logprobsOf(Array.from({ length: 150 }, () => 1))
+      const chunks = logprobsOf([10, 70, 1, 2, 3, 64])
+      for (const other of [rows, chunks]) {
+        expect(other.routing).toEqual(whole.routing)
+        let worst = 0
+        for (let i = 0; i < whole.lp.length; i++)
+          worst = Math.max(worst, Math.abs((whole.lp[i] as number) - (other.lp[i] as number)))
+        expect(worst).toBeLessThanOrEqual(tolerance)
+      }
+    })
+  },
+)

@@ -266,10 +266,11 @@ export const groupByExpert = (
  * Pushes rows through the decoder, appending their keys and values to their caches. The same
  * function serves prefill (many rows of one cache), batched decode (one row per cache) and
  * training (all rows of a fresh cache, with a tape). A row's numbers depend only on its token,
- * its position, its cache and whether it came in a run of at least 4 rows of its cache (matrix
- * products, tiled) or not (plain loops, decode): never on the other sequences batched with it,
- * so batched and one-at-a-time decoding agree bit for bit, and prefill and decode agree to
- * f32 rounding.
+ * its position and its cache, never on the rows batched with it: runs of at least 4 rows of one
+ * cache take tiled attention products and single rows take block products over the cache, and
+ * with the default kernels (simd: every output cell a sequential f32 sum) both compute each
+ * score and output in the same order, so training, prefill (in any chunks) and decode give the
+ * same logits bit for bit. With the reference kernels they agree to f32 rounding.
  */
 export const forwardRows = (
   model: ModelState,

@@ -32,6 +32,7 @@ export {
   paramEntries,
   zerosLike,
 } from "./params.ts"
+export { PrefixCache } from "./prefix.ts"
 export { allocRouting, type Routing } from "./routing.ts"
 export { Sequence } from "./sequence.ts"
 export {

@@ -26,6 +26,22 @@ export class Sequence {
     this.routingRows = allocRouting(64, c.nLayers, c.topK, c.nExperts)
   }
 
+  /**
+   * A copy that continues independently: the tokens, the processed positions' keys and values
+   * (copied into a cache of `capacity`), their routing and the last logits. Forking a processed
+   * prompt and appending to the copy is exactly what processing prompt + continuation would
+   * have given (a row's numbers depend only on its token, position and cache).
+   */
+  fork(capacity: number = this.cache.capacity): Sequence {
+    if (this.tokens.length > capacity)
+      throw new RangeError(`cannot fork ${this.tokens.length} tokens into a context of ${capacity}`)
+    const copy = new Sequence(this.model, this.cache.fork(this.cache.length, capacity))
+    copy.tokens.push(...this.tokens)
+    copy.record(this.routing())
+    copy.lastLogits = this.lastLogits?.slice()
+    return copy
+  }
+
   /** Positions already pushed through the model. */
   get processed(): number {
     return this.cache.length
