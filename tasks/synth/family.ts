@@ -17,6 +17,31 @@ export interface GeneratedTask {
   readonly expectedTests: number
   /** Overrides the default agent timeout for the difficulty (long-horizon families). */
   readonly agentTimeoutSec?: number
+  /**
+   * The names and values the task was built from (ladder families), so that splits can be
+   * checked for disjointness; not written to disk.
+   */
+  readonly bindings?: TaskBindings
+}
+
+/** What a task names: files, folders, words and values, exactly as the instruction writes them. */
+export interface TaskBindings {
+  readonly files: ReadonlyArray<string>
+  readonly dirs: ReadonlyArray<string>
+  readonly words: ReadonlyArray<string>
+  readonly values: ReadonlyArray<string>
+}
+
+/**
+ * Which vocabulary a task draws its names and values from. Ladder families keep a train pool and
+ * a disjoint eval pool; the synthesiser picks the pool from the seed's range (tasks/decontam
+ * splits: seeds in [1e6, 2e6) are eval seeds), so that an eval-range seed also gives unseen names.
+ * Families without pools ignore it.
+ */
+export type Pool = "train" | "eval"
+
+export interface GenerateContext {
+  readonly pool: Pool
 }
 
 /**
@@ -29,5 +54,10 @@ export interface TaskFamily {
   readonly summary: string
   /** The first tag is the family's category (file-ops, text, csv, json, …). */
   readonly tags: ReadonlyArray<string>
-  readonly generate: (rng: Rng, difficulty: Difficulty) => GeneratedTask
+  readonly generate: (rng: Rng, difficulty: Difficulty, context: GenerateContext) => GeneratedTask
+  /**
+   * The family's rung on the task ladder (tasks/ladder): 1, 2, 3 = tasks of that many one-line
+   * commands; the multi-step families leave it unset and count as the top rung.
+   */
+  readonly rung?: number
 }

@@ -1,11 +1,37 @@
 export { TaskWriteFailed, UnknownFamily } from "./errors.ts"
-export { FAMILIES, familyRegistry } from "./families/index.ts"
-export { DIFFICULTIES, type Difficulty, type GeneratedTask, type TaskFamily } from "./family.ts"
+export {
+  ALL_FAMILIES,
+  FAMILIES,
+  familyRegistry,
+  LADDER_FAMILIES,
+  LADDER_RUNG_1,
+  LADDER_RUNG_2,
+  LADDER_RUNG_3,
+} from "./families/index.ts"
+export {
+  DIFFICULTIES,
+  type Difficulty,
+  type GenerateContext,
+  type GeneratedTask,
+  type Pool,
+  type TaskBindings,
+  type TaskFamily,
+} from "./family.ts"
+export {
+  CONTENT_WORDS,
+  LADDER_EXTS,
+  LADDER_VALUE_RANGE,
+  LADDER_WORDS,
+  type NamePool,
+  namePool,
+  poolFileNames,
+} from "./ladder-pools.ts"
 export { makeRng, type Rng } from "./rng.ts"
 export {
   difficultyFor,
   findFamily,
   generateTask,
+  poolOfSeed,
   type SynthesizedTask,
   type SynthOptions,
   synthesize,

@@ -42,11 +42,13 @@ APP = Path("/app")
 
 /**
  * The test file and its number of tests. `helpers` is module-level Python (constants, small
- * functions) placed after the shared imports.
+ * functions) placed after the imports: the shared ones, or `preamble` when given (which must
+ * define APP).
  */
 export const pytestFile = (
   cases: ReadonlyArray<TestCase>,
   helpers: ReadonlyArray<string> = [],
+  preamble: string = PREAMBLE,
 ): { readonly tests: string; readonly expectedTests: number } => {
   const names = new Set<string>()
   for (const c of cases) {
@@ -61,6 +63,6 @@ export const pytestFile = (
         .map((l) => (l === "" ? "" : `    ${l}`))
         .join("\n")}\n`,
   )
-  const head = helpers.length > 0 ? `${PREAMBLE}\n${helpers.join("\n")}\n` : PREAMBLE
+  const head = helpers.length > 0 ? `${preamble}\n${helpers.join("\n")}\n` : preamble
   return { tests: `${head}\n\n${functions.join("\n\n")}`, expectedTests: cases.length }
 }

@@ -5,11 +5,17 @@ import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { loadTasks, NATIVE_FIELDS } from "../load/index.ts"
 import {
+  ALL_FAMILIES,
   DIFFICULTIES,
   type Difficulty,
   FAMILIES,
+  familyRegistry,
   generateTask,
+  LADDER_FAMILIES,
   makeRng,
+  namePool,
+  poolFileNames,
+  poolOfSeed,
   type SynthesizedTask,
   synthesize,
 } from "./index.ts"
@@ -112,6 +118,39 @@ describe("the family registry", () => {
     expect(new Set(steps("medium"))).toEqual(new Set([10]))
     expect(Math.min(...steps("hard"))).toBeGreaterThanOrEqual(15)
     expect(Math.max(...steps("hard"))).toBeLessThanOrEqual(20)
+  })
+})
+
+describe("the ladder families in the registry", () => {
+  it("keeps FAMILIES to the multi-step families and registers the ladder's beside them", () => {
+    expect(FAMILIES).toHaveLength(15)
+    expect(FAMILIES.every((f) => f.rung === undefined)).toBe(true)
+    expect(ALL_FAMILIES).toEqual([...FAMILIES, ...LADDER_FAMILIES])
+    expect(Object.keys(familyRegistry)).toHaveLength(ALL_FAMILIES.length)
+    for (const f of ALL_FAMILIES) expect(familyRegistry[f.name]).toBe(f)
+  })
+
+  it("picks the name pool from the seed's range", () => {
+    expect(poolOfSeed(0)).toBe("train")
+    expect(poolOfSeed(999_999)).toBe("train")
+    expect(poolOfSeed(1_000_000)).toBe("eval")
+    expect(poolOfSeed(1_999_999)).toBe("eval")
+    expect(poolOfSeed(2_000_000)).toBe("train")
+  })
+
+  it("synthesises a ladder family by name, with eval names for an eval seed", async () => {
+    const out = join(scratch, "ladder")
+    const [train] = await Effect.runPromise(
+      synthesize({ family: "copy-file", seed: 4, count: 1, out }),
+    )
+    const [held] = await Effect.runPromise(
+      synthesize({ family: "copy-file", seed: 1_000_004, count: 1, out, split: "eval" }),
+    )
+    const names = (t: SynthesizedTask | undefined) => t?.generated.bindings?.files ?? []
+    expect(names(train).length).toBeGreaterThanOrEqual(3)
+    for (const n of names(train)) expect(poolFileNames(namePool("train"))).toContain(n)
+    for (const n of names(held)) expect(poolFileNames(namePool("eval"))).toContain(n)
+    expect(readFileSync(join(held?.dir ?? "", "task.json"), "utf8")).toContain('"rung-1"')
   })
 })
 

@@ -1,8 +1,15 @@
 import { basename, join, resolve } from "node:path"
 import { Effect } from "effect"
+import { SEED_RANGES } from "../decontam/splits.ts"
 import { type TaskWriteFailed, UnknownFamily } from "./errors.ts"
 import { familyRegistry } from "./families/index.ts"
-import { DIFFICULTIES, type Difficulty, type GeneratedTask, type TaskFamily } from "./family.ts"
+import {
+  DIFFICULTIES,
+  type Difficulty,
+  type GeneratedTask,
+  type Pool,
+  type TaskFamily,
+} from "./family.ts"
 import { makeRng } from "./rng.ts"
 import { type TaskMeta, writeTask } from "./write.ts"
 
@@ -17,6 +24,10 @@ export const findFamily = (name: string): Effect.Effect<TaskFamily, UnknownFamil
 export const taskId = (family: string, difficulty: Difficulty, seed: number, index: number) =>
   `${family}-${difficulty}-s${seed}-${String(index).padStart(3, "0")}`
 
+/** The name pool of a seed: eval-range seeds draw held-out names and values, all others train. */
+export const poolOfSeed = (seed: number): Pool =>
+  seed >= SEED_RANGES.eval.from && seed < SEED_RANGES.eval.to ? "eval" : "train"
+
 /** A pure function of its arguments: the same call gives a byte-identical task. */
 export const generateTask = (
   family: TaskFamily,
@@ -24,7 +35,9 @@ export const generateTask = (
   index: number,
   difficulty: Difficulty,
 ): GeneratedTask =>
-  family.generate(makeRng(`t1-synth/${family.name}/${seed}/${index}/${difficulty}`), difficulty)
+  family.generate(makeRng(`t1-synth/${family.name}/${seed}/${index}/${difficulty}`), difficulty, {
+    pool: poolOfSeed(seed),
+  })
 
 /** Without an explicit difficulty, tasks cycle easy, medium, hard by index. */
 export const difficultyFor = (index: number, difficulty: Difficulty | undefined): Difficulty =>

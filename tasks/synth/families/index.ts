@@ -7,6 +7,7 @@ import { csvReshape } from "./csv-reshape.ts"
 import { findRename } from "./find-rename.ts"
 import { jsonMerge } from "./json-merge.ts"
 import { jsonReport } from "./json-report.ts"
+import { LADDER_FAMILIES } from "./ladder.ts"
 import { logReport } from "./log-report.ts"
 import { permissionsFix } from "./permissions-fix.ts"
 import { releasePipeline } from "./release-pipeline.ts"
@@ -15,7 +16,10 @@ import { sortByType } from "./sort-by-type.ts"
 import { textSearch } from "./text-search.ts"
 import { wordFrequency } from "./word-frequency.ts"
 
-/** The families, one small module each; the synthesiser finds them by name. */
+/**
+ * The multi-step families, one small module each: the bundled corpus (tasks/bundled) and its
+ * tokenizer are built from exactly these, so the ladder's families are kept apart from them.
+ */
 export const FAMILIES: ReadonlyArray<TaskFamily> = [
   archiveBackup,
   checksumAudit,
@@ -34,7 +38,12 @@ export const FAMILIES: ReadonlyArray<TaskFamily> = [
   wordFrequency,
 ]
 
-/** Every task family, by name. */
+export { LADDER_FAMILIES, LADDER_RUNG_1, LADDER_RUNG_2, LADDER_RUNG_3 } from "./ladder.ts"
+
+/** The multi-step families, then the ladder's one-, two- and three-command families. */
+export const ALL_FAMILIES: ReadonlyArray<TaskFamily> = [...FAMILIES, ...LADDER_FAMILIES]
+
+/** Every task family, by name; the synthesiser finds them here. */
 export const familyRegistry: Readonly<Record<string, TaskFamily>> = Object.fromEntries(
-  FAMILIES.map((f) => [f.name, f]),
+  ALL_FAMILIES.map((f) => [f.name, f]),
 )

@@ -1,0 +1,426 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join, relative } from "node:path"
+import { Effect } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { solutionCommands } from "../../actors/sampler/actions/solution.ts"
+import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
+import { checkSplits, decontaminate, readTaskSet } from "../decontam/index.ts"
+import { loadTasks } from "../load/index.ts"
+import {
+  DIFFICULTIES,
+  FAMILIES,
+  familyRegistry,
+  generateTask,
+  LADDER_EXTS,
+  LADDER_FAMILIES,
+  LADDER_WORDS,
+  namePool,
+  poolFileNames,
+  synthesize,
+  type TaskBindings,
+} from "../synth/index.ts"
+import {
+  dockerAvailable,
+  runTaskInDocker,
+  runTasksLocally,
+  type TaskRun,
+} from "../synth/testing.ts"
+import {
+  DEFAULT_OOD_FAMILIES,
+  type LadderTask,
+  ladderDecontam,
+  ladderSplits,
+  rungOf,
+  writeLadder,
+} from "./index.ts"
+
+const scratch = mkdtempSync(join(tmpdir(), "t1-ladder-test-"))
+afterAll(() => rmSync(scratch, { recursive: true, force: true }))
+
+/** Every file under `dir`: relative path -> mode and bytes. */
+const snapshot = (dir: string): Record<string, string> => {
+  const out: Record<string, string> = {}
+  const walk = (d: string) => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, e.name)
+      if (e.isDirectory()) walk(p)
+      else
+        out[relative(dir, p)] =
+          `${(statSync(p).mode & 0o777).toString(8)} ${readFileSync(p, "utf8")}`
+    }
+  }
+  walk(dir)
+  return out
+}
+
+const OPTIONS = { seed: 3, trainPerFamily: 12, evalPerFamily: 6 } as const
+
+/** Runs jobs a few at a time. */
+const pool = async (jobs: ReadonlyArray<() => Promise<void>>, concurrency: number) => {
+  const queue = [...jobs]
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let job = queue.shift(); job !== undefined; job = queue.shift()) await job()
+    }),
+  )
+}
+
+const bindingsOf = (task: LadderTask): TaskBindings => {
+  const b = task.generated.bindings
+  if (b === undefined) throw new Error(`${task.id} has no bindings`)
+  return b
+}
+
+describe("the ladder families", () => {
+  it("are registered for t1 tasks synth, apart from the multi-step families", () => {
+    expect(LADDER_FAMILIES.length).toBeGreaterThanOrEqual(20)
+    for (const f of LADDER_FAMILIES) {
+      expect(familyRegistry[f.name], f.name).toBe(f)
+      expect(f.name).toMatch(/^[a-z]+(-[a-z]+)*$/)
+      expect(FAMILIES.some((c) => c.name === f.name)).toBe(false)
+      expect([1, 2, 3]).toContain(f.rung)
+      expect(f.tags).toEqual(["file-ops", "ladder", `rung-${f.rung}`])
+    }
+    for (const rung of [1, 2, 3])
+      expect(LADDER_FAMILIES.filter((f) => f.rung === rung).length).toBeGreaterThanOrEqual(5)
+    for (const f of FAMILIES) expect(rungOf(f)).toBe(4)
+  })
+
+  it("give one short sentence and one command per rung, with several tests", () => {
+    for (const f of LADDER_FAMILIES)
+      for (const d of DIFFICULTIES)
+        for (const seed of [0, 1, 1_000_000, 1_000_001]) {
+          const task = generateTask(f, seed, 0, d)
+          const what = `${f.name} ${d} ${seed}`
+          const sentences = task.instruction.split("\n")
+          expect(sentences, what).toHaveLength(f.rung as number)
+          for (const s of sentences) expect(s, what).toMatch(/^[A-Z][^`\n]*\.$/)
+          const commands = solutionCommands(task.solution)
+          expect(commands, what).toHaveLength(f.rung as number)
+          expect(task.solution).toBe(
+            `#!/usr/bin/env bash\nset -euo pipefail\n${commands.join("\n")}\n`,
+          )
+          for (const c of commands) expect(c, what).not.toContain("\n")
+          const names = [...task.tests.matchAll(/^def (test_\w+)\(\):/gm)].map((m) => m[1])
+          expect(names.length, what).toBe(task.expectedTests)
+          expect(new Set(names).size, what).toBe(names.length)
+          expect(task.expectedTests, what).toBeGreaterThanOrEqual(3)
+          for (const text of [task.instruction, task.setup, task.solution, task.tests])
+            expect(text, what).not.toMatch(/undefined|NaN|\[object Object\]/)
+          expect(task.setup.startsWith("#!/usr/bin/env bash\nset -euo pipefail\n")).toBe(true)
+          expect(task.agentTimeoutSec).toBe(120)
+        }
+  })
+
+  it("write every name in the instruction as the command writes it, so its tokens match", () => {
+    const tokenizer = loadBundledTokenizer()
+    const ids = (text: string) => Array.from(tokenizer.encode(text)).join(",")
+    for (const f of LADDER_FAMILIES)
+      for (const seed of [0, 1_000_000]) {
+        const task = generateTask(f, seed, 0, "hard")
+        const bindings = task.bindings
+        if (bindings === undefined) throw new Error(`${f.name} has no bindings`)
+        const commands = solutionCommands(task.solution)
+        const instructed = [
+          ...bindings.files,
+          ...bindings.dirs,
+          ...bindings.words,
+          ...bindings.values,
+        ].filter((name) => task.instruction.includes(` ${name}`))
+        expect(instructed.length, f.name).toBeGreaterThan(0)
+        for (const name of instructed) {
+          const piece = ids(` ${name}`)
+          expect(`,${ids(task.instruction)},`, `${f.name}: ${name}`).toContain(`,${piece},`)
+          expect(
+            commands.some((c) => `,${ids(c)},`.includes(`,${piece},`)),
+            `${f.name}: ${name} in ${commands.join(" | ")}`,
+          ).toBe(true)
+        }
+        // Short: about 12 tokens a sentence and 10 a command.
+        expect(tokenizer.encode(task.instruction).length, f.name).toBeLessThanOrEqual(
+          20 * (f.rung as number),
+        )
+        for (const c of commands) expect(tokenizer.encode(c).length, c).toBeLessThanOrEqual(16)
+      }
+  })
+
+  it("draw train and eval names from disjoint pools whose pieces all occur in train", () => {
+    const train = namePool("train")
+    const held = namePool("eval")
+    const disjoint = (a: ReadonlyArray<string>, b: ReadonlyArray<string>) =>
+      a.filter((x) => b.includes(x))
+    expect(disjoint(poolFileNames(train), poolFileNames(held))).toEqual([])
+    expect(disjoint(train.dirs, held.dirs)).toEqual([])
+    expect(disjoint(train.words, held.words)).toEqual([])
+    expect(disjoint(train.values, held.values)).toEqual([])
+    for (const name of poolFileNames(held)) {
+      const [stem, ext] = name.split(".") as [string, string]
+      expect(poolFileNames(train).some((n) => n.startsWith(`${stem}.`))).toBe(true)
+      expect(poolFileNames(train).some((n) => n.endsWith(`.${ext}`))).toBe(true)
+    }
+    for (const word of [...held.dirs, ...held.words])
+      expect(poolFileNames(train).some((n) => n.startsWith(`${word}.`))).toBe(true)
+    expect(new Set(poolFileNames(train).map((n) => n.split(".")[0]))).toEqual(new Set(LADDER_WORDS))
+    expect(new Set(poolFileNames(held).map((n) => n.split(".")[1]))).toEqual(new Set(LADDER_EXTS))
+    for (const digit of "0123456789") expect(train.values.some((v) => v.includes(digit))).toBe(true)
+  })
+
+  it("are single tokens in the bundled tokenizer: every ladder word and extension", () => {
+    const tokenizer = loadBundledTokenizer()
+    for (const w of LADDER_WORDS) expect(tokenizer.encode(` ${w}`).length, w).toBe(1)
+    for (const e of LADDER_EXTS) expect(tokenizer.encode(e).length, e).toBe(1)
+  })
+})
+
+/**
+ * Every ladder family at every difficulty, with train and eval names, run on this host (bash,
+ * python3, pytest) in a temporary workdir: the reference solution, played one command per turn,
+ * passes every test; a no-op agent resolves nothing and passes at most half of them.
+ */
+describe("every ladder task, run locally", () => {
+  const runs = new Map<string, { expected: number; turns: number; run: TaskRun }>()
+
+  beforeAll(async () => {
+    const planned: Array<{ key: string; expected: number; dir: string; turns: string[] }> = []
+    for (const f of LADDER_FAMILIES)
+      for (const d of DIFFICULTIES)
+        for (const seed of [7, 1_000_007]) {
+          const [task] = await Effect.runPromise(
+            synthesize({
+              family: f.name,
+              seed,
+              count: 1,
+              out: join(scratch, "local"),
+              difficulty: d,
+            }),
+          )
+          if (task === undefined) throw new Error("synthesize wrote nothing")
+          planned.push({
+            key: `${f.name}/${d}/${seed}`,
+            expected: task.generated.expectedTests,
+            dir: task.dir,
+            turns: [...solutionCommands(task.generated.solution)],
+          })
+        }
+    const results = await runTasksLocally(planned.map(({ dir, turns }) => ({ dir, turns })))
+    planned.forEach((p, i) => {
+      runs.set(p.key, { expected: p.expected, turns: p.turns.length, run: results[i] as TaskRun })
+    })
+  }, 300_000)
+
+  for (const f of LADDER_FAMILIES)
+    it(`${f.name}: the reference passes every test, a no-op at most half`, () => {
+      for (const d of DIFFICULTIES)
+        for (const seed of [7, 1_000_007]) {
+          const key = `${f.name}/${d}/${seed}`
+          const entry = runs.get(key)
+          expect(entry, `${key} ran`).toBeDefined()
+          const { expected, turns, run } = entry as {
+            expected: number
+            turns: number
+            run: TaskRun
+          }
+          expect(turns).toBe(f.rung)
+          expect({ key, failed: run.solved.failed, problems: run.problems }).toEqual({
+            key,
+            failed: [],
+            problems: "",
+          })
+          expect(run.solved.passed.length, key).toBe(expected)
+          expect(run.noop.passed.length + run.noop.failed.length, key).toBe(expected)
+          expect(run.noop.failed.length, `${key}: no-op passes ${run.noop.passed}`).toBeGreaterThan(
+            0,
+          )
+          expect(
+            run.noop.passed.length * 2,
+            `${key}: no-op passes ${run.noop.passed}`,
+          ).toBeLessThanOrEqual(expected)
+        }
+    })
+})
+
+describe("ladderSplits", () => {
+  const splits = ladderSplits(OPTIONS)
+
+  it("is deterministic and depends on the seed", () => {
+    expect(ladderSplits(OPTIONS)).toEqual(splits)
+    const other = ladderSplits({ ...OPTIONS, seed: 4 })
+    expect(other.train.map((t) => t.generated.setup)).not.toEqual(
+      splits.train.map((t) => t.generated.setup),
+    )
+  })
+
+  it("gives each train family its train and eval tasks, and each held-out family eval only", () => {
+    const ladderNames = LADDER_FAMILIES.map((f) => f.name)
+    expect([...splits.families.train, ...splits.families.ood].sort()).toEqual(
+      [...ladderNames].sort(),
+    )
+    expect([...splits.families.ood].sort()).toEqual([...DEFAULT_OOD_FAMILIES].sort())
+    expect(new Set(DEFAULT_OOD_FAMILIES.map((n) => familyRegistry[n]?.rung))).toEqual(
+      new Set([1, 2, 3]),
+    )
+    expect(splits.train).toHaveLength(splits.families.train.length * OPTIONS.trainPerFamily)
+    expect(splits.eval).toHaveLength(splits.families.train.length * OPTIONS.evalPerFamily)
+    expect(splits.ood).toHaveLength(splits.families.ood.length * OPTIONS.evalPerFamily)
+    const trainFamilies = new Set(splits.train.map((t) => t.family))
+    for (const t of splits.ood) expect(trainFamilies.has(t.family), t.id).toBe(false)
+    for (const t of splits.eval) expect(trainFamilies.has(t.family), t.id).toBe(true)
+    for (const t of splits.train) {
+      expect(t.seed).toBe(3)
+      expect(t.meta.split).toBe("train")
+      expect(t.meta.taskSet).toBe("ladder-train")
+      expect(t.meta.tags).toContain(`rung-${t.rung}`)
+      expect(t.rung).toBe(familyRegistry[t.family]?.rung)
+    }
+    for (const t of [...splits.eval, ...splits.ood]) {
+      expect(t.seed).toBe(1_000_003)
+      expect(t.meta.split).toBe("eval")
+    }
+    expect(new Set(splits.train.map((t) => t.difficulty))).toEqual(new Set(DIFFICULTIES))
+    const ids = [...splits.train, ...splits.eval, ...splits.ood].map((t) => t.id)
+    expect(new Set(ids).size).toBe(ids.length)
+  })
+
+  it("keeps names and values of eval and OOD tasks out of every train task", () => {
+    const seen = {
+      files: new Set<string>(),
+      dirs: new Set<string>(),
+      words: new Set<string>(),
+      values: new Set<string>(),
+    }
+    for (const t of splits.train) {
+      const b = bindingsOf(t)
+      for (const key of ["files", "dirs", "words", "values"] as const)
+        for (const x of b[key]) seen[key].add(x)
+    }
+    let held = 0
+    for (const t of [...splits.eval, ...splits.ood]) {
+      const b = bindingsOf(t)
+      for (const key of ["files", "dirs", "words", "values"] as const)
+        for (const x of b[key]) {
+          held++
+          expect(seen[key].has(x), `${t.id}: ${key} ${x} is in train`).toBe(false)
+        }
+      // and every name the instruction shows is one of its bindings
+      for (const m of t.generated.instruction.matchAll(/ ([a-z]+\.[a-z]+)/g))
+        expect(b.files, t.id).toContain(m[1])
+    }
+    expect(held).toBeGreaterThan(100)
+  })
+
+  it("is decontaminated: eval and OOD tasks share few word 8-grams with train", () => {
+    const big = ladderSplits({ seed: 11, trainPerFamily: 60, evalPerFamily: 3 })
+    const check = ladderDecontam(big)
+    expect(check.split.violations).toEqual([])
+    expect(check.report.passed).toBe(true)
+    expect(check.report.max).toBeLessThan(0.35)
+    expect(check.split.heldOutFamilies).toEqual([...DEFAULT_OOD_FAMILIES].sort())
+  })
+
+  it("adds the multi-step families as rung 4 on request: train and OOD, no in-distribution eval", () => {
+    const withTop = ladderSplits({ ...OPTIONS, trainPerFamily: 1, evalPerFamily: 1, rungs: [1, 4] })
+    const rung4 = (ts: ReadonlyArray<LadderTask>) => ts.filter((t) => t.rung === 4)
+    expect(
+      rung4(withTop.train)
+        .map((t) => t.family)
+        .sort(),
+    ).toEqual(
+      FAMILIES.map((f) => f.name)
+        .filter((n) => !["json-merge", "log-report", "script-tool"].includes(n))
+        .sort(),
+    )
+    expect(
+      rung4(withTop.ood)
+        .map((t) => t.family)
+        .sort(),
+    ).toEqual(["json-merge", "log-report", "script-tool"])
+    expect(rung4(withTop.eval)).toEqual([])
+    expect(new Set(withTop.train.map((t) => t.rung))).toEqual(new Set([1, 4]))
+    const check = ladderDecontam(withTop)
+    expect(check.report.passed).toBe(true)
+    expect(check.split.violations).toEqual([])
+  })
+
+  it("refuses options it cannot honour", () => {
+    expect(() => ladderSplits({ ...OPTIONS, seed: 1_000_000 })).toThrow(RangeError)
+    expect(() => ladderSplits({ ...OPTIONS, trainPerFamily: -1 })).toThrow(RangeError)
+    expect(() => ladderSplits({ ...OPTIONS, oodFamilies: ["csv-aggregate"] })).toThrow(
+      /not a ladder family/,
+    )
+    expect(() => ladderSplits({ ...OPTIONS, rungs: [5 as 1] })).toThrow(/no rung 5/)
+  })
+})
+
+describe("writeLadder", () => {
+  it("writes byte-identical native task sets that load and pass t1 tasks decontam", async () => {
+    const a = await Effect.runPromise(writeLadder(join(scratch, "a"), OPTIONS))
+    const b = await Effect.runPromise(writeLadder(join(scratch, "b"), OPTIONS))
+    for (const set of ["train", "eval", "ood"] as const) {
+      expect(readdirSync(a.dirs[set]).length).toBe(a.splits[set].length)
+      expect(snapshot(a.dirs[set]), set).toEqual(snapshot(b.dirs[set]))
+    }
+    // What `t1 tasks decontam --train <train> --eval <eval>,<ood>` computes, from disk.
+    const train = await Effect.runPromise(readTaskSet([a.dirs.train]))
+    const held = await Effect.runPromise(readTaskSet([a.dirs.eval, a.dirs.ood]))
+    const report = decontaminate(train, held)
+    expect(report.passed).toBe(true)
+    expect(report.max).toBeCloseTo(a.check.report.max, 10)
+    expect(checkSplits(train, held).violations).toEqual([])
+    const loaded = await Effect.runPromise(loadTasks([a.dirs.train, a.dirs.eval, a.dirs.ood]))
+    expect(loaded).toHaveLength(a.splits.train.length + a.splits.eval.length + a.splits.ood.length)
+    for (const t of loaded) {
+      expect(
+        t.tags.some((tag) => /^rung-[1-3]$/.test(tag)),
+        t.id,
+      ).toBe(true)
+      expect(t.verifier.expectedTests).toBeGreaterThanOrEqual(3)
+    }
+    // Writing again replaces the sets: no stale task survives a smaller ladder.
+    const small = await Effect.runPromise(
+      writeLadder(join(scratch, "a"), { ...OPTIONS, trainPerFamily: 1, evalPerFamily: 1 }),
+    )
+    expect(readdirSync(small.dirs.train).length).toBe(small.splits.train.length)
+  })
+})
+
+/** A sample in the real base image: one hard eval-pool task per family. */
+describe("ladder tasks in a sandbox", () => {
+  const runs = new Map<string, TaskRun>()
+  beforeAll(async () => {
+    if (!(await dockerAvailable()))
+      throw new Error(
+        "no Docker engine with t1-base:latest: start dockerd (as .ci/run does) and run t1 image build-base",
+      )
+    await pool(
+      LADDER_FAMILIES.map((f) => async () => {
+        const [task] = await Effect.runPromise(
+          synthesize({
+            family: f.name,
+            seed: 1_000_009,
+            count: 1,
+            out: join(scratch, "docker"),
+            difficulty: "hard",
+          }),
+        )
+        if (task === undefined) throw new Error("synthesize wrote nothing")
+        runs.set(f.name, await runTaskInDocker(task.dir))
+      }),
+      4,
+    )
+  }, 600_000)
+
+  it("passes every test with the reference and not with a no-op, in t1-base:latest", () => {
+    for (const f of LADDER_FAMILIES) {
+      const run = runs.get(f.name)
+      expect(run, f.name).toBeDefined()
+      const r = run as TaskRun
+      expect({ family: f.name, failed: r.solved.failed, problems: r.problems }).toEqual({
+        family: f.name,
+        failed: [],
+        problems: "",
+      })
+      expect(r.noop.failed.length, f.name).toBeGreaterThan(0)
+    }
+  })
+})

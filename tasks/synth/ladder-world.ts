@@ -1,0 +1,530 @@
+/**
+ * The engine of the ladder families (families/ladder.ts): a task is a short list of steps, each
+ * one English sentence and one shell command, applied to a small model of the workdir. The
+ * instruction is the steps' sentences (one per line, each exactly as its one-step task writes
+ * it), the reference solution is their commands (one per line: one per agent turn), and the
+ * tests are derived from the difference between the workdir before and after — several per
+ * changed path, so that every step done right earns its own tests (dense reward).
+ */
+import type { Difficulty, GeneratedTask, Pool, TaskBindings } from "./family.ts"
+import { CONTENT_WORDS, type NamePool, namePool } from "./ladder-pools.ts"
+import { py, pytestFile, type TestCase } from "./pytest.ts"
+import type { Rng } from "./rng.ts"
+import { bashScript, createFiles } from "./shell.ts"
+
+/** How a file got its content; decides which tests check it. */
+type Made =
+  | { readonly by: "setup" }
+  | { readonly by: "touch" }
+  | { readonly by: "write"; readonly value: string }
+  | { readonly by: "append"; readonly value: string; readonly base: string }
+  | { readonly by: "count"; readonly count: number; readonly of: string }
+  | {
+      readonly by: "grep"
+      readonly word: string
+      readonly of: string
+      readonly lines: ReadonlyArray<string>
+    }
+  | { readonly by: "copy"; readonly of: string }
+
+type Entry =
+  | { readonly kind: "dir" }
+  | { readonly kind: "file"; readonly content: string; readonly made: Made }
+
+/** Relative path -> entry; folders are explicit entries. */
+type Tree = Map<string, Entry>
+
+export interface Step {
+  /** One sentence, capitalised, ending with a full stop; names as the command writes them. */
+  readonly sentence: string
+  /** One line of bash, run in the workdir. */
+  readonly command: string
+  /** Paths the step reads without changing them (their tests say they must stay unchanged). */
+  readonly reads: ReadonlyArray<string>
+  readonly apply: (tree: Tree) => void
+}
+
+class StepError extends Error {}
+
+const fileAt = (tree: Tree, path: string) => {
+  const entry = tree.get(path)
+  if (entry?.kind !== "file") throw new StepError(`no file ${path}`)
+  return entry
+}
+
+const dirAt = (tree: Tree, path: string) => {
+  if (tree.get(path)?.kind !== "dir") throw new StepError(`no folder ${path}`)
+}
+
+const fresh = (tree: Tree, path: string) => {
+  if (tree.has(path)) throw new StepError(`${path} exists already`)
+}
+
+const baseName = (path: string) => path.slice(path.lastIndexOf("/") + 1)
+
+const linesOf = (content: string): Array<string> =>
+  content === "" ? [] : content.replace(/\n$/, "").split("\n")
+
+/**
+ * What a copied or moved file is checked for: what made its source, when a step of this task did
+ * (a value written, then moved, is still checked as that value), else that it is a copy.
+ */
+const carried = (made: Made, from: string): Made =>
+  made.by === "setup" || made.by === "copy" ? { by: "copy", of: from } : made
+
+// The steps. Each sentence is the whole instruction of its one-step family.
+
+export const touch = (file: string): Step => ({
+  sentence: `Create an empty file named ${file}.`,
+  command: `touch ${file}`,
+  reads: [],
+  apply: (tree) => {
+    fresh(tree, file)
+    tree.set(file, { kind: "file", content: "", made: { by: "touch" } })
+  },
+})
+
+export const mkdir = (dir: string): Step => ({
+  sentence: `Make a folder named ${dir}.`,
+  command: `mkdir ${dir}`,
+  reads: [],
+  apply: (tree) => {
+    fresh(tree, dir)
+    tree.set(dir, { kind: "dir" })
+  },
+})
+
+export const write = (file: string, value: string): Step => ({
+  sentence: `Write ${value} to the file ${file}.`,
+  command: `echo ${value} > ${file}`,
+  reads: [],
+  apply: (tree) => {
+    if (tree.get(file)?.kind === "dir") throw new StepError(`${file} is a folder`)
+    tree.set(file, { kind: "file", content: `${value}\n`, made: { by: "write", value } })
+  },
+})
+
+export const append = (file: string, value: string): Step => ({
+  sentence: `Add the line ${value} to ${file}.`,
+  command: `echo ${value} >> ${file}`,
+  reads: [],
+  apply: (tree) => {
+    const base = fileAt(tree, file).content
+    if (base !== "" && !base.endsWith("\n")) throw new StepError(`${file} lacks a final newline`)
+    tree.set(file, {
+      kind: "file",
+      content: `${base}${value}\n`,
+      made: { by: "append", value, base },
+    })
+  },
+})
+
+export const copy = (from: string, to: string): Step => ({
+  sentence: `Copy ${from} to ${to}.`,
+  command: `cp ${from} ${to}`,
+  reads: [from],
+  apply: (tree) => {
+    const source = fileAt(tree, from)
+    fresh(tree, to)
+    tree.set(to, { kind: "file", content: source.content, made: carried(source.made, from) })
+  },
+})
+
+export const rename = (from: string, to: string): Step => ({
+  sentence: `Rename ${from} to ${to}.`,
+  command: `mv ${from} ${to}`,
+  reads: [],
+  apply: (tree) => {
+    const source = fileAt(tree, from)
+    fresh(tree, to)
+    tree.delete(from)
+    tree.set(to, { kind: "file", content: source.content, made: carried(source.made, from) })
+  },
+})
+
+export const remove = (file: string): Step => ({
+  sentence: `Delete the file ${file}.`,
+  command: `rm ${file}`,
+  reads: [],
+  apply: (tree) => {
+    fileAt(tree, file)
+    tree.delete(file)
+  },
+})
+
+export const count = (from: string, to: string): Step => ({
+  sentence: `Write the number of lines in ${from} to ${to}.`,
+  command: `wc -l < ${from} > ${to}`,
+  reads: [from],
+  apply: (tree) => {
+    const n = linesOf(fileAt(tree, from).content).length
+    fresh(tree, to)
+    tree.set(to, { kind: "file", content: `${n}\n`, made: { by: "count", count: n, of: from } })
+  },
+})
+
+export const grep = (word: string, from: string, to: string): Step => ({
+  sentence: `Write the lines of ${from} that contain ${word} to ${to}.`,
+  command: `grep ${word} ${from} > ${to}`,
+  reads: [from],
+  apply: (tree) => {
+    const lines = linesOf(fileAt(tree, from).content).filter((l) => l.includes(word))
+    if (lines.length === 0) throw new StepError(`no line of ${from} contains ${word}`)
+    fresh(tree, to)
+    tree.set(to, {
+      kind: "file",
+      content: `${lines.join("\n")}\n`,
+      made: { by: "grep", word, of: from, lines },
+    })
+  },
+})
+
+export const copyInto = (from: string, dir: string): Step => ({
+  sentence: `Copy ${from} into the folder ${dir}.`,
+  command: `cp ${from} ${dir}`,
+  reads: [from],
+  apply: (tree) => {
+    const source = fileAt(tree, from)
+    dirAt(tree, dir)
+    const to = `${dir}/${baseName(from)}`
+    fresh(tree, to)
+    tree.set(to, { kind: "file", content: source.content, made: carried(source.made, from) })
+  },
+})
+
+export const moveInto = (from: string, dir: string): Step => ({
+  sentence: `Move ${from} into the folder ${dir}.`,
+  command: `mv ${from} ${dir}`,
+  reads: [],
+  apply: (tree) => {
+    const source = fileAt(tree, from)
+    dirAt(tree, dir)
+    const to = `${dir}/${baseName(from)}`
+    fresh(tree, to)
+    tree.delete(from)
+    tree.set(to, { kind: "file", content: source.content, made: carried(source.made, from) })
+  },
+})
+
+/**
+ * Draws a task's names from its pool, each name at most once per task: no two files share a
+ * stem (except the hard tier's trap), and no folder or grep word is a file's stem.
+ */
+export class Draw {
+  private readonly names: NamePool
+  private readonly used = new Set<string>()
+  private readonly usedValues = new Set<string>()
+  readonly initialFiles = new Map<string, string>()
+  readonly initialDirs: Array<string> = []
+  readonly bindings = {
+    files: [] as Array<string>,
+    dirs: [] as Array<string>,
+    words: [] as Array<string>,
+    values: [] as Array<string>,
+  }
+
+  constructor(
+    private readonly rng: Rng,
+    pool: Pool,
+  ) {
+    this.names = namePool(pool)
+  }
+
+  private word(from: ReadonlyArray<string>): string {
+    const free = from.filter((w) => !this.used.has(w))
+    const word = this.rng.pick(free)
+    this.used.add(word)
+    return word
+  }
+
+  /** A file name that does not exist yet (a step creates it). */
+  newFile(): string {
+    const stems = [...this.names.files.keys()]
+    const stem = this.word(stems)
+    const name = `${stem}.${this.rng.pick(this.names.files.get(stem) ?? [])}`
+    this.bindings.files.push(name)
+    return name
+  }
+
+  /** A file that setup creates: a few lines of text, some of them with `word` when given. */
+  source(word?: string): string {
+    const name = this.newFile()
+    this.initialFiles.set(name, this.lines(word))
+    return name
+  }
+
+  /** A folder name that does not exist yet. */
+  newDir(): string {
+    const dir = this.word(this.names.dirs)
+    this.bindings.dirs.push(dir)
+    return dir
+  }
+
+  /** A folder that setup creates, empty. */
+  existingDir(): string {
+    const dir = this.newDir()
+    this.initialDirs.push(dir)
+    return dir
+  }
+
+  /** A word to search for. */
+  grepWord(): string {
+    const word = this.word(this.names.words)
+    this.bindings.words.push(word)
+    return word
+  }
+
+  value(): string {
+    const value = this.rng.pick(this.names.values.filter((v) => !this.usedValues.has(v)))
+    this.usedValues.add(value)
+    this.bindings.values.push(value)
+    return value
+  }
+
+  /** 2–5 lines of content words; with `word`, 4–7 lines of which some (not all) contain it. */
+  lines(word?: string): string {
+    const line = () =>
+      Array.from({ length: this.rng.int(2, 4) }, () => this.rng.pick(CONTENT_WORDS))
+    if (word === undefined)
+      return `${Array.from({ length: this.rng.int(2, 5) }, () => line().join(" ")).join("\n")}\n`
+    const n = this.rng.int(4, 7)
+    const hits = new Set(this.rng.sample([...Array(n).keys()], this.rng.int(1, n - 2)))
+    const out = Array.from({ length: n }, (_, i) => {
+      const words = line()
+      if (hits.has(i)) words.splice(this.rng.int(0, words.length), 0, word)
+      return words.join(" ")
+    })
+    return `${out.join("\n")}\n`
+  }
+
+  /**
+   * Files the task does not mention, created by setup: easy 1, medium 2, hard 2 and a trap, a
+   * file named like `near` (the task's first file) with another extension. Returns the trap.
+   */
+  distractors(difficulty: Difficulty, near: string | undefined): string | undefined {
+    let trap: string | undefined
+    if (difficulty === "hard" && near !== undefined) {
+      const dot = near.lastIndexOf(".")
+      const stem = near.slice(0, dot)
+      const others = (this.names.files.get(stem) ?? []).filter((e) => e !== near.slice(dot + 1))
+      if (others.length > 0) {
+        trap = `${stem}.${this.rng.pick(others)}`
+        this.bindings.files.push(trap)
+        this.initialFiles.set(trap, this.lines())
+      }
+    }
+    const plain = { easy: 1, medium: 2, hard: 2 }[difficulty]
+    for (let k = 0; k < plain; k++) this.source()
+    return trap
+  }
+}
+
+/** A Python identifier piece for a path: `delta/lemon.log` -> `delta_lemon_log`. */
+const slug = (path: string) => path.replace(/[^A-Za-z0-9]+/g, "_").toLowerCase()
+
+/**
+ * Tests reach the workdir only through APP. `glob` lists it without hidden entries, where a
+ * harness may keep its own files (`t1 tasks check --driver local` puts `.t1-check/` there).
+ */
+const PREAMBLE = `import glob
+from pathlib import Path
+
+APP = Path("/app")
+`
+
+const read = (path: string) => `(APP / ${py(path)}).read_text()`
+
+const sortedPaths = (tree: Tree) => [...tree.keys()].sort()
+
+const fileTests = (
+  path: string,
+  entry: Entry & { kind: "file" },
+  isNew: boolean,
+): Array<TestCase> => {
+  const s = slug(path)
+  const at = py(path)
+  const tests: Array<TestCase> = []
+  if (isNew)
+    tests.push({
+      name: `${s}_exists`,
+      doc: `${path} exists and is a file`,
+      body: [`assert (APP / ${at}).is_file()`],
+    })
+  const made = entry.made
+  switch (made.by) {
+    case "touch":
+      tests.push({
+        name: `${s}_is_empty`,
+        doc: `${path} is empty`,
+        body: [`assert ${read(path)} == ""`],
+      })
+      return tests
+    case "write":
+      tests.push({
+        name: `${s}_holds_value`,
+        doc: `${path} holds ${made.value}`,
+        body: [`assert ${read(path)}.strip() == ${py(made.value)}`],
+      })
+      break
+    case "append": {
+      tests.push({
+        name: `${s}_ends_with_line`,
+        doc: `the last line of ${path} is ${made.value}`,
+        body: [`assert ${read(path)}.splitlines()[-1:] == [${py(made.value)}]`],
+      })
+      const before = linesOf(made.base)
+      if (before.length > 0)
+        tests.push({
+          name: `${s}_keeps_earlier_lines`,
+          doc: `${path} keeps the lines it had before, in front of the new one`,
+          body: [`assert ${read(path)}.splitlines()[:-1] == ${py(before)}`],
+        })
+      break
+    }
+    case "count":
+      tests.push({
+        name: `${s}_holds_count`,
+        doc: `${path} holds the number of lines of ${made.of}`,
+        body: [`assert ${read(path)}.split()[0] == ${py(String(made.count))}`],
+      })
+      break
+    case "grep":
+      tests.push(
+        {
+          name: `${s}_lines_contain_word`,
+          doc: `every line of ${path} contains ${made.word}`,
+          body: [
+            `lines = ${read(path)}.splitlines()`,
+            `assert lines and all(${py(made.word)} in line for line in lines)`,
+          ],
+        },
+        {
+          name: `${s}_has_every_match`,
+          doc: `${path} has every line of ${made.of} that contains ${made.word}`,
+          body: [`assert set(${py(made.lines)}) <= set(${read(path)}.splitlines())`],
+        },
+      )
+      break
+    case "copy":
+    case "setup":
+      break
+  }
+  tests.push({
+    name: `${s}_content`,
+    doc: `${path} has exactly the expected content`,
+    body: [`assert ${read(path)} == ${py(entry.content)}`],
+  })
+  return tests
+}
+
+/** The tests: what changed (several per path), what must not change, and nothing else exists. */
+const testsFor = (
+  before: Tree,
+  after: Tree,
+  reads: ReadonlySet<string>,
+  traps: ReadonlySet<string>,
+): Array<TestCase> => {
+  const tests: Array<TestCase> = []
+  const unchanged: Array<string> = []
+  for (const path of sortedPaths(after)) {
+    const entry = after.get(path) as Entry
+    const old = before.get(path)
+    if (entry.kind === "dir") {
+      if (old?.kind === "dir") continue
+      const s = slug(path)
+      tests.push({
+        name: `${s}_is_folder`,
+        doc: `${path} is a folder`,
+        body: [`assert (APP / ${py(path)}).is_dir()`],
+      })
+      if (!sortedPaths(after).some((p) => p.startsWith(`${path}/`)))
+        tests.push({
+          name: `${s}_is_empty`,
+          doc: `the folder ${path} is empty`,
+          body: [`assert list((APP / ${py(path)}).iterdir()) == []`],
+        })
+      continue
+    }
+    if (old?.kind === "file" && old.content === entry.content) {
+      if (reads.has(path) || traps.has(path))
+        tests.push({
+          name: `${slug(path)}_unchanged`,
+          doc: `${path} is still there, unchanged`,
+          body: [`assert ${read(path)} == ${py(entry.content)}`],
+        })
+      else unchanged.push(path)
+      continue
+    }
+    tests.push(...fileTests(path, entry, old === undefined))
+  }
+  for (const path of sortedPaths(before))
+    if (!after.has(path))
+      tests.push({
+        name: `${slug(path)}_is_gone`,
+        doc: `${path} no longer exists`,
+        body: [`assert not (APP / ${py(path)}).exists()`],
+      })
+  if (unchanged.length > 0)
+    tests.push({
+      name: "other_files_unchanged",
+      doc: `${unchanged.join(", ")} ${unchanged.length === 1 ? "is" : "are"} unchanged`,
+      body: unchanged.map((p) => {
+        const entry = after.get(p) as Entry & { kind: "file" }
+        return `assert ${read(p)} == ${py(entry.content)}`
+      }),
+    })
+  tests.push({
+    name: "no_other_files",
+    doc: `the workdir holds ${sortedPaths(after).join(", ")} and nothing else`,
+    body: [
+      `assert sorted(glob.glob("**", root_dir=APP, recursive=True)) == ${py(sortedPaths(after))}`,
+    ],
+  })
+  return tests
+}
+
+/** The agent timeout of a ladder task: a few one-line commands. */
+export const LADDER_AGENT_TIMEOUT_SEC = 120
+
+/**
+ * Renders a ladder task: `build` draws names from `draw` and returns the steps in order; then
+ * distractor files are added by difficulty (easy 1, medium 2, hard 2 plus a trap named like the
+ * task's first file with another extension).
+ */
+export const ladderTask = (
+  rng: Rng,
+  difficulty: Difficulty,
+  pool: Pool,
+  build: (draw: Draw) => ReadonlyArray<Step>,
+): GeneratedTask => {
+  const draw = new Draw(rng, pool)
+  const steps = build(draw)
+  const trap = draw.distractors(difficulty, draw.bindings.files[0])
+  const traps = new Set(trap === undefined ? [] : [trap])
+  const before: Tree = new Map()
+  for (const dir of draw.initialDirs) before.set(dir, { kind: "dir" })
+  for (const [path, content] of draw.initialFiles)
+    before.set(path, { kind: "file", content, made: { by: "setup" } })
+  const after: Tree = new Map(before)
+  for (const step of steps) step.apply(after)
+  const reads = new Set(steps.flatMap((s) => s.reads))
+  const files = [...draw.initialFiles].map(([path, content]) => ({ path, content }))
+  const setup = bashScript([
+    ...(draw.initialDirs.length > 0 ? [`mkdir -p ${draw.initialDirs.join(" ")}`] : []),
+    ...createFiles(files),
+  ])
+  const bindings: TaskBindings = {
+    files: [...draw.bindings.files],
+    dirs: [...draw.bindings.dirs],
+    words: [...draw.bindings.words],
+    values: [...draw.bindings.values],
+  }
+  return {
+    instruction: steps.map((s) => s.sentence).join("\n"),
+    setup,
+    solution: bashScript(steps.map((s) => s.command)),
+    ...pytestFile(testsFor(before, after, reads, traps), [], PREAMBLE),
+    agentTimeoutSec: LADDER_AGENT_TIMEOUT_SEC,
+    bindings,
+  }
+}
