@@ -8,7 +8,7 @@ import {
   formatReport,
   readTaskSet,
 } from "../../tasks/decontam/index.ts"
-import { DIFFICULTIES, FAMILIES, synthesize } from "../../tasks/synth/index.ts"
+import { ALL_FAMILIES, DIFFICULTIES, synthesize } from "../../tasks/synth/index.ts"
 import { choiceFlag, intFlag, parseFlags, UsageError } from "../flags.ts"
 
 export const tasksUsage = () => `Usage: t1 tasks <families|synth|decontam|check> [options]
@@ -109,14 +109,14 @@ const fractionFlag = (raw: string | undefined, fallback: number, usage: string):
 
 const familiesList = (json: boolean): string =>
   json
-    ? JSON.stringify(FAMILIES.map((f) => ({ name: f.name, tags: f.tags, summary: f.summary })))
-    : FAMILIES.map((f) => `${f.name.padEnd(18)} ${f.tags[0]?.padEnd(12) ?? ""} ${f.summary}`).join(
-        "\n",
-      )
+    ? JSON.stringify(ALL_FAMILIES.map((f) => ({ name: f.name, tags: f.tags, summary: f.summary })))
+    : ALL_FAMILIES.map(
+        (f) => `${f.name.padEnd(18)} ${f.tags[0]?.padEnd(12) ?? ""} ${f.summary}`,
+      ).join("\n")
 
 const synthAction = (values: Values, usage: string) => {
   const family = required(values, "family", usage)
-  if (!FAMILIES.some((f) => f.name === family))
+  if (!ALL_FAMILIES.some((f) => f.name === family))
     throw new UsageError(`unknown family ${JSON.stringify(family)}; see t1 tasks families`, usage)
   const seed = intFlag("seed", required(values, "seed", usage), 0, usage)
   const count = intFlag("count", required(values, "count", usage), 1, usage, 1)
