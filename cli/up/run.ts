@@ -1,6 +1,4 @@
-import { create, toBinary } from "@bufbuild/protobuf"
 import { Effect, Fiber, Queue } from "effect"
-import { collectTrajectories } from "../../actors/buffer/collect.ts"
 import { runBuffer } from "../../actors/buffer/index.ts"
 import { runLearner, type StepReport } from "../../actors/learner/actor.ts"
 import { sftWarmStart } from "../../actors/learner/sft.ts"
@@ -9,17 +7,13 @@ import { followWeights } from "../../actors/learner/weights.ts"
 import { startSandboxAndVerifier } from "../../actors/local.ts"
 import { shellBlock } from "../../actors/sampler/actions/index.ts"
 import { runSampler } from "../../actors/sampler/actor.ts"
+import { runEpisodeBatch } from "../../actors/sampler/batch.ts"
 import { embeddedPolicy } from "../../actors/sampler/policy/embedded.ts"
 import { ensureSamplerStreams } from "../../actors/sampler/streams.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { ChatTemplate, mapParams, TinyMoe } from "../../model/index.ts"
 import { selectKernels } from "../../model/kernels/select.ts"
-import {
-  EpisodePurpose,
-  EpisodeWorkItemSchema,
-  type Task as TaskMessage,
-  type Trajectory,
-} from "../../proto/index.ts"
+import { EpisodePurpose, type Task as TaskMessage, type Trajectory } from "../../proto/index.ts"
 import { Bus, type BusShape, type Subjects } from "../../services/bus/index.ts"
 import type { Metrics } from "../../services/metrics/index.ts"
 import { loadTasks, type Task } from "../../tasks/index.ts"
@@ -54,7 +48,7 @@ interface Prepared {
   readonly wire: TaskMessage
 }
 
-/** Runs `items` through the samplers (work queue) and reads their trajectories back. */
+/** Runs `samples` episodes of each task through the samplers and reads their trajectories back. */
 const runEpisodes = (
   bus: BusShape,
   subjects: Subjects,
@@ -67,41 +61,31 @@ const runEpisodes = (
   label: string,
 ): Effect.Effect<Trajectory[], unknown> =>
   Effect.gen(function* () {
-    let n = 0
-    for (const { wire } of tasks) {
-      for (let k = 0; k < samples; k++) {
-        const episodeId = `${wire.id}-s${k}`
-        const item = create(EpisodeWorkItemSchema, {
-          jobId: job,
-          episodeId,
-          task: wire,
-          taskRef: { taskSet: wire.taskSet, taskId: wire.id },
-          sampling: { temperature: 1, topP: 1, maxTokens: 64, seed: BigInt(o.seed * 100_000 + n) },
-          limits: {
-            maxTurns: o.turns,
-            maxTokens: 2048,
-            commandTimeoutMs: 10_000,
-            observationMaxTokens: 192,
-          },
-          purpose,
-          admittedPolicyVersion: version,
-          groupId: `${job}:${wire.id}`,
-          sampleIndex: k,
-          groupSize: samples,
-          admittedUnixMs: BigInt(Date.now()),
-        })
-        yield* bus.jsPublish(subjects.episodes, toBinary(EpisodeWorkItemSchema, item), {
-          msgId: `${job}:${episodeId}:0`,
-        })
-        n++
-      }
-    }
+    const n = tasks.length * samples
     const bar = progressBar(label, n)
     let done = 0
-    const trajectories = yield* collectTrajectories(bus, subjects, job, n, `up-${job}`, () => {
-      done++
-      bar.update(done)
-    })
+    const trajectories = yield* runEpisodeBatch(
+      bus,
+      subjects,
+      {
+        job,
+        groups: tasks.map(({ wire }) => ({ task: wire, samples })),
+        purpose,
+        policyVersion: version,
+        sampling: { temperature: 1, topP: 1, maxTokens: 64 },
+        limits: {
+          maxTurns: o.turns,
+          maxTokens: 2048,
+          commandTimeoutMs: 10_000,
+          observationMaxTokens: 192,
+        },
+        seedBase: o.seed * 100_000,
+      },
+      () => {
+        done++
+        bar.update(done)
+      },
+    )
     const resolved = trajectories.filter((t) => t.end?.resolved).length
     bar.done(`resolved ${resolved}/${n}`)
     return trajectories
