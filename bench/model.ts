@@ -4,7 +4,7 @@
  * architecture in PyTorch on CPU (bench/model_torch.py, 2 threads) as the baseline.
  *
  *   npm run bench:model -- [--json] [--reps N] [--warmup N] [--threads N] [--kernels K]
- *                          [--no-torch] [--no-reference] [--sample-tokens N]
+ *                          [--no-torch] [--no-reference] [--sample-tokens N] [--products]
  *
  * Shapes (the issue's): 4 layers, d_model 128, 4 heads, 8 experts top-2, expert hidden 256,
  * vocabulary 1024, sequences of 256 tokens, batches of 8. A training step is
@@ -12,10 +12,15 @@
  * steps after --warmup untimed ones; tokens/s = batch × sequence / step time. Sampling: 8
  * sequences with a 32-token prompt (prefilled, untimed) decode --sample-tokens tokens each at
  * temperature 1 through the continuous batcher; tokens/s = generated tokens / decode time.
- * Reports; never asserts. PyTorch is looked up as $T1_PYTHON, python3, /usr/bin/python3 (Debian's
- * python3-torch); where none imports torch, its columns read "skipped" and the reason is printed.
+ * The reference column runs the same model code and threads on the plain TypeScript kernels.
+ * PyTorch runs the same architecture (bench/model_torch.py) with 2 threads, the baseline the
+ * ratio is taken against, and with 1 thread (on a busy 2-core machine OpenMP's 2 threads can be
+ * far slower than 1; the best of the two is reported as well). Reports; never asserts. PyTorch is
+ * looked up as $T1_PYTHON, python3, /usr/bin/python3 (Debian's python3-torch); where none imports
+ * torch, its columns read "skipped" and the reason is printed.
  */
 import { spawnSync } from "node:child_process"
+import { availableParallelism, loadavg } from "node:os"
 import { dirname, join } from "node:path"
 import { performance } from "node:perf_hooks"
 import { fileURLToPath } from "node:url"
@@ -23,25 +28,30 @@ import { parseArgs } from "node:util"
 import type { Kernels } from "../model/kernels/kernels.ts"
 import { referenceKernels } from "../model/kernels/reference.ts"
 import { type KernelChoice, selectKernels } from "../model/kernels/select.ts"
+import { makeSimdKernels } from "../model/kernels/simd.ts"
 import type { TinyMoeConfig } from "../model/moe/config.ts"
 import { generateBatch } from "../model/moe/generate.ts"
 import { TinyMoe } from "../model/moe/model.ts"
+import { closeGradientWorkers, resolveThreads, type Threads } from "../model/moe/parallel.ts"
 import { Sequence } from "../model/moe/sequence.ts"
 import { type SupervisedSequence, supervisedGradients } from "../model/moe/train.ts"
 import { Rng } from "../model/rng.ts"
 
 const USAGE = `usage: npm run bench:model -- [--json] [--reps N] [--warmup N] [--threads N]
-                              [--kernels auto|reference|webasm|cpu] [--no-torch]
-                              [--no-reference] [--sample-tokens N]
+                              [--kernels auto|simd|reference|webasm|cpu] [--no-torch]
+                              [--no-reference] [--sample-tokens N] [--products]
 
   --json             also print one JSON object as the last line of stdout
   --reps N           timed training steps per variant (median reported; default 5)
   --warmup N         untimed training steps before them (default 1)
-  --threads N        worker threads for t1's training step (default: the model default)
+  --threads N        threads for the training step, this one included (default: auto,
+                     i.e. every core up to 8 for a batch this size)
   --kernels K        t1's kernels (default auto)
   --sample-tokens N  tokens decoded per sequence in the sampling measure (default 64; 0 skips)
   --no-torch         skip the PyTorch baseline
   --no-reference     skip the reference-kernel baseline
+  --products         also time the matrix products alone (simd against the reference) on the
+                     training step's shapes
   -h, --help         this text`
 
 const CONFIG: Partial<TinyMoeConfig> = {
@@ -69,6 +79,7 @@ interface Options {
   readonly sampleTokens: number
   readonly torch: boolean
   readonly reference: boolean
+  readonly products: boolean
 }
 
 const FLAGS = {
@@ -80,6 +91,7 @@ const FLAGS = {
   "sample-tokens": { type: "string" },
   "no-torch": { type: "boolean" },
   "no-reference": { type: "boolean" },
+  products: { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } as const
 
@@ -101,8 +113,8 @@ const parseOptions = (argv: ReadonlyArray<string>): Options | "help" => {
   const v = parsed.values
   if (v.help === true) return "help"
   const kernels = v.kernels ?? "auto"
-  if (!["auto", "reference", "webasm", "cpu"].includes(kernels))
-    throw new UsageError(`--kernels must be auto, reference, webasm or cpu, got '${kernels}'`)
+  if (!["auto", "simd", "reference", "webasm", "cpu"].includes(kernels))
+    throw new UsageError(`--kernels must be auto, simd, reference, webasm or cpu, got '${kernels}'`)
   return {
     json: v.json === true,
     reps: intFlag("reps", v.reps, 5, 1),
@@ -112,6 +124,7 @@ const parseOptions = (argv: ReadonlyArray<string>): Options | "help" => {
     sampleTokens: intFlag("sample-tokens", v["sample-tokens"], 64, 0),
     torch: v["no-torch"] !== true,
     reference: v["no-reference"] !== true,
+    products: v.products === true,
   }
 }
 
@@ -136,35 +149,42 @@ interface TrainResult {
   readonly tokS: number
   readonly stepMs: number
   readonly loss: number
+  readonly threads: number
 }
 
-const benchTrain = async (
+const benchTrain = (
   kernels: Kernels,
-  threads: number | undefined,
+  threads: Threads | undefined,
   opts: Options,
   label: string,
-): Promise<TrainResult> => {
+): TrainResult => {
   const model = TinyMoe.create({ config: CONFIG, seed: 0, kernels })
   const batch = makeBatch()
-  const step = async () => {
+  const options = threads === undefined ? {} : { threads }
+  const step = () => {
     const started = performance.now()
-    const result = supervisedGradients(model, batch, 0, threads === undefined ? {} : { threads })
+    const result = supervisedGradients(model, batch, 0, options)
     return { ms: performance.now() - started, loss: result.loss }
   }
   for (let i = 0; i < opts.warmup; i++) {
-    const { ms } = await step()
+    const { ms } = step()
     log(`  ${label}: warm-up step ${i + 1}: ${ms.toFixed(0)} ms`)
   }
   const times: number[] = []
   let loss = Number.NaN
   for (let i = 0; i < opts.reps; i++) {
-    const r = await step()
+    const r = step()
     times.push(r.ms)
     loss = r.loss
     log(`  ${label}: step ${i + 1}: ${r.ms.toFixed(0)} ms (loss ${r.loss.toFixed(4)})`)
   }
   const stepMs = median(times)
-  return { tokS: (BATCH * SEQ) / (stepMs / 1000), stepMs, loss }
+  return {
+    tokS: (BATCH * SEQ) / (stepMs / 1000),
+    stepMs,
+    loss,
+    threads: resolveThreads(model, batch, threads),
+  }
 }
 
 const benchSample = (kernels: Kernels, tokens: number): number => {
@@ -195,6 +215,50 @@ const benchSample = (kernels: Kernels, tokens: number): number => {
   return Math.max(run(), run())
 }
 
+/** The training step's products, alone: G multiply-adds per second for simd and the reference. */
+const benchProducts = (): string[] => {
+  const simd = makeSimdKernels()
+  const rng = new Rng(3)
+  const random = (n: number) => Float32Array.from({ length: n }, () => rng.next() * 2 - 1)
+  const cases: Array<[string, "matmul" | "matmulTransB" | "matmulTransA", number, number, number]> =
+    [
+      ["q/k/v/o projection", "matmul", SEQ, 128, 128],
+      ["expert up (64 rows)", "matmul", 64, 128, 256],
+      ["expert down (64 rows)", "matmul", 64, 256, 128],
+      ["LM head", "matmul", SEQ, 128, 1024],
+      ["attention scores (tile)", "matmulTransB", 64, 32, SEQ],
+      ["LM head backward (dx)", "matmulTransB", SEQ, 1024, 128],
+      ["expert weight gradient", "matmulTransA", 128, 64, 256],
+      ["decode expert (2 rows)", "matmul", 2, 128, 256],
+    ]
+  const lines = [
+    "| product | m×k·k×n | reference G MAC/s | simd G MAC/s | × |",
+    "|---|---|--:|--:|--:|",
+  ]
+  for (const [label, kernel, m, k, n] of cases) {
+    const a = random(m * k)
+    const b = random(k * n)
+    const out = new Float32Array(m * n)
+    const rate = (kern: Kernels) => {
+      const call = () => kern[kernel](a, b, m, k, n, out)
+      for (let i = 0; i < 3; i++) call()
+      let calls = 0
+      const started = performance.now()
+      while (performance.now() - started < 300) {
+        call()
+        calls++
+      }
+      return (m * k * n * calls) / ((performance.now() - started) / 1000) / 1e9
+    }
+    const r = rate(referenceKernels)
+    const w = rate(simd)
+    lines.push(
+      `| ${label} | ${m}×${k}·${k}×${n} | ${r.toFixed(2)} | ${w.toFixed(2)} | ${(w / r).toFixed(1)} |`,
+    )
+  }
+  return lines
+}
+
 interface TorchResult {
   readonly trainTokS?: number
   readonly stepMs?: number
@@ -203,74 +267,67 @@ interface TorchResult {
   readonly skipped?: string
 }
 
-const torchPythons = (): string[] =>
-  [process.env.T1_PYTHON, "python3", "/usr/bin/python3"].filter(
-    (p): p is string => p !== undefined && p !== "",
-  )
+let torchPython: string | undefined
+let torchMissing: string | undefined
 
-const benchTorch = (opts: Options): TorchResult => {
-  const script = join(dirname(fileURLToPath(import.meta.url)), "model_torch.py")
+/** The first of $T1_PYTHON, python3, /usr/bin/python3 that imports torch (looked up once). */
+const findTorchPython = (): string | undefined => {
+  if (torchPython !== undefined || torchMissing !== undefined) return torchPython
   const reasons: string[] = []
-  for (const python of torchPythons()) {
+  for (const python of [process.env.T1_PYTHON, "python3", "/usr/bin/python3"]) {
+    if (python === undefined || python === "") continue
     const probe = spawnSync(python, ["-c", "import torch"], { encoding: "utf8" })
-    if (probe.error || probe.status !== 0) {
-      reasons.push(
-        `${python}: ${probe.error?.message ?? probe.stderr.trim().split("\n").at(-1) ?? "failed"}`,
-      )
-      continue
+    if (!probe.error && probe.status === 0) {
+      torchPython = python
+      return python
     }
-    const args = [
-      script,
-      "--layers",
-      String(CONFIG.nLayers),
-      "--d-model",
-      String(CONFIG.dModel),
-      "--heads",
-      String(CONFIG.nHeads),
-      "--experts",
-      String(CONFIG.nExperts),
-      "--top-k",
-      String(CONFIG.topK),
-      "--d-ff",
-      String(CONFIG.dFf),
-      "--vocab",
-      String(CONFIG.vocabSize),
-      "--seq",
-      String(SEQ),
-      "--batch",
-      String(BATCH),
-      "--threads",
-      "2",
-      "--reps",
-      String(opts.reps),
-      "--warmup",
-      String(Math.max(1, opts.warmup)),
-      "--prompt",
-      String(PROMPT),
-      "--sample-tokens",
-      String(opts.sampleTokens),
-    ]
-    log(`  torch: ${python} ${args.join(" ")}`)
-    const run = spawnSync(python, args, { encoding: "utf8", maxBuffer: 16 << 20 })
-    const last = run.stdout.trim().split("\n").at(-1) ?? ""
-    if (run.status !== 0) {
-      return { skipped: `${python} bench/model_torch.py failed: ${run.stderr.trim() || last}` }
-    }
-    const parsed = JSON.parse(last) as {
-      train_tok_s: number
-      step_ms: number
-      sample_tok_s?: number
-      torch: string
-    }
-    return {
-      trainTokS: parsed.train_tok_s,
-      stepMs: parsed.step_ms,
-      ...(parsed.sample_tok_s !== undefined ? { sampleTokS: parsed.sample_tok_s } : {}),
-      version: parsed.torch,
-    }
+    reasons.push(
+      `${python}: ${probe.error?.message ?? probe.stderr.trim().split("\n").at(-1) ?? "failed"}`,
+    )
   }
+  torchMissing = `PyTorch not found (install Debian's python3-torch, or set T1_PYTHON): ${reasons.join("; ")}`
+  return undefined
+}
+
+const benchTorch = (opts: Options, threads: number, sampleTokens: number): TorchResult => {
+  const python = findTorchPython()
+  if (python === undefined) return { skipped: torchMissing ?? "PyTorch not found" }
+  const script = join(dirname(fileURLToPath(import.meta.url)), "model_torch.py")
+  const flags: Record<string, number> = {
+    layers: CONFIG.nLayers as number,
+    "d-model": CONFIG.dModel as number,
+    heads: CONFIG.nHeads as number,
+    experts: CONFIG.nExperts as number,
+    "top-k": CONFIG.topK as number,
+    "d-ff": CONFIG.dFf as number,
+    vocab: CONFIG.vocabSize as number,
+    seq: SEQ,
+    batch: BATCH,
+    threads,
+    reps: opts.reps,
+    warmup: Math.max(1, opts.warmup),
+    prompt: PROMPT,
+    "sample-tokens": sampleTokens,
+  }
+  const args = [script, ...Object.entries(flags).flatMap(([k, v]) => [`--${k}`, String(v)])]
+  log(`torch (${threads} thread${threads === 1 ? "" : "s"}): ${python} ${args.join(" ")}`)
+  const run = spawnSync(python, args, { encoding: "utf8", maxBuffer: 16 << 20 })
+  const last = run.stdout.trim().split("\n").at(-1) ?? ""
+  if (run.status !== 0) {
+    return { skipped: `${python} bench/model_torch.py failed: ${run.stderr.trim() || last}` }
+  }
+  const parsed = JSON.parse(last) as {
+    train_tok_s: number
+    step_ms: number
+    sample_tok_s?: number
+    torch: string
+  }
+  log(`  ${parsed.step_ms.toFixed(0)} ms per step`)
   return {
-    skipped: `PyTorch not found (install Debian's python3-torch, or set T1_PYTHON): ${reasons.join("; ")}`,
+    trainTokS: parsed.train_tok_s,
+    stepMs: parsed.step_ms,
+    ...(parsed.sample_tok_s !== undefined ? { sampleTokS: parsed.sample_tok_s } : {}),
+    version: parsed.torch,
   }
 }
 
@@ -296,39 +353,74 @@ const main = async (): Promise<number> => {
     `model bench: ${CONFIG.nLayers} layers, d_model ${CONFIG.dModel}, ${CONFIG.nExperts} experts top-${CONFIG.topK}, d_ff ${CONFIG.dFf}, vocab ${CONFIG.vocabSize}, ${BATCH} × ${SEQ} tokens; ${opts.reps} steps after ${opts.warmup} warm-up`,
   )
   log(`t1 (${kernels.name}):`)
-  const t1 = await benchTrain(kernels, opts.threads, opts, "t1")
-  const ref = opts.reference ? await benchTrain(referenceKernels, 1, opts, "reference") : undefined
+  const t1 = benchTrain(kernels, opts.threads, opts, "t1")
+  log("reference kernels (same code, same threads):")
+  const ref = opts.reference
+    ? benchTrain(referenceKernels, opts.threads, opts, "reference")
+    : undefined
+  log("sampling:")
   const t1Sample = opts.sampleTokens > 0 ? benchSample(kernels, opts.sampleTokens) : Number.NaN
   const refSample =
     opts.reference && opts.sampleTokens > 0
       ? benchSample(referenceKernels, opts.sampleTokens)
       : Number.NaN
-  const torch = opts.torch ? benchTorch(opts) : { skipped: "--no-torch" }
+  const torch: TorchResult = opts.torch
+    ? benchTorch(opts, 2, opts.sampleTokens)
+    : { skipped: "--no-torch" }
+  const torch1: TorchResult =
+    opts.torch && !torch.skipped ? benchTorch(opts, 1, opts.sampleTokens) : torch
   if (torch.skipped) log(`torch: skipped: ${torch.skipped}`)
+  await closeGradientWorkers()
 
   const ratio = torch.trainTokS ? t1.tokS / torch.trainTokS : Number.NaN
-  const rows: Array<[string, string, string, string, string]> = [
-    ["", "t1", "reference kernels", "PyTorch CPU (2 threads)", "t1 / PyTorch"],
-    ["train tokens/s (fwd+bwd)", fmt(t1.tokS), fmt(ref?.tokS), fmt(torch.trainTokS), fmt(ratio, 2)],
-    ["train step ms", fmt(t1.stepMs), fmt(ref?.stepMs), fmt(torch.stepMs), ""],
+  const best = Math.max(torch.trainTokS ?? 0, torch1.trainTokS ?? 0)
+  const ratioBest = best > 0 ? t1.tokS / best : Number.NaN
+  const rows: string[][] = [
+    [
+      "",
+      `t1 (${t1.threads} thread${t1.threads === 1 ? "" : "s"})`,
+      "reference kernels",
+      "PyTorch CPU, 2 threads",
+      "PyTorch CPU, 1 thread",
+      "t1 / PyTorch 2 threads",
+    ],
+    [
+      "train tokens/s (fwd+bwd)",
+      fmt(t1.tokS),
+      fmt(ref?.tokS),
+      fmt(torch.trainTokS),
+      fmt(torch1.trainTokS),
+      fmt(ratio, 2),
+    ],
+    ["train step ms", fmt(t1.stepMs), fmt(ref?.stepMs), fmt(torch.stepMs), fmt(torch1.stepMs), ""],
     [
       `sample tokens/s (decode, batch ${BATCH})`,
       fmt(t1Sample),
       fmt(refSample),
       fmt(torch.sampleTokS),
+      fmt(torch1.sampleTokS),
       torch.sampleTokS ? fmt(t1Sample / torch.sampleTokS, 2) : "",
     ],
   ]
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] as string).length)))
+  const widths = (rows[0] as string[]).map((_, i) =>
+    Math.max(...rows.map((r) => (r[i] as string).length)),
+  )
   const lines = rows.map(
     (r) =>
-      `| ${r.map((cell, i) => (i === 0 ? cell.padEnd(widths?.[i] ?? 0) : cell.padStart(widths?.[i] ?? 0))).join(" | ")} |`,
+      `| ${r.map((cell, i) => (i === 0 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join(" | ")} |`,
   )
-  lines.splice(1, 0, `|${widths?.map((w) => "-".repeat(w + 2)).join("|")}|`)
+  lines.splice(
+    1,
+    0,
+    `|${widths.map((w, i) => (i === 0 ? "-" : "").padEnd(w + 1, "-") + (i === 0 ? "-" : ":")).join("|")}|`,
+  )
+  const load = loadavg()
   lines.push(
     "",
-    `t1 kernels: ${kernels.name}; threads: ${opts.threads ?? "default"}; torch: ${torch.version ?? torch.skipped}`,
+    `t1 kernels: ${kernels.name}; torch: ${torch.version ?? torch.skipped}; ` +
+      `t1 / best PyTorch: ${fmt(ratioBest, 2)}; load average at the end: ${load.map((x) => x.toFixed(1)).join(" ")} on ${availableParallelism()} cores`,
   )
+  if (opts.products) lines.push("", ...benchProducts())
   process.stdout.write(`${lines.join("\n")}\n`)
   if (opts.json) {
     const num = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? null : x)
@@ -341,13 +433,18 @@ const main = async (): Promise<number> => {
         t1_sample_tok_s: num(t1Sample),
         t1_ref_sample_tok_s: num(refSample),
         torch_sample_tok_s: num(torch.sampleTokS),
+        torch_1t_train_tok_s: num(torch1.trainTokS),
+        torch_1t_sample_tok_s: num(torch1.sampleTokS),
+        ratio_vs_best_torch: num(ratioBest),
         t1_step_ms: num(t1.stepMs),
         t1_ref_step_ms: num(ref?.stepMs),
         torch_step_ms: num(torch.stepMs),
+        t1_threads: t1.threads,
         t1_kernels: kernels.name,
-        threads: opts.threads ?? null,
         torch: torch.version ?? null,
         torch_skipped: torch.skipped ?? null,
+        loadavg: load,
+        cores: availableParallelism(),
         reps: opts.reps,
         warmup: opts.warmup,
         node: process.version,

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest"
 import { type GpuJsKernels, makeGpuJsKernels } from "./gpujs.ts"
 import type { Floats, Kernels } from "./kernels.ts"
-import { referenceKernels as ref } from "./reference.ts"
+import { jsCausalSoftmax, jsSilu, referenceKernels as ref } from "./reference.ts"
 import { KERNEL_NAMES, MEASURED_ROUTES, makeAutoKernels, selectKernels } from "./select.ts"
 import { makeSimdKernels } from "./simd.ts"
 import { gemmJs } from "./wasm.ts"
@@ -344,6 +344,50 @@ describe("simd", () => {
     }
     expect(wasm.calls.js).toBe(0)
     expect(js.calls.wasm).toBe(0)
+  })
+
+  it("causalSoftmax: matches the plain loops within 1e-6 and a row's values do not depend on its place", () => {
+    const simd = makeSimdKernels()
+    const next = generator(7)
+    for (const [rows, width, first] of [
+      [1, 1, 0],
+      [5, 13, 3],
+      [64, 130, 66],
+      [3, 9, 20],
+    ] as const) {
+      const x = random("f32", rows * width, next, 30) as Float32Array
+      const got = x.slice()
+      const want = x.slice()
+      simd.causalSoftmax?.(got, rows, width, first, 0.25)
+      jsCausalSoftmax(want, rows, width, first, 0.25)
+      expectClose(got, want, 1, `causalSoftmax ${rows}×${width} from ${first}`)
+      for (let i = 0; i < rows; i++) {
+        const valid = Math.min(first + i + 1, width)
+        const alone = x.slice(i * width, i * width + valid)
+        simd.causalSoftmax?.(alone, 1, valid, valid - 1, 0.25)
+        expect(Array.from(got.subarray(i * width, i * width + valid))).toEqual(Array.from(alone))
+        expect(Array.from(got.subarray(i * width + valid, (i + 1) * width))).toEqual(
+          new Array<number>(width - valid).fill(0),
+        )
+      }
+    }
+  })
+
+  it("silu: matches the plain loops (relative 1e-6), tails included", () => {
+    const simd = makeSimdKernels()
+    const next = generator(8)
+    for (const n of [1, 3, 4, 7, 1029]) {
+      const h = random("f32", n, next, 20) as Float32Array
+      h[0] = -100
+      const act = new Float32Array(n)
+      const sig = new Float32Array(n)
+      const wantAct = new Float32Array(n)
+      const wantSig = new Float32Array(n)
+      simd.silu?.(h, n, act, sig)
+      jsSilu(h, n, wantAct, wantSig)
+      expectClose(act, wantAct, 1, `silu act n=${n}`)
+      expectClose(sig, wantSig, 1, `silu sigmoid n=${n}`)
+    }
   })
 
   it("computes f32 products in f32: each cell is a sequential f32 sum of f32 products", () => {

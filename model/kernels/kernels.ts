@@ -32,4 +32,12 @@ export interface Kernels {
   ): void
   /** Row-wise log-softmax of `rows` rows of width `n`. */
   logSoftmaxRows(x: Floats, rows: number, n: number, out: Floats): void
+  /**
+   * Optional (the model falls back to plain loops): in place, row i of `rows` rows of `width`
+   * keeps its first min(first + i + 1, width) entries as softmax(scale · x) and the rest become 0:
+   * a causal tile of attention scores. A row's result must depend only on its own valid entries.
+   */
+  causalSoftmax?(x: Floats, rows: number, width: number, first: number, scale: number): void
+  /** Optional: sig = 1 / (1 + e^−h) and act = h · sig for the first n values of h. */
+  silu?(h: Floats, n: number, act: Floats, sig: Floats): void
 }

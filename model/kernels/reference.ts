@@ -78,4 +78,42 @@ export const referenceKernels: Kernels = {
   },
 }
 
+/** Kernels.causalSoftmax in plain loops (f64 arithmetic); the model's fallback. */
+export const jsCausalSoftmax = (
+  s: Floats,
+  rows: number,
+  width: number,
+  first: number,
+  scale: number,
+): void => {
+  for (let i = 0; i < rows; i++) {
+    const o = i * width
+    const valid = Math.min(first + i + 1, width)
+    let max = Number.NEGATIVE_INFINITY
+    for (let j = 0; j < valid; j++) {
+      const v = (s[o + j] as number) * scale
+      if (v > max) max = v
+    }
+    let sum = 0
+    for (let j = 0; j < valid; j++) {
+      const e = Math.exp((s[o + j] as number) * scale - max)
+      s[o + j] = e
+      sum += e
+    }
+    const inv = 1 / sum
+    for (let j = 0; j < valid; j++) s[o + j] = (s[o + j] as number) * inv
+    for (let j = valid; j < width; j++) s[o + j] = 0
+  }
+}
+
+/** Kernels.silu in plain loops; the model's fallback. */
+export const jsSilu = (h: Floats, n: number, act: Floats, sig: Floats): void => {
+  for (let i = 0; i < n; i++) {
+    const x = h[i] as number
+    const s = 1 / (1 + Math.exp(-x))
+    sig[i] = s
+    act[i] = x * s
+  }
+}
+
 export type { Floats }

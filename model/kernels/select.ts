@@ -104,6 +104,7 @@ export const makeAutoKernels = (
     }
     return k
   }
+  const simd = (): Kernels => backend("simd")
   // Calls seen per cold shape; cleared wholesale past a bound (a model has few shapes).
   const seen = new Map<string, number>()
   /** The backend for one call of shape m×k(×n); f32: whether all its arrays are Float32. */
@@ -155,6 +156,18 @@ export const makeAutoKernels = (
       const f32 = isF32(x) && isF32(out)
       pick("logSoftmaxRows", f32, rows, n).logSoftmaxRows(x, rows, n, out)
     },
+    // The attention softmax and SiLU follow the products: simd's wasm versions when matmul is
+    // routed to simd, else the model's plain loops (Math.exp).
+    ...(routes.matmul.backend === "simd"
+      ? {
+          causalSoftmax(x: Floats, rows: number, width: number, first: number, scale: number) {
+            simd().causalSoftmax?.(x, rows, width, first, scale)
+          },
+          silu(h: Floats, n: number, act: Floats, sig: Floats) {
+            simd().silu?.(h, n, act, sig)
+          },
+        }
+      : {}),
   }
 }
 

@@ -11,7 +11,7 @@
  * the right). An instance is single-threaded; every worker thread makes its own.
  */
 import type { Floats, Kernels } from "./kernels.ts"
-import { referenceKernels } from "./reference.ts"
+import { jsCausalSoftmax, jsSilu, referenceKernels } from "./reference.ts"
 import { gemmJs, gemmModuleBytes } from "./wasm.ts"
 
 export interface SimdOptions {
@@ -57,6 +57,14 @@ export const makeSimdKernels = (options: SimdOptions = {}): SimdKernels => {
     rows: number,
     cols: number,
   ) => void
+  const softmaxRows = instance.exports.softmaxRows as (
+    ptr: number,
+    rows: number,
+    width: number,
+    first: number,
+    scale: number,
+  ) => void
+  const siluRows = instance.exports.silu as (h: number, act: number, sig: number, n: number) => void
   let heap = new Float32Array(memory.buffer)
   const calls = { wasm: 0, js: 0 }
   let transposed = new Float32Array(0)
@@ -140,6 +148,23 @@ export const makeSimdKernels = (options: SimdOptions = {}): SimdKernels => {
     },
     logSoftmaxRows(x, rows, n, out) {
       referenceKernels.logSoftmaxRows(x, rows, n, out)
+    },
+    causalSoftmax(x, rows, width, first, scale) {
+      if (!f32(x)) return jsCausalSoftmax(x, rows, width, first, scale)
+      const n = rows * width
+      const h = reserve(n)
+      h.set(x.subarray(0, n))
+      softmaxRows(0, rows, width, first, scale)
+      x.set(h.subarray(0, n))
+    },
+    silu(hIn, n, act, sig) {
+      if (!(f32(hIn) && f32(act) && f32(sig))) return jsSilu(hIn, n, act, sig)
+      const o = align(n)
+      const h = reserve(3 * o)
+      h.set(hIn.subarray(0, n))
+      siluRows(0, o * 4, 2 * o * 4, n)
+      act.set(h.subarray(o, o + n))
+      sig.set(h.subarray(2 * o, 2 * o + n))
     },
   }
 }

@@ -42,7 +42,10 @@ const op = {
   i32Mul: 0x6c,
   i32Shl: 0x74,
   f32Add: 0x92,
+  f32Sub: 0x93,
   f32Mul: 0x94,
+  f32Div: 0x95,
+  f32Max: 0x97,
   simd: 0xfd,
 } as const
 const simd = {
@@ -50,8 +53,17 @@ const simd = {
   v128Store: 11,
   v128Const: 12,
   f32x4Splat: 19,
+  f32x4ExtractLane: 31,
+  i32x4Shl: 171,
+  f32x4Neg: 225,
   f32x4Add: 228,
+  f32x4Sub: 229,
   f32x4Mul: 230,
+  f32x4Div: 231,
+  f32x4Min: 232,
+  f32x4Max: 233,
+  f32x4Pmin: 234,
+  f32x4Pmax: 235,
 }
 
 const uleb = (value: number): number[] => {
@@ -100,6 +112,15 @@ class Body {
   }
   i32(v: number) {
     this.code.push(op.i32Const, ...sleb(v))
+  }
+  f32(v: number) {
+    const bytes = new Uint8Array(Float32Array.of(v).buffer)
+    this.code.push(op.f32Const, ...bytes)
+  }
+  /** Pushes f32x4.splat(v). */
+  splat(v: number) {
+    this.f32(v)
+    this.simd(simd.f32x4Splat)
   }
   raw(...bytes: number[]) {
     this.code.push(...bytes)
@@ -370,13 +391,397 @@ const transposeBody = (): Body => {
 }
 
 /**
- * The module's bytes: imports `env.mem` (a memory of at least one page), exports `gemm` and
- * `transpose`.
+ * Emits e^x for the f32x4 in local `x` into local `out` (Cephes expf: x = n·ln 2 + r, a degree-6
+ * polynomial for e^r, 2^n built in the exponent bits; about 1 ulp). x is clamped to
+ * [-87.336, 88], so e^x stays a normal float: below, the result is about 1.2e-38 rather than
+ * smaller. Lanes are independent, so a scalar is computed by splatting it and taking lane 0.
+ */
+const emitExp = (f: Body, x: number, out: number, t: { fx: number; r: number }) => {
+  // 1.5 · 2^23: adding it rounds a float below 2^22 to an integer (to nearest, ties to even),
+  // held in the low mantissa bits.
+  const MAGIC = 12582912
+  // x = clamp(x) (pmax/pmin: one instruction each; a NaN x stays NaN)
+  f.get(x)
+  f.splat(-87.33654)
+  f.simd(simd.f32x4Pmax)
+  f.splat(88)
+  f.simd(simd.f32x4Pmin)
+  f.set(out)
+  // t.r = x · log2 e + MAGIC, fx = t.r − MAGIC = nearest(x · log2 e)
+  f.get(out)
+  f.splat(Math.LOG2E)
+  f.simd(simd.f32x4Mul)
+  f.splat(MAGIC)
+  f.simd(simd.f32x4Add)
+  f.set(t.r)
+  f.get(t.r)
+  f.splat(MAGIC)
+  f.simd(simd.f32x4Sub)
+  f.set(t.fx)
+  // 2^fx: the integer fx + 127 sits in the mantissa of t.r + 127; shifted into the exponent.
+  f.get(t.r)
+  f.splat(127)
+  f.simd(simd.f32x4Add)
+  f.i32(23)
+  f.simd(simd.i32x4Shl)
+  // r = x − fx · C1 − fx · C2
+  f.get(out)
+  f.get(t.fx)
+  f.splat(0.693359375)
+  f.simd(simd.f32x4Mul)
+  f.simd(simd.f32x4Sub)
+  f.get(t.fx)
+  f.splat(-2.1219444e-4)
+  f.simd(simd.f32x4Mul)
+  f.simd(simd.f32x4Sub)
+  f.set(t.r)
+  // y = ((((p0·r + p1)·r + p2)·r + p3)·r + p4)·r + p5
+  f.get(t.r)
+  f.splat(1.98756915e-4)
+  f.simd(simd.f32x4Mul)
+  for (const c of [1.39819995e-3, 8.33345191e-3, 4.16657959e-2, 1.66666655e-1]) {
+    f.splat(c)
+    f.simd(simd.f32x4Add)
+    f.get(t.r)
+    f.simd(simd.f32x4Mul)
+  }
+  f.splat(5.00000012e-1)
+  f.simd(simd.f32x4Add)
+  // (y · r² + r + 1) · 2^fx (2^fx is already on the stack)
+  f.get(t.r)
+  f.get(t.r)
+  f.simd(simd.f32x4Mul)
+  f.simd(simd.f32x4Mul)
+  f.get(t.r)
+  f.simd(simd.f32x4Add)
+  f.splat(1)
+  f.simd(simd.f32x4Add)
+  f.simd(simd.f32x4Mul)
+  f.set(out)
+}
+
+/**
+ * softmaxRows(ptr, rows, width, first, scale): each row i (width floats) keeps its first
+ * min(first + i + 1, width) entries as softmax(scale · x) and zeroes the rest (a causal tile of
+ * attention scores; one row with first = width − 1 is a plain softmax). Per row: the maximum,
+ * e = exp(scale·x − scale·max) summed 4 lanes at a time from the row's start, then the lanes
+ * ((0 + 1) + (2 + 3)) and the tail in order, then e · (1 / sum). The order is relative to the row,
+ * so a row's result does not depend on where it lies.
+ */
+const softmaxBody = (): Body => {
+  const [PTR, ROWS, WIDTH, FIRST, SCALE] = [0, 1, 2, 3, 4]
+  const f = new Body(5)
+  const i = f.local(I32)
+  const j = f.local(I32)
+  const row = f.local(I32)
+  const valid = f.local(I32)
+  const p = f.local(I32)
+  const m = f.local(F32)
+  const sum = f.local(F32)
+  const inv = f.local(F32)
+  const v = f.local(V128)
+  const acc = f.local(V128)
+  const e = f.local(V128)
+  const vs = f.local(V128)
+  const vm = f.local(V128)
+  const t = { fx: f.local(V128), r: f.local(V128) }
+  const lane = (local: number, l: number) => {
+    f.get(local)
+    f.simd(simd.f32x4ExtractLane, l)
+  }
+  /** p = row + j << 2 */
+  const at = () => {
+    f.get(j)
+    f.i32(2)
+    f.raw(op.i32Shl)
+    f.get(row)
+    f.raw(op.i32Add)
+    f.set(p)
+  }
+  const vecFits = () => {
+    f.get(j)
+    f.i32(4)
+    f.raw(op.i32Add)
+    f.get(valid)
+    f.raw(op.i32GtU, op.i32Eqz)
+  }
+  const scalarFits = (limit: number) => () => {
+    f.get(j)
+    f.get(limit)
+    f.raw(op.i32LtU)
+  }
+
+  f.get(PTR)
+  f.set(row)
+  f.i32(0)
+  f.set(i)
+  f.whileLoop(
+    () => {
+      f.get(i)
+      f.get(ROWS)
+      f.raw(op.i32LtU)
+    },
+    () => {
+      // valid = min(first + i + 1, width)
+      f.get(FIRST)
+      f.get(i)
+      f.raw(op.i32Add)
+      f.i32(1)
+      f.raw(op.i32Add)
+      f.set(valid)
+      f.get(valid)
+      f.get(WIDTH)
+      f.raw(op.i32GtU)
+      f.raw(0x04, 0x40) // if
+      f.get(WIDTH)
+      f.set(valid)
+      f.raw(op.end)
+      // maximum
+      f.splat(Number.NEGATIVE_INFINITY)
+      f.set(acc)
+      f.i32(0)
+      f.set(j)
+      f.whileLoop(vecFits, () => {
+        at()
+        f.get(acc)
+        f.get(p)
+        f.simd(simd.v128Load, 2, 0)
+        f.simd(simd.f32x4Max)
+        f.set(acc)
+        f.addTo(j, 4)
+      })
+      lane(acc, 0)
+      lane(acc, 1)
+      f.raw(op.f32Max)
+      lane(acc, 2)
+      lane(acc, 3)
+      f.raw(op.f32Max)
+      f.raw(op.f32Max)
+      f.set(m)
+      f.whileLoop(scalarFits(valid), () => {
+        at()
+        f.get(m)
+        f.get(p)
+        f.raw(op.f32Load, 2, 0)
+        f.raw(op.f32Max)
+        f.set(m)
+        f.addTo(j, 1)
+      })
+      f.get(SCALE)
+      f.simd(simd.f32x4Splat)
+      f.set(vs)
+      f.get(m)
+      f.get(SCALE)
+      f.raw(op.f32Mul)
+      f.simd(simd.f32x4Splat)
+      f.set(vm)
+      // e = exp(scale·x − scale·max), summed
+      f.splat(0)
+      f.set(acc)
+      f.i32(0)
+      f.set(j)
+      f.whileLoop(vecFits, () => {
+        at()
+        f.get(p)
+        f.simd(simd.v128Load, 2, 0)
+        f.get(vs)
+        f.simd(simd.f32x4Mul)
+        f.get(vm)
+        f.simd(simd.f32x4Sub)
+        f.set(v)
+        emitExp(f, v, e, t)
+        f.get(p)
+        f.get(e)
+        f.simd(simd.v128Store, 2, 0)
+        f.get(acc)
+        f.get(e)
+        f.simd(simd.f32x4Add)
+        f.set(acc)
+        f.addTo(j, 4)
+      })
+      lane(acc, 0)
+      lane(acc, 1)
+      f.raw(op.f32Add)
+      lane(acc, 2)
+      lane(acc, 3)
+      f.raw(op.f32Add)
+      f.raw(op.f32Add)
+      f.set(sum)
+      f.whileLoop(scalarFits(valid), () => {
+        at()
+        f.get(p)
+        f.raw(op.f32Load, 2, 0)
+        f.simd(simd.f32x4Splat)
+        f.get(vs)
+        f.simd(simd.f32x4Mul)
+        f.get(vm)
+        f.simd(simd.f32x4Sub)
+        f.set(v)
+        emitExp(f, v, e, t)
+        f.get(p)
+        lane(e, 0)
+        f.raw(op.f32Store, 2, 0)
+        f.get(sum)
+        lane(e, 0)
+        f.raw(op.f32Add)
+        f.set(sum)
+        f.addTo(j, 1)
+      })
+      // · 1 / sum, zeros past the valid entries
+      f.f32(1)
+      f.get(sum)
+      f.raw(op.f32Div)
+      f.set(inv)
+      f.get(inv)
+      f.simd(simd.f32x4Splat)
+      f.set(v)
+      f.i32(0)
+      f.set(j)
+      f.whileLoop(vecFits, () => {
+        at()
+        f.get(p)
+        f.get(p)
+        f.simd(simd.v128Load, 2, 0)
+        f.get(v)
+        f.simd(simd.f32x4Mul)
+        f.simd(simd.v128Store, 2, 0)
+        f.addTo(j, 4)
+      })
+      f.whileLoop(scalarFits(valid), () => {
+        at()
+        f.get(p)
+        f.get(p)
+        f.raw(op.f32Load, 2, 0)
+        f.get(inv)
+        f.raw(op.f32Mul)
+        f.raw(op.f32Store, 2, 0)
+        f.addTo(j, 1)
+      })
+      f.whileLoop(scalarFits(WIDTH), () => {
+        at()
+        f.get(p)
+        f.f32(0)
+        f.raw(op.f32Store, 2, 0)
+        f.addTo(j, 1)
+      })
+      // next row
+      f.get(WIDTH)
+      f.i32(2)
+      f.raw(op.i32Shl)
+      f.get(row)
+      f.raw(op.i32Add)
+      f.set(row)
+      f.addTo(i, 1)
+    },
+  )
+  return f
+}
+
+/** silu(h, act, sig, n): sig = 1 / (1 + exp(−h)), act = h · sig, for n floats. */
+const siluBody = (): Body => {
+  const [H, ACT, SIG, N] = [0, 1, 2, 3]
+  const f = new Body(4)
+  const j = f.local(I32)
+  const off = f.local(I32)
+  const hv = f.local(V128)
+  const v = f.local(V128)
+  const e = f.local(V128)
+  const t = { fx: f.local(V128), r: f.local(V128) }
+  /** off = j << 2 */
+  const offset = () => {
+    f.get(j)
+    f.i32(2)
+    f.raw(op.i32Shl)
+    f.set(off)
+  }
+  const addr = (base: number) => {
+    f.get(base)
+    f.get(off)
+    f.raw(op.i32Add)
+  }
+  /** From hv: sig into e, act into v. */
+  const compute = () => {
+    f.get(hv)
+    f.simd(simd.f32x4Neg)
+    f.set(v)
+    emitExp(f, v, e, t)
+    f.splat(1)
+    f.splat(1)
+    f.get(e)
+    f.simd(simd.f32x4Add)
+    f.simd(simd.f32x4Div)
+    f.set(e)
+    f.get(hv)
+    f.get(e)
+    f.simd(simd.f32x4Mul)
+    f.set(v)
+  }
+  f.i32(0)
+  f.set(j)
+  f.whileLoop(
+    () => {
+      f.get(j)
+      f.i32(4)
+      f.raw(op.i32Add)
+      f.get(N)
+      f.raw(op.i32GtU, op.i32Eqz)
+    },
+    () => {
+      offset()
+      addr(H)
+      f.simd(simd.v128Load, 2, 0)
+      f.set(hv)
+      compute()
+      addr(SIG)
+      f.get(e)
+      f.simd(simd.v128Store, 2, 0)
+      addr(ACT)
+      f.get(v)
+      f.simd(simd.v128Store, 2, 0)
+      f.addTo(j, 4)
+    },
+  )
+  f.whileLoop(
+    () => {
+      f.get(j)
+      f.get(N)
+      f.raw(op.i32LtU)
+    },
+    () => {
+      offset()
+      addr(H)
+      f.raw(op.f32Load, 2, 0)
+      f.simd(simd.f32x4Splat)
+      f.set(hv)
+      compute()
+      addr(SIG)
+      f.get(e)
+      f.simd(simd.f32x4ExtractLane, 0)
+      f.raw(op.f32Store, 2, 0)
+      addr(ACT)
+      f.get(v)
+      f.simd(simd.f32x4ExtractLane, 0)
+      f.raw(op.f32Store, 2, 0)
+      f.addTo(j, 1)
+    },
+  )
+  return f
+}
+
+/**
+ * The module's bytes: imports `env.mem` (a memory of at least one page), exports `gemm`,
+ * `transpose`, `softmaxRows` and `silu`.
  */
 export const gemmModuleBytes = (): Uint8Array<ArrayBuffer> => {
-  const gemmType = [0x60, ...uleb(8), ...new Array<number>(8).fill(I32), 0]
-  const transposeType = [0x60, ...uleb(4), ...new Array<number>(4).fill(I32), 0]
+  const fn = (params: number[]) => [0x60, ...uleb(params.length), ...params, 0]
+  const i32s = (n: number) => new Array<number>(n).fill(I32)
   const importMemory = [...name("env"), ...name("mem"), 0x02, 0x00, ...uleb(1)]
+  const functions: Array<[string, number[], Body]> = [
+    ["gemm", fn(i32s(8)), gemmBody()],
+    ["transpose", fn(i32s(4)), transposeBody()],
+    ["softmaxRows", fn([...i32s(4), F32]), softmaxBody()],
+    ["silu", fn(i32s(4)), siluBody()],
+  ]
   return new Uint8Array([
     0x00,
     0x61,
@@ -386,17 +791,11 @@ export const gemmModuleBytes = (): Uint8Array<ArrayBuffer> => {
     0x00,
     0x00,
     0x00,
-    ...section(1, vec([gemmType, transposeType])),
+    ...section(1, vec(functions.map(([, type]) => type))),
     ...section(2, vec([importMemory])),
-    ...section(3, vec([uleb(0), uleb(1)])),
-    ...section(
-      7,
-      vec([
-        [...name("gemm"), 0x00, 0],
-        [...name("transpose"), 0x00, 1],
-      ]),
-    ),
-    ...section(10, vec([gemmBody().encode(), transposeBody().encode()])),
+    ...section(3, vec(functions.map((_, i) => uleb(i)))),
+    ...section(7, vec(functions.map(([label], i) => [...name(label), 0x00, ...uleb(i)]))),
+    ...section(10, vec(functions.map(([, , body]) => body.encode()))),
   ])
 }
 

@@ -2,11 +2,11 @@ import type { Floats } from "../kernels/kernels.ts"
 import { addLoadBalancingGrad } from "./aux.ts"
 import {
   ATTENTION_TILE,
-  causalSoftmax,
   gatherCols,
   groupByExpert,
   Scratch,
   scatterCols,
+  softmaxOf,
   type Tape,
 } from "./forward.ts"
 import { allocFloats, type Params, zerosLike } from "./params.ts"
@@ -290,6 +290,7 @@ const attentionBackward = (
   const P = scratch.get("P", tile * R)
   const dS = scratch.get("dS", tile * R)
   const tmp = scratch.get("tmp", R * hd)
+  const softmax = softmaxOf(kern)
   for (let h = 0; h < H; h++) {
     gatherCols(q, d, h * hd, 0, R, hd, Qh)
     gatherCols(keys, d, h * hd, 0, R, hd, Kh)
@@ -303,7 +304,7 @@ const attentionBackward = (
       const Qt = Qh.subarray(t0 * hd)
       const dOt = dOh.subarray(t0 * hd)
       kern.matmulTransB(Qt, Kh, nt, hd, Lt, P)
-      causalSoftmax(P, nt, Lt, t0, scale)
+      softmax(P, nt, Lt, t0, scale)
       kern.matmulTransB(dOt, Vh, nt, hd, Lt, dS)
       for (let i = 0; i < nt; i++) {
         const o = i * Lt

@@ -1,4 +1,5 @@
-import type { Floats } from "../kernels/kernels.ts"
+import type { Floats, Kernels } from "../kernels/kernels.ts"
+import { jsCausalSoftmax, jsSilu } from "../kernels/reference.ts"
 import type { KvCache } from "./cache.ts"
 import { allocFloats } from "./params.ts"
 import { allocRouting, type Routing, selectedGates, selectTopK } from "./routing.ts"
@@ -98,36 +99,11 @@ export const scatterCols = (
     dst.set(src.subarray((r - r0) * n, (r - r0 + 1) * n), r * width + col)
 }
 
-/**
- * Causal softmax of a tile of scores in place: row i (position first + i) keeps keys 0..first + i
- * as softmax(scale · s), the rest become 0. Rows are `width` wide.
- */
-export const causalSoftmax = (
-  s: Floats,
-  rows: number,
-  width: number,
-  first: number,
-  scale: number,
-): void => {
-  for (let i = 0; i < rows; i++) {
-    const o = i * width
-    const last = first + i
-    let max = Number.NEGATIVE_INFINITY
-    for (let j = 0; j <= last; j++) {
-      const v = (s[o + j] as number) * scale
-      if (v > max) max = v
-    }
-    let sum = 0
-    for (let j = 0; j <= last; j++) {
-      const e = Math.exp((s[o + j] as number) * scale - max)
-      s[o + j] = e
-      sum += e
-    }
-    const inv = 1 / sum
-    for (let j = 0; j <= last; j++) s[o + j] = (s[o + j] as number) * inv
-    for (let j = last + 1; j < width; j++) s[o + j] = 0
-  }
-}
+/** The kernels' causal softmax, or plain loops where they have none. */
+export const softmaxOf = (kern: Kernels) => kern.causalSoftmax?.bind(kern) ?? jsCausalSoftmax
+
+/** The kernels' SiLU, or plain loops where they have none. */
+export const siluOf = (kern: Kernels) => kern.silu?.bind(kern) ?? jsSilu
 
 /** Scratch arrays of one precision, grown on demand and reused within a pass. */
 export class Scratch {
@@ -173,6 +149,7 @@ const attendTiled = (
   const tile = Math.min(ATTENTION_TILE, n)
   const S = scratch.get("attS", tile * L)
   const O = scratch.get("attO", tile * hd)
+  const softmax = softmaxOf(kern)
   for (let h = 0; h < H; h++) {
     gatherCols(keys, d, h * hd, 0, L, hd, Kh)
     gatherCols(values, d, h * hd, 0, L, hd, Vh)
@@ -181,7 +158,7 @@ const attendTiled = (
       const nt = Math.min(tile, n - t0)
       const Lt = first + t0 + nt
       kern.matmulTransB(Qh.subarray(t0 * hd), Kh, nt, hd, Lt, S)
-      causalSoftmax(S, nt, Lt, first + t0, scale)
+      softmax(S, nt, Lt, first + t0, scale)
       kern.matmul(S, Vh, nt, Lt, hd, O)
       scatterCols(O, d, h * hd, r0 + t0, r0 + t0 + nt, hd, attn)
     }
@@ -190,10 +167,12 @@ const attendTiled = (
 
 /**
  * One row against its cache's keys 0..pos (decode), as two products over the cache's rows as
- * they lie ([pos + 1, d], every head at once): scores = keys · Q with Q the block-diagonal
- * [d, heads] matrix of the row's query heads, then heads × d = scoresᵀ · values, of which each
- * head keeps its own columns. The products do heads× the work a loop would, at SIMD speed, and
- * no per-head gathers.
+ * they lie ([pos + 1, d], every head at once): scores [heads, pos + 1] = Q · keysᵀ with Q the
+ * block-diagonal [heads, d] matrix of the row's query heads, then [heads, d] = P · values, of
+ * which each head keeps its own columns. The products do heads× the work a loop would, at SIMD
+ * speed, without per-head gathers, and every score and output is summed in the same order as in
+ * the tiled path (the block's zeros add exactly nothing), as is the softmax (same kernel, same
+ * valid length): a decoded row equals the same row of a prefill bit for bit.
  */
 const attendRow = (
   model: ModelState,
@@ -211,29 +190,17 @@ const attendRow = (
   const hd = d / H
   const scale = 1 / Math.sqrt(hd)
   const L = pos + 1
-  const Q = scratch.get("decQ", d * H)
-  Q.fill(0, 0, d * H)
-  for (let h = 0; h < H; h++)
-    for (let i = 0; i < hd; i++) Q[(h * hd + i) * H + h] = q[r * d + h * hd + i] as number
-  const S = scratch.get("decS", L * H)
-  kern.matmul(keys, Q, L, d, H, S)
+  const Q = scratch.get("decQ", H * d)
+  Q.fill(0, 0, H * d)
   for (let h = 0; h < H; h++) {
-    let max = Number.NEGATIVE_INFINITY
-    for (let j = 0; j < L; j++) {
-      const v = (S[j * H + h] as number) * scale
-      if (v > max) max = v
-    }
-    let sum = 0
-    for (let j = 0; j < L; j++) {
-      const e = Math.exp((S[j * H + h] as number) * scale - max)
-      S[j * H + h] = e
-      sum += e
-    }
-    const inv = 1 / sum
-    for (let j = 0; j < L; j++) S[j * H + h] = (S[j * H + h] as number) * inv
+    const o = h * d + h * hd
+    Q.set(q.subarray(r * d + h * hd, r * d + (h + 1) * hd), o)
   }
+  const S = scratch.get("decS", H * L)
+  kern.matmulTransB(Q, keys, H, d, L, S)
+  softmaxOf(kern)(S, H, L, L - 1, scale)
   const O = scratch.get("decO", H * d)
-  kern.matmulTransA(S, values, H, L, d, O)
+  kern.matmul(S, values, H, L, d, O)
   for (let h = 0; h < H; h++) {
     const o = h * d + h * hd
     attn.set(O.subarray(o, o + hd), r * d + h * hd)
@@ -286,6 +253,7 @@ export const forwardRows = (
   const H = c.nHeads
   const alloc = (n: number) => allocFloats(precision, n)
   const scratch = new Scratch(alloc)
+  const silu = siluOf(kern)
 
   if (options.replay && options.replay.length !== R * c.nLayers * K) {
     throw new RangeError(
@@ -408,15 +376,12 @@ export const forwardRows = (
       const he = scratch.get("he", n * F)
       kern.matmul(be, lp.w1.subarray(e * d * F, (e + 1) * d * F), n, d, F, he)
       const act = scratch.get("act", n * F)
+      const sg = scratch.get("sig", n * F)
+      silu(he, n * F, act, sg)
       for (let i = 0; i < n; i++) {
         const m = members[m0 + i] as number
-        for (let j = 0; j < F; j++) {
-          const h = he[i * F + j] as number
-          const sg = 1 / (1 + Math.exp(-h))
-          act[i * F + j] = h * sg
-          h1[m * F + j] = h
-          sig1[m * F + j] = sg
-        }
+        h1.set(he.subarray(i * F, (i + 1) * F), m * F)
+        sig1.set(sg.subarray(i * F, (i + 1) * F), m * F)
       }
       const ye = scratch.get("ye", n * d)
       kern.matmul(act, lp.w2.subarray(e * F * d, (e + 1) * F * d), n, F, d, ye)

@@ -91,6 +91,13 @@ describe("data-parallel gradients on worker threads", () => {
     const custom = model.withKernels({ ...makeSimdKernels(), name: "custom" })
     expect(resolveThreads(custom, batchOf(1, [16, 16]), 2)).toBe(1)
     expect(() => resolveThreads(model, batchOf(1, [16, 16]), 0)).toThrow(RangeError)
+    process.env.T1_MODEL_THREADS = "2"
+    try {
+      expect(resolveThreads(model, batchOf(1, [16, 16, 16]))).toBe(2)
+      expect(resolveThreads(model, batchOf(1, [16, 16, 16]), 1)).toBe(1)
+    } finally {
+      delete process.env.T1_MODEL_THREADS
+    }
   })
 
   it("closeGradientWorkers terminates every worker", async () => {

@@ -21,7 +21,10 @@ import { addArrays, type SupervisedSequence, sequenceGradients } from "./gradien
 import type { TinyMoe } from "./model.ts"
 import { type Params, type Precision, paramEntries, paramsFromArrays } from "./params.ts"
 
-/** `auto`: all cores (at most 8) when the batch is big enough to repay the messages, else 1. */
+/**
+ * `auto`: $T1_MODEL_THREADS when set, else every core (at most 4) when the batch is big enough
+ * to repay the messages, else 1.
+ */
 export type Threads = number | "auto"
 
 /** Below this many estimated multiply-adds per batch, `auto` stays on one thread. */
@@ -80,8 +83,15 @@ export const resolveThreads = (
 ): number => {
   if (batch.length < 2 || kernelChoiceOf(model.kernels) === undefined) return 1
   if (threads === "auto") {
+    const fromEnv = process.env.T1_MODEL_THREADS
+    if (fromEnv !== undefined && fromEnv !== "") {
+      const n = Number(fromEnv)
+      if (!Number.isInteger(n) || n < 1)
+        throw new RangeError(`T1_MODEL_THREADS must be a positive integer, got '${fromEnv}'`)
+      return Math.min(batch.length, n)
+    }
     if (estimatedWork(model.config, batch) < AUTO_MIN_WORK) return 1
-    return Math.min(batch.length, availableParallelism(), 8)
+    return Math.min(batch.length, availableParallelism(), 4)
   }
   if (!Number.isInteger(threads) || threads < 1)
     throw new RangeError(`threads must be a positive integer or "auto", got ${threads}`)

@@ -26,10 +26,11 @@ export const addGrads = (model: TinyMoe, dst: Params, src: Params): void => {
 export interface GradientOptions {
   /**
    * Threads that compute the batch's sequences (this one included), data-parallel on worker
-   * threads: a count, or `auto` (the default): every core, at most 8, when the batch is big
-   * enough to repay sending the weights (about 2·10⁸ multiply-adds, e.g. 2 sequences of 256
-   * tokens at d_model 128), else 1. The result is the same bit for bit for any count. Models whose
-   * kernels a worker cannot rebuild (anything but reference, simd and the default auto) use 1.
+   * threads: a count, or `auto` (the default): $T1_MODEL_THREADS when set, else every core (at
+   * most 4) when the batch is big enough to repay sending the weights (about 2·10⁸
+   * multiply-adds, e.g. 2 sequences of 256 tokens at d_model 128), else 1. The result is the same
+   * bit for bit for any count. Models whose kernels a worker cannot rebuild (anything but
+   * reference, simd and the default auto) use 1.
    */
   readonly threads?: Threads
 }
