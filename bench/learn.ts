@@ -26,6 +26,7 @@ import { Effect, Fiber, Layer, Logger, Queue, References } from "effect"
 import { runBuffer } from "../actors/buffer/index.ts"
 import { runLearner, type StepReport } from "../actors/learner/actor.ts"
 import { type TrainingSequence, trainingSequence } from "../actors/learner/decode.ts"
+import { EMBEDDED_RL_CONFIG } from "../actors/learner/embedded.ts"
 import { goldenTrajectories } from "../actors/learner/golden.ts"
 import { DEFAULT_LEARNER_CONFIG, type LearnerConfig, Trainer } from "../actors/learner/trainer.ts"
 import { followWeights } from "../actors/learner/weights.ts"
@@ -281,7 +282,7 @@ const runSeed = (
       )
 
       // 3. RL through the buffer and the learner.
-      const config: LearnerConfig = { ...RL_DEFAULTS, lr: o.lr, criticLr: o.lr, ...learner }
+      const config: LearnerConfig = { ...EMBEDDED_RL_CONFIG, lr: o.lr, criticLr: o.lr, ...learner }
       yield* Effect.forkScoped(runBuffer({ subjects, jobId: job, groupSize: o.samples }))
       const reports = yield* Queue.unbounded<StepReport>()
       const learnerFiber = yield* Effect.forkScoped(
@@ -439,16 +440,6 @@ const summary = (results: ReadonlyArray<SeedResult>) => {
       reward_curve: r.rewardCurve,
     })),
   }
-}
-
-/**
- * The recipe's RL settings here: group-relative (RLOO) advantages over the samples of a task —
- * no critic to warm up, so every update moves the policy — two epochs of two minibatches.
- */
-const RL_DEFAULTS: LearnerConfig = {
-  ...DEFAULT_LEARNER_CONFIG,
-  advantageMode: "group",
-  criticWarmupSteps: 0,
 }
 
 /** The ablations (first seed): each changes one learner setting from the default. */

@@ -1,8 +1,8 @@
 import { Effect, Fiber, Queue } from "effect"
 import { runBuffer } from "../../actors/buffer/index.ts"
 import { runLearner, type StepReport } from "../../actors/learner/actor.ts"
+import { EMBEDDED_RL_CONFIG } from "../../actors/learner/embedded.ts"
 import { sftWarmStart } from "../../actors/learner/sft.ts"
-import { DEFAULT_LEARNER_CONFIG } from "../../actors/learner/trainer.ts"
 import { followWeights } from "../../actors/learner/weights.ts"
 import { startSandboxAndVerifier } from "../../actors/local.ts"
 import { shellBlock } from "../../actors/sampler/actions/index.ts"
@@ -183,7 +183,7 @@ export const runUp = (
         runLearner({
           subjects,
           jobId: JOB,
-          config: { ...DEFAULT_LEARNER_CONFIG, lr: 1e-3 },
+          config: { ...EMBEDDED_RL_CONFIG, lr: 1e-3, criticLr: 1e-3 },
           // The learner trains its own copy; the samplers keep theirs until an announcement.
           initial: TinyMoe.fromParams(
             sft.model.config,
