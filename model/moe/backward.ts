@@ -4,12 +4,13 @@ import {
   ATTENTION_TILE,
   gatherCols,
   groupByExpert,
-  Scratch,
+  type Scratch,
   scatterCols,
+  scratchFor,
   softmaxOf,
   type Tape,
 } from "./forward.ts"
-import { allocFloats, type Params, zerosLike } from "./params.ts"
+import { type Params, zerosLike } from "./params.ts"
 import type { ModelState } from "./state.ts"
 
 export interface BackwardOptions {
@@ -78,8 +79,7 @@ export const backward = (
   const V = c.vocabSize
   const hd = d / H
   const scale = 1 / Math.sqrt(hd)
-  const alloc = (n: number) => allocFloats(precision, n)
-  const scratch = new Scratch(alloc)
+  const scratch = scratchFor(model)
   const cache = tape.rows[0]?.cache
   if (!cache || tape.rows.some((row, r) => row.cache !== cache || tape.positions[r] !== r)) {
     throw new RangeError(
@@ -91,7 +91,7 @@ export const backward = (
   const g = zerosLike(c, precision)
 
   // Heads: logits and values both read the final normalised state f.
-  const df = alloc(R * d)
+  const df = scratch.zeros("df", R * d)
   const used: number[] = []
   for (let r = 0; r < R; r++) {
     for (let j = r * V; j < (r + 1) * V; j++) {
@@ -105,13 +105,13 @@ export const backward = (
   if (nU > 0) {
     // The rows with a gradient, packed (and in the model's precision, so the products see one
     // array type).
-    const dL = alloc(nU * V)
-    const fU = alloc(nU * d)
+    const dL = scratch.view("dL", nU * V)
+    const fU = scratch.view("fU", nU * d)
     used.forEach((r, i) => {
       dL.set(dLogits.subarray(r * V, (r + 1) * V), i * V)
       fU.set(tape.f.subarray(r * d, (r + 1) * d), i * d)
     })
-    const dfU = alloc(nU * d)
+    const dfU = scratch.view("dfU", nU * d)
     kern.matmulTransB(dL, p.lmHead, nU, V, d, dfU)
     used.forEach((r, i) => {
       df.set(dfU.subarray(i * d, (i + 1) * d), r * d)
@@ -129,7 +129,7 @@ export const backward = (
       }
     }
   }
-  let dx = alloc(R * d)
+  let dx = scratch.zeros("dx", R * d)
   rmsNormBackward(df, tape.xFinal, tape.invF, p.finalNorm, R, d, dx, g.finalNorm)
 
   for (let l = c.nLayers - 1; l >= 0; l--) {
@@ -138,7 +138,7 @@ export const backward = (
     const gl = g.layers[l] as Params["layers"][number]
 
     // Mixture of experts: out = xMid + Σ_s gate_s · expert_s(b).
-    const db = alloc(R * d)
+    const db = scratch.zeros("db", R * d)
     const dGate = new Float64Array(R * K)
     const { start, members } = groupByExpert(t.experts, R * K, E)
     for (let e = 0; e < E; e++) {
@@ -146,14 +146,13 @@ export const backward = (
       const n = (start[e + 1] as number) - m0
       if (n === 0) continue
       const be = scratch.get("be", n * d)
-      const act = scratch.get("act", n * F)
+      const act = t.act1.subarray(m0 * F, (m0 + n) * F)
+      const sig = t.sig1.subarray(m0 * F, (m0 + n) * F)
       const dYe = scratch.get("dYe", n * d)
       for (let i = 0; i < n; i++) {
         const m = members[m0 + i] as number
         const r = (m / K) | 0
         be.set(t.b.subarray(r * d, (r + 1) * d), i * d)
-        for (let j = 0; j < F; j++)
-          act[i * F + j] = (t.h1[m * F + j] as number) * (t.sig1[m * F + j] as number)
         const gate = t.gates[m] as number
         let dg = 0
         for (let j = 0; j < d; j++) {
@@ -168,14 +167,11 @@ export const backward = (
       const dAct = scratch.get("dAct", n * F)
       kern.matmulTransB(dYe, w2e, n, d, F, dAct)
       kern.matmulTransA(act, dYe, F, n, d, gl.w2.subarray(e * F * d, (e + 1) * F * d))
+      // silu'(h) = s · (1 + h · (1 − s)) = s + act · (1 − s)
       const dH = scratch.get("dH", n * F)
-      for (let i = 0; i < n; i++) {
-        const m = members[m0 + i] as number
-        for (let j = 0; j < F; j++) {
-          const h = t.h1[m * F + j] as number
-          const s = t.sig1[m * F + j] as number
-          dH[i * F + j] = (dAct[i * F + j] as number) * s * (1 + h * (1 - s))
-        }
+      for (let i = 0; i < n * F; i++) {
+        const sv = sig[i] as number
+        dH[i] = (dAct[i] as number) * (sv + (act[i] as number) * (1 - sv))
       }
       kern.matmulTransA(be, dH, d, n, F, gl.w1.subarray(e * d * F, (e + 1) * d * F))
       const dBe = scratch.get("dBe", n * d)
@@ -187,7 +183,7 @@ export const backward = (
       }
     }
     // Gates are a softmax over the chosen experts' logits.
-    const dRouterLogits = alloc(R * E)
+    const dRouterLogits = scratch.zeros("dRouterLogits", R * E)
     for (let r = 0; r < R; r++) {
       let dot = 0
       for (let s = 0; s < K; s++)
@@ -202,7 +198,7 @@ export const backward = (
     if (options.auxLossCoef)
       addLoadBalancingGrad(t.routerLogits, t.experts, R, E, K, options.auxLossCoef, dRouterLogits)
     kern.matmulTransA(t.b, dRouterLogits, d, R, E, gl.router)
-    const dbRouter = alloc(R * d)
+    const dbRouter = scratch.view("dbRouter", R * d)
     kern.matmulTransB(dRouterLogits, lp.router, R, E, d, dbRouter)
     addInto(db, dbRouter)
     const dxMid = dx
@@ -210,11 +206,11 @@ export const backward = (
 
     // Attention: xMid = xIn + attn · wo.
     kern.matmulTransA(t.attn, dxMid, d, R, d, gl.wo)
-    const dAttn = alloc(R * d)
+    const dAttn = scratch.view("dAttn", R * d)
     kern.matmulTransB(dxMid, lp.wo, R, d, d, dAttn)
-    const dq = alloc(R * d)
-    const dk = alloc(R * d)
-    const dv = alloc(R * d)
+    const dq = scratch.view("dq", R * d)
+    const dk = scratch.view("dk", R * d)
+    const dv = scratch.view("dv", R * d)
     attentionBackward(
       model,
       t.q,
@@ -233,8 +229,8 @@ export const backward = (
       model.rope.apply(dq, r * d, H, r, -1)
       model.rope.apply(dk, r * d, H, r, -1)
     }
-    const da = alloc(R * d)
-    const tmp = alloc(R * d)
+    const da = scratch.zeros("da", R * d)
+    const tmp = scratch.view("tmpRd", R * d)
     for (const [grad, w, gw] of [
       [dq, lp.wq, gl.wq],
       [dk, lp.wk, gl.wk],

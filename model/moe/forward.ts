@@ -36,10 +36,14 @@ export interface LayerTape {
   readonly routerLogits: Floats
   readonly experts: Int32Array
   readonly gates: Float64Array
-  /** Expert pre-activations and outputs per (row, slot), rows of width dFf and dModel. */
-  readonly h1: Floats
+  /** Expert outputs per (row, slot), rows of width dModel. */
   readonly y: Floats
-  /** sigmoid(h1), kept so the backward pass calls Math.exp no more. */
+  /**
+   * SiLU activations and sigmoid(pre-activation) of the experts' hidden layer, rows of width
+   * dFf in expert order (the order of groupByExpert(experts)), so the backward pass reads each
+   * expert's block as it lies and calls no exp.
+   */
+  readonly act1: Floats
   readonly sig1: Floats
 }
 
@@ -79,9 +83,10 @@ export const gatherCols = (
   n: number,
   dst: Floats,
 ): void => {
+  let o = 0
   for (let r = r0; r < r1; r++) {
-    const o = r * width + col
-    dst.set(src.subarray(o, o + n), (r - r0) * n)
+    const from = r * width + col
+    for (let i = 0; i < n; i++) dst[o++] = src[from + i] as number
   }
 }
 
@@ -95,8 +100,11 @@ export const scatterCols = (
   n: number,
   dst: Floats,
 ): void => {
-  for (let r = r0; r < r1; r++)
-    dst.set(src.subarray((r - r0) * n, (r - r0 + 1) * n), r * width + col)
+  let o = 0
+  for (let r = r0; r < r1; r++) {
+    const to = r * width + col
+    for (let i = 0; i < n; i++) dst[to + i] = src[o++] as number
+  }
 }
 
 /** The kernels' causal softmax, or plain loops where they have none. */
@@ -105,12 +113,16 @@ export const softmaxOf = (kern: Kernels) => kern.causalSoftmax?.bind(kern) ?? js
 /** The kernels' SiLU, or plain loops where they have none. */
 export const siluOf = (kern: Kernels) => kern.silu?.bind(kern) ?? jsSilu
 
-/** Scratch arrays of one precision, grown on demand and reused within a pass. */
+/**
+ * Scratch arrays of one precision, grown on demand: temporaries of a pass that never escape it,
+ * kept per model (scratchFor) so that passes do not allocate and collect them again.
+ */
 export class Scratch {
   private readonly buffers = new Map<string, Floats>()
 
   constructor(private readonly alloc: (n: number) => Floats) {}
 
+  /** At least n values, contents left over from earlier use. */
   get(name: string, n: number): Floats {
     let b = this.buffers.get(name)
     if (b === undefined || b.length < n) {
@@ -119,6 +131,30 @@ export class Scratch {
     }
     return b
   }
+
+  /** Exactly n values, contents left over. */
+  view(name: string, n: number): Floats {
+    return this.get(name, n).subarray(0, n)
+  }
+
+  /** Exactly n zeros. */
+  zeros(name: string, n: number): Floats {
+    const b = this.get(name, n).subarray(0, n)
+    b.fill(0)
+    return b
+  }
+}
+
+const scratches = new WeakMap<ModelState, Scratch>()
+/** The model's scratch arrays (one set per model object; a pass runs on one thread). */
+export const scratchFor = (model: ModelState): Scratch => {
+  let s = scratches.get(model)
+  if (s === undefined) {
+    const precision = model.precision
+    s = new Scratch((n) => allocFloats(precision, n))
+    scratches.set(model, s)
+  }
+  return s
 }
 
 /**
@@ -252,7 +288,7 @@ export const forwardRows = (
   const F = c.dFf
   const H = c.nHeads
   const alloc = (n: number) => allocFloats(precision, n)
-  const scratch = new Scratch(alloc)
+  const scratch = scratchFor(model)
   const silu = siluOf(kern)
 
   if (options.replay && options.replay.length !== R * c.nLayers * K) {
@@ -359,7 +395,7 @@ export const forwardRows = (
       }
     }
 
-    const h1 = alloc(R * K * F)
+    const act1 = alloc(R * K * F)
     const sig1 = alloc(R * K * F)
     const y = alloc(R * K * d)
     const ffn = new Float64Array(R * d)
@@ -375,14 +411,8 @@ export const forwardRows = (
       }
       const he = scratch.get("he", n * F)
       kern.matmul(be, lp.w1.subarray(e * d * F, (e + 1) * d * F), n, d, F, he)
-      const act = scratch.get("act", n * F)
-      const sg = scratch.get("sig", n * F)
-      silu(he, n * F, act, sg)
-      for (let i = 0; i < n; i++) {
-        const m = members[m0 + i] as number
-        h1.set(he.subarray(i * F, (i + 1) * F), m * F)
-        sig1.set(sg.subarray(i * F, (i + 1) * F), m * F)
-      }
+      const act = act1.subarray(m0 * F, (m0 + n) * F)
+      silu(he, n * F, act, sig1.subarray(m0 * F, (m0 + n) * F))
       const ye = scratch.get("ye", n * d)
       kern.matmul(act, lp.w2.subarray(e * F * d, (e + 1) * F * d), n, F, d, ye)
       for (let i = 0; i < n; i++) {
@@ -409,8 +439,8 @@ export const forwardRows = (
         routerLogits,
         experts,
         gates,
-        h1,
         y,
+        act1,
         sig1,
       })
     x = xOut

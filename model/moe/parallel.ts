@@ -191,10 +191,42 @@ export const parallelGradients = (
   const pool = workers(threads - 1)
   for (const w of pool) w.worker.postMessage(job)
 
+  // Results are summed in batch order as soon as the next one is in (while the workers are
+  // still busy), then dropped.
   const results: Array<{ loss: number; auxLoss: number; grads: Floats[] } | undefined> = new Array(
     n,
   )
   const errors: string[] = []
+  let received = 0
+  let next = 0
+  let loss = 0
+  let auxLoss = 0
+  let total: Floats[] | undefined
+  const absorb = () => {
+    for (const w of pool) {
+      for (
+        let m = receiveMessageOnPort(w.port);
+        m !== undefined;
+        m = receiveMessageOnPort(w.port)
+      ) {
+        const reply = m.message as GradientReply
+        if (reply.id !== id) continue
+        if ("error" in reply) errors.push(reply.error)
+        else {
+          results[reply.index] = reply
+          received++
+        }
+      }
+    }
+    for (let r = results[next]; r !== undefined && next < n; r = results[next]) {
+      loss += r.loss
+      if (auxLossCoef) auxLoss += r.auxLoss
+      if (total) addArrays(total, r.grads)
+      else total = r.grads
+      results[next] = undefined
+      next++
+    }
+  }
   for (let i = Atomics.add(ctr, 0, 1); i < n; i = Atomics.add(ctr, 0, 1)) {
     const r = sequenceGradients(model, batch[i] as SupervisedSequence, auxLossCoef)
     results[i] = {
@@ -202,40 +234,30 @@ export const parallelGradients = (
       auxLoss: r.auxLoss,
       grads: paramEntries(model.config, r.grads).map((e) => e.data),
     }
+    received++
     Atomics.add(ctr, 1, 1)
+    absorb()
   }
-  let seen = Atomics.load(ctr, 1)
   let progressAt = Date.now()
-  while (seen < n && Atomics.load(ctr, 2) === 0) {
-    Atomics.wait(ctr, 1, seen, 1000)
-    const now = Atomics.load(ctr, 1)
-    if (now !== seen) progressAt = Date.now()
-    else if (Date.now() - progressAt > STALL_MS) {
-      errors.push(`no gradient worker finished a sequence in ${STALL_MS / 1000} s`)
-      break
-    }
-    seen = now
-  }
-  for (const w of pool) {
-    for (let m = receiveMessageOnPort(w.port); m !== undefined; m = receiveMessageOnPort(w.port)) {
-      const reply = m.message as GradientReply
-      if (reply.id !== id) continue
-      if ("error" in reply) errors.push(reply.error)
-      else results[reply.index] = reply
+  while (next < n && errors.length === 0) {
+    const finished = Atomics.load(ctr, 1)
+    absorb()
+    if (next >= n || errors.length > 0) break
+    if (received >= finished) {
+      // Nothing new in the ports: sleep until a worker finishes a sequence or fails.
+      if (Atomics.load(ctr, 2) !== 0) {
+        absorb()
+        if (errors.length === 0) errors.push("a gradient worker failed without a message")
+        break
+      }
+      if (Atomics.wait(ctr, 1, finished, 1000) === "timed-out") {
+        if (Date.now() - progressAt > STALL_MS) {
+          errors.push(`no gradient worker finished a sequence in ${STALL_MS / 1000} s`)
+          break
+        }
+      } else progressAt = Date.now()
     }
   }
   if (errors.length > 0) throw new Error(`gradient worker failed: ${errors.join("; ")}`)
-
-  let loss = 0
-  let auxLoss = 0
-  let total: Floats[] | undefined
-  for (let i = 0; i < n; i++) {
-    const r = results[i]
-    if (r === undefined) throw new Error(`gradient worker lost sequence ${i} of the batch`)
-    loss += r.loss
-    if (auxLossCoef) auxLoss += r.auxLoss
-    if (total) addArrays(total, r.grads)
-    else total = r.grads
-  }
   return { loss, auxLoss, grads: total ? paramsFromArrays(model.config, total) : undefined }
 }
