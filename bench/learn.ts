@@ -306,10 +306,14 @@ const runSeed = (
       const rewardCurve: number[] = []
       let episodes = 0
       for (let step = 0; step < o.rlSteps; step++) {
-        const picked = Array.from(
-          { length: Math.min(o.tasksPerStep, pool.length) },
-          () => pool[Math.floor(rng.next() * pool.length)] as TaskMessage,
-        )
+        // Distinct tasks (episode ids name the task): a partial Fisher–Yates draw.
+        const order = [...pool]
+        const picked: TaskMessage[] = []
+        for (let i = 0; i < Math.min(o.tasksPerStep, order.length); i++) {
+          const j = i + Math.floor(rng.next() * (order.length - i))
+          ;[order[i], order[j]] = [order[j] as TaskMessage, order[i] as TaskMessage]
+          picked.push(order[i] as TaskMessage)
+        }
         const ts = yield* runEpisodeBatch(bus, subjects, {
           job,
           tag: `r${step}`,
