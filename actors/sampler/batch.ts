@@ -42,6 +42,13 @@ export const runEpisodeBatch = (
   onDone?: (t: Trajectory) => void,
 ): Effect.Effect<Trajectory[], unknown> =>
   Effect.gen(function* () {
+    const ids = batch.groups.map((g) => g.task.id)
+    const repeated = ids.find((id, i) => ids.indexOf(id) !== i)
+    // Episode ids name the task: a second group of it would be dropped as a duplicate work item.
+    if (repeated !== undefined)
+      return yield* Effect.fail(
+        new Error(`task ${repeated} is in the batch twice; give each group its own task`),
+      )
     let n = 0
     for (const { task, samples } of batch.groups) {
       const group = `${task.id}${batch.tag === undefined ? "" : `-${batch.tag}`}`
