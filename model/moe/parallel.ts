@@ -98,6 +98,15 @@ export const resolveThreads = (
   return Math.min(batch.length, threads)
 }
 
+/**
+ * A typed-array view copied to its own buffer before it is posted (a view of a larger buffer
+ * would send the whole buffer); other array-likes as they are.
+ */
+const compact = (xs: ArrayLike<number>): ArrayLike<number> =>
+  ArrayBuffer.isView(xs) && "slice" in xs && typeof xs.slice === "function"
+    ? (xs.slice() as ArrayLike<number>)
+    : xs
+
 interface PoolWorker {
   readonly worker: Worker
   readonly port: MessagePort
@@ -181,9 +190,9 @@ export const parallelGradients = (
     kernels: choice,
     params: model.entries().map((e) => e.data),
     batch: batch.map((s) => ({
-      ids: s.ids,
-      weights: s.weights,
-      ...(s.routing ? { routing: s.routing } : {}),
+      ids: compact(s.ids),
+      weights: compact(s.weights),
+      ...(s.routing ? { routing: s.routing.slice() } : {}),
     })),
     auxLossCoef,
     counter,
