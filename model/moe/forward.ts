@@ -337,8 +337,9 @@ export const forwardRows = (
     const inv1 = alloc(R)
     kern.rmsNorm(xIn, lp.attnNorm, R, d, c.normEps, a, inv1)
     const q = alloc(R * d)
-    const k = alloc(R * d)
-    const v = alloc(R * d)
+    // k and v live on in the caches, proj and ffn only until the residual adds: scratch.
+    const k = scratch.view("k", R * d)
+    const v = scratch.view("v", R * d)
     kern.matmul(a, lp.wq, R, d, d, q)
     kern.matmul(a, lp.wk, R, d, d, k)
     kern.matmul(a, lp.wv, R, d, d, v)
@@ -364,7 +365,7 @@ export const forwardRows = (
           attendRow(model, keys, values, q, r, positions[r] as number, attn, scratch)
       }
     }
-    const proj = alloc(R * d)
+    const proj = scratch.view("proj", R * d)
     kern.matmul(attn, lp.wo, R, d, d, proj)
     const xMid = alloc(R * d)
     for (let i = 0; i < R * d; i++) xMid[i] = (xIn[i] as number) + (proj[i] as number)
@@ -398,7 +399,7 @@ export const forwardRows = (
     const act1 = alloc(R * K * F)
     const sig1 = alloc(R * K * F)
     const y = alloc(R * K * d)
-    const ffn = new Float64Array(R * d)
+    const ffn = scratch.zeros("ffn", R * d)
     const { start, members } = groupByExpert(experts, R * K, E)
     for (let e = 0; e < E; e++) {
       const m0 = start[e] as number
