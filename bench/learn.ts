@@ -383,7 +383,7 @@ const wilson = (k: number, n: number): [number, number] => {
   const d = 1 + (z * z) / n
   const c = p + (z * z) / (2 * n)
   const h = z * Math.sqrt((p * (1 - p)) / n + (z * z) / (4 * n * n))
-  return [(c - h) / d, (c + h) / d]
+  return [Math.max(0, (c - h) / d), Math.min(1, (c + h) / d)]
 }
 
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`
