@@ -43,9 +43,10 @@ const USAGE = `usage: npm run bench:model -- [--json] [--reps N] [--warmup N] [-
 
   --json             also print one JSON object as the last line of stdout
   --reps N           timed training steps per variant (median reported; default 5)
-  --warmup N         untimed training steps before them (default 1)
+  --warmup N         untimed training steps before them (default 1; with 0 the first timed
+                     step includes starting the worker threads)
   --threads N        threads for the training step, this one included (default: auto,
-                     i.e. every core up to 8 for a batch this size)
+                     i.e. $T1_MODEL_THREADS, else every core up to 4 for a batch this size)
   --kernels K        t1's kernels (default auto)
   --sample-tokens N  tokens decoded per sequence in the sampling measure (default 64; 0 skips)
   --no-torch         skip the PyTorch baseline
