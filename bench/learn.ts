@@ -126,7 +126,8 @@ const scoreOf = (
     const end = t.end
     if (end === undefined) continue
     const rung = String(rungOf(end.task?.taskId ?? ""))
-    const r = (rungs[rung] ??= { episodes: 0, resolved: 0 })
+    const r = rungs[rung] ?? { episodes: 0, resolved: 0 }
+    rungs[rung] = r
     r.episodes++
     if (end.resolved) {
       r.resolved++
