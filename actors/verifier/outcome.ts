@@ -2,6 +2,14 @@
 
 export type TestOutcome = "passed" | "failed" | "error" | "skipped"
 
+/** When one test is reported twice (a pass, then an error in teardown; two pytest calls), the worse stays. */
+export const OUTCOME_RANK: Readonly<Record<TestOutcome, number>> = {
+  skipped: 0,
+  passed: 1,
+  failed: 2,
+  error: 3,
+}
+
 export interface TestCaseResult {
   /** As the framework names it, e.g. "test_outputs.py::test_file" (relative to the test dir). */
   readonly name: string

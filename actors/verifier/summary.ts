@@ -1,4 +1,4 @@
-import { type TestCaseResult, type TestOutcome, truncateUtf8 } from "./outcome.ts"
+import { OUTCOME_RANK, type TestCaseResult, type TestOutcome, truncateUtf8 } from "./outcome.ts"
 
 /** pytest's `-rA` status words; xfail counts as skipped and xpass as passed, as in its XML. */
 const STATUS: Readonly<Record<string, TestOutcome>> = {
@@ -14,9 +14,6 @@ const HEADER = /^=+ short test summary info =+$/
 const LINE = /^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (.+)$/
 /** `SKIPPED [2] tests/test_x.py:12: reason` */
 const SKIP_DETAIL = /^\[\d+\] (\S+): ?(.*)$/
-
-/** When one node id is reported twice (a pass, then an error in teardown), the worse stays. */
-const RANK: Readonly<Record<TestOutcome, number>> = { skipped: 0, passed: 1, failed: 2, error: 3 }
 
 /**
  * Per-test results from pytest's `-rA` short test summary, as Terminal-Bench 1's "pytest" parser
@@ -47,7 +44,7 @@ export const parsePytestSummary = (output: string): ReadonlyArray<TestCaseResult
     const [name, message] =
       skip !== null ? [skip[1] ?? "", skip[2] ?? ""] : splitMessage(rest, outcome === "passed")
     const known = byName.get(name)
-    if (known !== undefined && RANK[known.outcome] > RANK[outcome]) continue
+    if (known !== undefined && OUTCOME_RANK[known.outcome] > OUTCOME_RANK[outcome]) continue
     byName.set(name, { name, outcome, durationMs: 0, message: truncateUtf8(message) })
   }
   return [...byName.values()]

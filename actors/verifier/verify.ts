@@ -7,6 +7,7 @@ import { InvalidVerifierTask, type VerifierError, VerifierInfraError } from "./e
 import { parseJunitXml } from "./junit.ts"
 import {
   MAX_OUTPUT_TAIL_BYTES,
+  OUTCOME_RANK,
   type Score,
   scoreTests,
   type TestCaseResult,
@@ -558,14 +559,6 @@ const runAsError = (name: string, run: ShellResult): TestCaseResult => ({
   message: truncateUtf8(decode(run.output.subarray(Math.max(0, run.output.byteLength - 4096)))),
 })
 
-/** When one test is reported twice (two pytest calls), the worse outcome stays. */
-const RANK: Readonly<Record<TestCaseResult["outcome"], number>> = {
-  skipped: 0,
-  passed: 1,
-  failed: 2,
-  error: 3,
-}
-
 const collectPytest = (
   sandbox: VerifierSandbox,
   plan: Extract<Plan, { kind: "pytest" | "rewritten" }>,
@@ -588,7 +581,8 @@ const collectPytest = (
       reported++
       for (const t of report) {
         const known = byName.get(t.name)
-        if (known === undefined || RANK[t.outcome] > RANK[known.outcome]) byName.set(t.name, t)
+        if (known === undefined || OUTCOME_RANK[t.outcome] > OUTCOME_RANK[known.outcome])
+          byName.set(t.name, t)
       }
     }
     const exit = `(exit ${run.exitCode})`
