@@ -19,9 +19,12 @@ export {
 } from "./family.ts"
 export {
   CONTENT_WORDS,
-  LADDER_EXTS,
-  LADDER_VALUE_RANGE,
+  evalRole,
+  LADDER_EXT,
+  LADDER_ROLES,
+  LADDER_TRAP_EXT,
   LADDER_WORDS,
+  type LadderRole,
   type NamePool,
   namePool,
   poolFileNames,

@@ -3,18 +3,20 @@
  * disjoint eval pool.
  *
  * The policy is small and its tokenizer byte-level: a name it must copy from the instruction into
- * a command should be a few common tokens, and every token of an eval name must have been a
- * training target somewhere (the policy's output layer is not tied to its input embedding, so a
- * token never produced in training is never produced at eval). Hence one word list whose words
- * are single tokens (with their leading space) in the bundled tokenizer, used in every role, and
- * eval pools that hold out *combinations* rather than tokens:
+ * a command is one token (with its leading space) in the bundled tokenizer, and every token of an
+ * eval name must have been a training target somewhere (the policy's output layer is not tied to
+ * its input embedding, so a token never produced in training is never produced at eval). Hence one
+ * word list used in every role — file stem, folder, grep word and value — and eval pools that hold
+ * out *(word, role)* pairs rather than tokens: word i is an eval name in role i mod 4 and a train
+ * name in the three other roles. An eval file stem has been produced in train only as a folder, a
+ * grep word or a value, never after `touch` or `cp`; the policy has to copy it from the
+ * instruction, it cannot recall it.
  *
- * - files `<word>.<ext>`: a (word, ext) pair is eval when (word index + ext index) is odd, so every
- *   word has two train and two eval extensions, and no eval file name occurs in train;
- * - folders `<word>`: eval when the word index is 1 mod 4 (these words occur in train only as
- *   file stems and grep words);
- * - grep words: eval when the word index is 3 mod 4;
- * - values (integers written into files): eval when 2 mod 4.
+ * Measured (scratch runs of the warm start, issue 14): with file names `<word>.<ext>` and eval
+ * pools holding out (word, ext) pairs, a 2-layer policy learnt each word's train extensions and
+ * never copied an unseen pair (5% held-out after 1200 SFT steps on 600 demonstrations, the
+ * successes all `mkdir`), so every file has the one extension `.txt`; a hard task's trap is the
+ * same stem with `.log`, a name that appears in no instruction and no command.
  */
 import type { Pool } from "./family.ts"
 import { ADJECTIVES, VERBS } from "./vocabulary.ts"
@@ -45,40 +47,37 @@ export const LADDER_WORDS: ReadonlyArray<string> = [
   "user",
 ]
 
-/** Extensions; each is one token after the dot. */
-export const LADDER_EXTS: ReadonlyArray<string> = ["txt", "log", "md", "csv"]
+/** The extension of every ladder file, and of the hard tier's trap (one token after the dot). */
+export const LADDER_EXT = "txt"
+export const LADDER_TRAP_EXT = "log"
 
-export const LADDER_VALUE_RANGE = { min: 10, max: 99 } as const
+/** The roles a ladder word plays; word i is an eval name in role i mod 4. */
+export const LADDER_ROLES = ["file", "dir", "word", "value"] as const
+export type LadderRole = (typeof LADDER_ROLES)[number]
 
-/** A pool's names: files are `<stem>.<ext>`, grouped by stem so that a trap can share one. */
+/** A pool's names: files are `<stem>.txt`; a trap is `<stem>.log`. */
 export interface NamePool {
   readonly pool: Pool
-  /** stem -> the extensions this pool may use with it. */
-  readonly files: ReadonlyMap<string, ReadonlyArray<string>>
+  /** File stems. */
+  readonly stems: ReadonlyArray<string>
   readonly dirs: ReadonlyArray<string>
   readonly words: ReadonlyArray<string>
   readonly values: ReadonlyArray<string>
 }
 
-const side = (evalSide: boolean): Pool => (evalSide ? "eval" : "train")
+/** Whether word `index` is an eval name in `role`. */
+export const evalRole = (index: number, role: LadderRole): boolean =>
+  index % LADDER_ROLES.length === LADDER_ROLES.indexOf(role)
 
 const build = (pool: Pool): NamePool => {
-  const files = new Map<string, ReadonlyArray<string>>()
-  LADDER_WORDS.forEach((word, i) => {
-    files.set(
-      word,
-      LADDER_EXTS.filter((_, j) => side((i + j) % 2 === 1) === pool),
-    )
-  })
-  const values: Array<string> = []
-  for (let n = LADDER_VALUE_RANGE.min; n <= LADDER_VALUE_RANGE.max; n++)
-    if (side(n % 4 === 2) === pool) values.push(String(n))
+  const words = (role: LadderRole) =>
+    LADDER_WORDS.filter((_, i) => evalRole(i, role) === (pool === "eval"))
   return {
     pool,
-    files,
-    dirs: LADDER_WORDS.filter((_, i) => side(i % 4 === 1) === pool),
-    words: LADDER_WORDS.filter((_, i) => side(i % 4 === 3) === pool),
-    values,
+    stems: words("file"),
+    dirs: words("dir"),
+    words: words("word"),
+    values: words("value"),
   }
 }
 
@@ -86,9 +85,9 @@ const POOLS: Readonly<Record<Pool, NamePool>> = { train: build("train"), eval: b
 
 export const namePool = (pool: Pool): NamePool => POOLS[pool]
 
-/** Every file name of a pool, `<stem>.<ext>`. */
+/** Every file name of a pool, `<stem>.txt`. */
 export const poolFileNames = (pool: NamePool): Array<string> =>
-  [...pool.files].flatMap(([stem, exts]) => exts.map((ext) => `${stem}.${ext}`))
+  pool.stems.map((stem) => `${stem}.${LADDER_EXT}`)
 
 /**
  * Words for the lines inside files (never in an instruction): none contains a ladder word or is

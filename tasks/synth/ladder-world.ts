@@ -7,7 +7,13 @@
  * changed path, so that every step done right earns its own tests (dense reward).
  */
 import type { Difficulty, GeneratedTask, Pool, TaskBindings } from "./family.ts"
-import { CONTENT_WORDS, type NamePool, namePool } from "./ladder-pools.ts"
+import {
+  CONTENT_WORDS,
+  LADDER_EXT,
+  LADDER_TRAP_EXT,
+  type NamePool,
+  namePool,
+} from "./ladder-pools.ts"
 import { py, pytestFile, type TestCase } from "./pytest.ts"
 import type { Rng } from "./rng.ts"
 import { bashScript, createFiles } from "./shell.ts"
@@ -213,7 +219,6 @@ export const moveInto = (from: string, dir: string): Step => ({
 export class Draw {
   private readonly names: NamePool
   private readonly used = new Set<string>()
-  private readonly usedValues = new Set<string>()
   readonly initialFiles = new Map<string, string>()
   readonly initialDirs: Array<string> = []
   readonly bindings = {
@@ -239,9 +244,7 @@ export class Draw {
 
   /** A file name that does not exist yet (a step creates it). */
   newFile(): string {
-    const stems = [...this.names.files.keys()]
-    const stem = this.word(stems)
-    const name = `${stem}.${this.rng.pick(this.names.files.get(stem) ?? [])}`
+    const name = `${this.word(this.names.stems)}.${LADDER_EXT}`
     this.bindings.files.push(name)
     return name
   }
@@ -275,8 +278,7 @@ export class Draw {
   }
 
   value(): string {
-    const value = this.rng.pick(this.names.values.filter((v) => !this.usedValues.has(v)))
-    this.usedValues.add(value)
+    const value = this.word(this.names.values)
     this.bindings.values.push(value)
     return value
   }
@@ -304,14 +306,9 @@ export class Draw {
   distractors(difficulty: Difficulty, near: string | undefined): string | undefined {
     let trap: string | undefined
     if (difficulty === "hard" && near !== undefined) {
-      const dot = near.lastIndexOf(".")
-      const stem = near.slice(0, dot)
-      const others = (this.names.files.get(stem) ?? []).filter((e) => e !== near.slice(dot + 1))
-      if (others.length > 0) {
-        trap = `${stem}.${this.rng.pick(others)}`
-        this.bindings.files.push(trap)
-        this.initialFiles.set(trap, this.lines())
-      }
+      trap = `${near.slice(0, near.lastIndexOf("."))}.${LADDER_TRAP_EXT}`
+      this.bindings.files.push(trap)
+      this.initialFiles.set(trap, this.lines())
     }
     const plain = { easy: 1, medium: 2, hard: 2 }[difficulty]
     for (let k = 0; k < plain; k++) this.source()
