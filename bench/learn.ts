@@ -26,9 +26,14 @@ import { Effect, Fiber, Layer, Logger, Queue, References } from "effect"
 import { runBuffer } from "../actors/buffer/index.ts"
 import { runLearner, type StepReport } from "../actors/learner/actor.ts"
 import { type TrainingSequence, trainingSequence } from "../actors/learner/decode.ts"
-import { EMBEDDED_RL_CONFIG } from "../actors/learner/embedded.ts"
+import { EMBEDDED_MODEL_CONFIG, EMBEDDED_RL_CONFIG } from "../actors/learner/embedded.ts"
 import { goldenTrajectories } from "../actors/learner/golden.ts"
-import { DEFAULT_LEARNER_CONFIG, type LearnerConfig, Trainer } from "../actors/learner/trainer.ts"
+import {
+  continuedActorOptimizer,
+  DEFAULT_LEARNER_CONFIG,
+  type LearnerConfig,
+  Trainer,
+} from "../actors/learner/trainer.ts"
 import { followWeights } from "../actors/learner/weights.ts"
 import { startSandboxAndVerifier } from "../actors/local.ts"
 import { shellBlockShort } from "../actors/sampler/actions/index.ts"
@@ -38,7 +43,7 @@ import { embeddedPolicy } from "../actors/sampler/policy/embedded.ts"
 import { ensureSamplerStreams } from "../actors/sampler/streams.ts"
 import { dockerEngineAvailable } from "../actors/sandbox/docker/index.ts"
 import { loadBundledTokenizer } from "../model/bundled/bundled.ts"
-import { ChatTemplate, mapParams, Rng, TinyMoe } from "../model/index.ts"
+import { ChatTemplate, type Kernels, mapParams, Rng, TinyMoe } from "../model/index.ts"
 import { selectKernels } from "../model/kernels/select.ts"
 import { EpisodePurpose, type Task as TaskMessage, type Trajectory } from "../proto/index.ts"
 import {
@@ -58,13 +63,14 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --json                 print one JSON object as the last line of output
   --seeds N              seeds (ladder, model and sampling), 0..N-1 (default 3)
   --first-seed S         start at seed S (default 0)
-  --demos N              demonstrations per train family for the warm start (default 2)
+  --demos N              demonstrations per train family for the warm start (default 8)
   --train-per-family N   ladder train tasks per family (default 24)
   --eval-per-family N    held-out tasks per family, in-distribution and OOD (default 6)
-  --sft-steps N          warm-start SFT steps (default 200)
+  --seen-per-family N    unseen tasks with train names per family (default 3)
+  --sft-steps N          warm-start SFT steps (default 600)
   --sft-batch N          sequences per SFT step (default 8)
-  --sft-lr X             SFT learning rate (default 3e-3)
-  --rl-steps N           RL updates (default 16)
+  --sft-lr X             SFT learning rate (default 2e-3)
+  --rl-steps N           RL updates (default 40)
   --tasks-per-step N     tasks per RL update (default 8)
   --samples N            episodes per task in an RL update: the group (default 8)
   --eval-samples N       episodes per held-out task (default 2)
@@ -79,6 +85,7 @@ interface Options {
   readonly demos: number
   readonly trainPerFamily: number
   readonly evalPerFamily: number
+  readonly seenPerFamily: number
   readonly sftSteps: number
   readonly sftBatch: number
   readonly sftLr: number
@@ -103,14 +110,18 @@ interface Score {
 
 interface SeedResult {
   readonly seed: number
-  readonly before: { readonly id: Score; readonly ood: Score }
-  readonly after: { readonly id: Score; readonly ood: Score }
+  readonly before: { readonly id: Score; readonly ood: Score; readonly seen: Score }
+  readonly after: { readonly id: Score; readonly ood: Score; readonly seen: Score }
   readonly control: Score
+  readonly controlSeen: Score
   readonly steps: number
   readonly episodes: number
   readonly minutes: number
   readonly rewardCurve: ReadonlyArray<number>
 }
+
+/** Ladder seed offset of the seen-names set (seeds below it stay distinct). */
+const SEEN_SEED_OFFSET = 500_000
 
 const rate = (s: Score) => (s.episodes === 0 ? 0 : s.resolved / s.episodes)
 
@@ -143,12 +154,13 @@ const scoreOf = (
   }
 }
 
-/** A copy of the model's weights in f32, for a trainer or policy of its own. */
+/** A copy of the model's weights in f32 on the same kernels, for a trainer or policy of its own. */
 const copyOf = (model: TinyMoe): TinyMoe =>
   TinyMoe.fromParams(
     model.config,
     mapParams(model.config, model.params, "f32", (d) => d),
     "f32",
+    model.kernels,
   )
 
 /** `steps` supervised updates on `sequences` (batches drawn with `rng`). */
@@ -225,6 +237,19 @@ const runSeed = (
       const train = yield* load(ladder.dirs.train)
       const heldIn = yield* load(ladder.dirs.eval)
       const heldOut = yield* load(ladder.dirs.ood)
+      // Unseen tasks with seen names: the train families and name pools at another seed, none
+      // with an instruction of a train task; what RL learns where it trains.
+      const seenLadder = yield* writeLadder(join(dir, "seen"), {
+        seed: seed + SEEN_SEED_OFFSET,
+        trainPerFamily: o.seenPerFamily,
+        evalPerFamily: 0,
+        oodPerFamily: 0,
+      })
+      const trainInstructions = new Set(ladder.splits.train.map((t) => t.generated.instruction))
+      for (const t of seenLadder.splits.train) meta.set(t.id, t)
+      const seen = (yield* load(seenLadder.dirs.train)).filter(
+        (p) => !trainInstructions.has(p.task.instruction),
+      )
       // Demonstrations: the first few train tasks of each family; RL gets the rest.
       const demoIds = new Set(ladder.splits.train.filter((t) => t.index < o.demos).map((t) => t.id))
       const demos: Task[] = train.filter((p) => demoIds.has(p.task.id)).map((p) => p.task)
@@ -238,7 +263,13 @@ const runSeed = (
       })
       const sequences = golden.trajectories.flatMap((t) => trainingSequence(t, 0n) ?? [])
       if (sequences.length === 0) return yield* Effect.fail(new Error("no golden trajectory"))
-      const model = TinyMoe.create({ config: { vocabSize: tokenizer.vocabSize }, seed })
+      // Training and sampling on the fast kernels (the reference loops are ~15× slower).
+      const kernels: Kernels = selectKernels("auto")
+      const model = TinyMoe.create({
+        config: { ...EMBEDDED_MODEL_CONFIG, vocabSize: tokenizer.vocabSize },
+        seed,
+        kernels,
+      })
       const sftConfig = { ...DEFAULT_LEARNER_CONFIG, sftLr: o.sftLr, replayRouting: false }
       const sft = new Trainer(model, sftConfig)
       const sftLosses = yield* sftUpdates(sft, sequences, o.sftSteps, o.sftBatch, new Rng(seed + 1))
@@ -248,8 +279,7 @@ const runSeed = (
 
       // 2. Samplers on the warm start, following the RL job's weights.
       const job = `rl-${seed}`
-      const kernels = selectKernels("auto")
-      const policy = yield* embeddedPolicy(copyOf(model).withKernels(kernels), 0n, {
+      const policy = yield* embeddedPolicy(copyOf(model), 0n, {
         contextLength: 1024,
       })
       yield* followWeights(bus, subjects, job, policy, kernels)
@@ -277,6 +307,7 @@ const runSeed = (
       const before = {
         id: yield* evaluate("eval-before", 0n, heldIn),
         ood: yield* evaluate("ood-before", 0n, heldOut),
+        seen: yield* evaluate("seen-before", 0n, seen),
       }
       log(
         `seed ${seed}: before RL: held-out ${(rate(before.id) * 100).toFixed(1)}%, OOD ${(rate(before.ood) * 100).toFixed(1)}%`,
@@ -338,6 +369,7 @@ const runSeed = (
       const after = {
         id: yield* evaluate("eval-after", final.version, heldIn),
         ood: yield* evaluate("ood-after", final.version, heldOut),
+        seen: yield* evaluate("seen-after", final.version, seen),
       }
       log(
         `seed ${seed}: after RL: held-out ${(rate(after.id) * 100).toFixed(1)}%, OOD ${(rate(after.ood) * 100).toFixed(1)}%`,
@@ -345,11 +377,19 @@ const runSeed = (
 
       // 4. The SFT-only control: RL's optimiser steps spent on more SFT of the same demonstrations.
       const controlSteps = final.steps
-      const control = new Trainer(copyOf(model), sftConfig)
+      // The control continues the warm start's optimiser (moments and step count), as one longer
+      // SFT run would; a fresh AdamW at the SFT rate would jolt the policy and flatter RL.
+      const controlModel = copyOf(model)
+      const control = new Trainer(
+        controlModel,
+        sftConfig,
+        continuedActorOptimizer(controlModel, sftConfig, sft.optimizer.state()),
+      )
       yield* sftUpdates(control, sequences, controlSteps, o.sftBatch, new Rng(seed + 2))
       const controlVersion = final.version + 1_000_000n
-      policy.setWeights(copyOf(control.model).withKernels(kernels), controlVersion)
+      policy.setWeights(copyOf(control.model), controlVersion)
       const controlScore = yield* evaluate("eval-control", controlVersion, heldIn)
+      const controlSeen = yield* evaluate("seen-control", controlVersion, seen)
       log(
         `seed ${seed}: SFT control (+${controlSteps} steps): held-out ${(rate(controlScore) * 100).toFixed(1)}%`,
       )
@@ -358,6 +398,7 @@ const runSeed = (
         before,
         after,
         control: controlScore,
+        controlSeen,
         steps: o.rlSteps,
         episodes,
         minutes: (Date.now() - started) / 60_000,
@@ -391,13 +432,13 @@ const pct = (x: number) => `${(x * 100).toFixed(1)}%`
 
 const table = (results: ReadonlyArray<SeedResult>): string => {
   const rows = [
-    "| seed | held-out before | after | 95% (after) | SFT control | OOD before | OOD after | minutes |",
-    "|---|--:|--:|--:|--:|--:|--:|--:|",
+    "| seed | held-out before | after | 95% (after) | SFT control | OOD before | OOD after | seen names before | after | SFT control | minutes |",
+    "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
   ]
   for (const r of results) {
     const w = wilson(r.after.id.resolved, r.after.id.episodes)
     rows.push(
-      `| ${r.seed} | ${pct(rate(r.before.id))} | ${pct(rate(r.after.id))} | ${pct(w[0])}–${pct(w[1])} | ${pct(rate(r.control))} | ${pct(rate(r.before.ood))} | ${pct(rate(r.after.ood))} | ${r.minutes.toFixed(1)} |`,
+      `| ${r.seed} | ${pct(rate(r.before.id))} | ${pct(rate(r.after.id))} | ${pct(w[0])}–${pct(w[1])} | ${pct(rate(r.control))} | ${pct(rate(r.before.ood))} | ${pct(rate(r.after.ood))} | ${pct(rate(r.before.seen))} | ${pct(rate(r.after.seen))} | ${pct(rate(r.controlSeen))} | ${r.minutes.toFixed(1)} |`,
     )
   }
   const rungs = [...new Set(results.flatMap((r) => Object.keys(r.before.id.rungs)))].sort()
@@ -431,6 +472,9 @@ const summary = (results: ReadonlyArray<SeedResult>) => {
     ood_resolved_before: mean(results.map((r) => rate(r.before.ood))),
     ood_resolved_after: mean(results.map((r) => rate(r.after.ood))),
     sft_control_resolved: mean(results.map((r) => rate(r.control))),
+    seen_names_resolved_before: mean(results.map((r) => rate(r.before.seen))),
+    seen_names_resolved_after: mean(results.map((r) => rate(r.after.seen))),
+    seen_names_sft_control_resolved: mean(results.map((r) => rate(r.controlSeen))),
     steps: mean(results.map((r) => r.steps)),
     episodes: results.reduce((a, r) => a + r.episodes, 0),
     minutes: results.reduce((a, r) => a + r.minutes, 0),
@@ -462,6 +506,7 @@ const main = Effect.gen(function* () {
       demos: { type: "string" },
       "train-per-family": { type: "string" },
       "eval-per-family": { type: "string" },
+      "seen-per-family": { type: "string" },
       "sft-steps": { type: "string" },
       "sft-batch": { type: "string" },
       "sft-lr": { type: "string" },
@@ -497,13 +542,14 @@ const main = Effect.gen(function* () {
   const o: Options = {
     seeds: num("seeds", 3, 1),
     firstSeed: num("first-seed", 0, 0),
-    demos: num("demos", 2, 1),
+    demos: num("demos", 8, 1),
     trainPerFamily: num("train-per-family", 24, 2),
     evalPerFamily: num("eval-per-family", 6, 1),
-    sftSteps: num("sft-steps", 200, 0),
+    seenPerFamily: num("seen-per-family", 3, 1),
+    sftSteps: num("sft-steps", 600, 0),
     sftBatch: num("sft-batch", 8, 1),
-    sftLr: num("sft-lr", 3e-3, 0, false),
-    rlSteps: num("rl-steps", 16, 1),
+    sftLr: num("sft-lr", 2e-3, 0, false),
+    rlSteps: num("rl-steps", 40, 1),
     tasksPerStep: num("tasks-per-step", 8, 1),
     samples: num("samples", 8, 2),
     evalSamples: num("eval-samples", 2, 1),

@@ -1,5 +1,6 @@
 import {
   AdamW,
+  type AdamWState,
   addGrads,
   type ChatTemplate,
   type Floats,
@@ -846,6 +847,24 @@ export const actorOptimizer = (model: TinyMoe, config: LearnerConfig): AdamW =>
       .entries()
       .filter((e) => !CRITIC_PARAMS.has(e.name))
       .map((e) => ({ name: e.name, data: e.data, decay: e.decay })),
+  )
+
+/**
+ * The actor optimiser of `model` continuing from `state` (another trainer's moments and step
+ * count, e.g. a warm start's): the next step is the one the original optimiser would take.
+ */
+export const continuedActorOptimizer = (
+  model: TinyMoe,
+  config: LearnerConfig,
+  state: AdamWState,
+): AdamW =>
+  AdamW.restore(
+    { lr: config.lr, weightDecay: config.weightDecay },
+    model
+      .entries()
+      .filter((e) => !CRITIC_PARAMS.has(e.name))
+      .map((e) => ({ name: e.name, data: e.data, decay: e.decay })),
+    state,
   )
 
 /** AdamW over the value head at the critic's learning rate, without weight decay. */

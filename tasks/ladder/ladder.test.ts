@@ -9,11 +9,14 @@ import { checkSplits, decontaminate, readTaskSet } from "../decontam/index.ts"
 import { loadTasks } from "../load/index.ts"
 import {
   DIFFICULTIES,
+  evalRole,
   FAMILIES,
   familyRegistry,
   generateTask,
-  LADDER_EXTS,
+  LADDER_EXT,
   LADDER_FAMILIES,
+  LADDER_ROLES,
+  LADDER_TRAP_EXT,
   LADDER_WORDS,
   namePool,
   poolFileNames,
@@ -145,7 +148,7 @@ describe("the ladder families", () => {
       }
   })
 
-  it("draw train and eval names from disjoint pools whose pieces all occur in train", () => {
+  it("draw train and eval names from disjoint pools: every word is an eval name in one role and a train name in the others", () => {
     const train = namePool("train")
     const held = namePool("eval")
     const disjoint = (a: ReadonlyArray<string>, b: ReadonlyArray<string>) =>
@@ -154,22 +157,22 @@ describe("the ladder families", () => {
     expect(disjoint(train.dirs, held.dirs)).toEqual([])
     expect(disjoint(train.words, held.words)).toEqual([])
     expect(disjoint(train.values, held.values)).toEqual([])
-    for (const name of poolFileNames(held)) {
-      const [stem, ext] = name.split(".") as [string, string]
-      expect(poolFileNames(train).some((n) => n.startsWith(`${stem}.`))).toBe(true)
-      expect(poolFileNames(train).some((n) => n.endsWith(`.${ext}`))).toBe(true)
-    }
-    for (const word of [...held.dirs, ...held.words])
-      expect(poolFileNames(train).some((n) => n.startsWith(`${word}.`))).toBe(true)
-    expect(new Set(poolFileNames(train).map((n) => n.split(".")[0]))).toEqual(new Set(LADDER_WORDS))
-    expect(new Set(poolFileNames(held).map((n) => n.split(".")[1]))).toEqual(new Set(LADDER_EXTS))
-    for (const digit of "0123456789") expect(train.values.some((v) => v.includes(digit))).toBe(true)
+    const roles = (pool: typeof train) => [pool.stems, pool.dirs, pool.words, pool.values]
+    LADDER_WORDS.forEach((word, i) => {
+      const inEval = roles(held).map((names) => names.includes(word))
+      const inTrain = roles(train).map((names) => names.includes(word))
+      expect(inEval.filter(Boolean).length, word).toBe(1)
+      expect(inTrain.filter(Boolean).length, word).toBe(LADDER_ROLES.length - 1)
+      expect(inEval[i % LADDER_ROLES.length], word).toBe(true)
+      LADDER_ROLES.forEach((role, r) => expect(evalRole(i, role)).toBe(inEval[r]))
+    })
+    for (const name of poolFileNames(held)) expect(name.endsWith(`.${LADDER_EXT}`)).toBe(true)
   })
 
-  it("are single tokens in the bundled tokenizer: every ladder word and extension", () => {
+  it("are single tokens in the bundled tokenizer: every ladder word and both extensions", () => {
     const tokenizer = loadBundledTokenizer()
     for (const w of LADDER_WORDS) expect(tokenizer.encode(` ${w}`).length, w).toBe(1)
-    for (const e of LADDER_EXTS) expect(tokenizer.encode(e).length, e).toBe(1)
+    for (const e of [LADDER_EXT, LADDER_TRAP_EXT]) expect(tokenizer.encode(e).length, e).toBe(1)
   })
 })
 
