@@ -164,7 +164,9 @@ describe("the ladder families", () => {
       expect(inEval.filter(Boolean).length, word).toBe(1)
       expect(inTrain.filter(Boolean).length, word).toBe(LADDER_ROLES.length - 1)
       expect(inEval[i % LADDER_ROLES.length], word).toBe(true)
-      LADDER_ROLES.forEach((role, r) => expect(evalRole(i, role)).toBe(inEval[r]))
+      LADDER_ROLES.forEach((role, r) => {
+        expect(evalRole(i, role)).toBe(inEval[r])
+      })
     })
     for (const name of poolFileNames(held)) expect(name.endsWith(`.${LADDER_EXT}`)).toBe(true)
   })
