@@ -4,12 +4,17 @@ import type { Bus, Subjects } from "../services/bus/index.ts"
 import type { Metrics } from "../services/metrics/index.ts"
 import { DockerDriverLive } from "./sandbox/docker/index.ts"
 import { runSandboxHost } from "./sandbox/host.ts"
+import { LocalDriverLive } from "./sandbox/local/index.ts"
 import { runVerifier } from "./verifier/index.ts"
 
-/** A sandbox host on the Docker engine and a verifier, serving `subjects` on the current bus. */
+/**
+ * A sandbox host and a verifier, serving `subjects` on the current bus. The host runs on the
+ * Docker engine unless `driver` is "local" (a shell on this machine in private namespaces: not a
+ * security boundary, for trusted synthetic tasks where container start-up would dominate).
+ */
 export const startSandboxAndVerifier = (
   subjects: Subjects,
-  options: { readonly concurrency?: number } = {},
+  options: { readonly concurrency?: number; readonly driver?: "docker" | "local" } = {},
 ): Effect.Effect<void, never, Bus | Metrics | Scope.Scope> =>
   Effect.gen(function* () {
     const owner = `t1-test-${randomUUID().slice(0, 8)}`
@@ -29,7 +34,13 @@ export const startSandboxAndVerifier = (
         reapIntervalMs: 60_000,
         heartbeatMs: 5000,
         perSandboxConcurrency: 2,
-      }).pipe(Effect.provide(DockerDriverLive({ ownerId: owner, interruptGraceMs: 1000 }))),
+      }).pipe(
+        Effect.provide(
+          options.driver === "local"
+            ? LocalDriverLive({ owner })
+            : DockerDriverLive({ ownerId: owner, interruptGraceMs: 1000 }),
+        ),
+      ),
     )
     yield* Effect.forkScoped(runVerifier({ subjects, concurrency: options.concurrency ?? 4 }))
   })

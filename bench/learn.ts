@@ -1,6 +1,6 @@
 /**
  * Does RL make the policy better? The T1 recipe on the task ladder, through the real actors in one
- * process (embedded TinyMoE samplers, Docker sandbox host, verifier, buffer, learner):
+ * process (embedded TinyMoE samplers, sandbox host, verifier, buffer, learner):
  *
  *   1. SFT warm start on a fixed, limited set of demonstrations (reference solutions of a few
  *      ladder train tasks per family, played through the real episode loop);
@@ -16,7 +16,8 @@
  *
  *   npm run exp:learn -- [--json] [--seeds N] [--ablate] [options below]
  *
- * Needs a Docker engine and the t1-base image (`npx t1 image build-base`). Reports; never asserts.
+ * Sandboxes: the local driver by default (python3 with pytest on this host); `--driver docker`
+ * needs a Docker engine and the t1-base image (`npx t1 image build-base`). Reports; never asserts.
  */
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -77,6 +78,9 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --lr X                 RL learning rate (default 3e-4)
   --turns N              agent turns per episode (default 5)
   --concurrency N        episodes run at once (default 6)
+  --driver local|docker  sandbox driver (default local: the ladder's tasks are synthetic and a
+                         container per episode would cost most of the run; docker needs the
+                         t1-base image)
   --ablate               also run the ablations on the first seed (README table)`
 
 interface Options {
@@ -96,6 +100,7 @@ interface Options {
   readonly lr: number
   readonly turns: number
   readonly concurrency: number
+  readonly driver: "docker" | "local"
 }
 
 /** Results of one policy on one held-out set. */
@@ -208,7 +213,7 @@ const runSeed = (
       const template = new ChatTemplate(tokenizer)
       const format = shellBlockShort
       yield* ensureSamplerStreams(bus, subjects)
-      yield* startSandboxAndVerifier(subjects, { concurrency: o.concurrency })
+      yield* startSandboxAndVerifier(subjects, { concurrency: o.concurrency, driver: o.driver })
 
       // The ladder of this seed: train, in-distribution eval, OOD eval.
       const dir = mkdtempSync(join(tmpdir(), `t1-learn-${seed}-`))
@@ -495,6 +500,12 @@ const summary = (results: ReadonlyArray<SeedResult>) => {
 const ABLATIONS: ReadonlyArray<{ readonly name: string; readonly config: Partial<LearnerConfig> }> =
   [{ name: "default", config: {} }]
 
+const driverOf = (raw: string | undefined): "docker" | "local" => {
+  if (raw === undefined || raw === "local") return "local"
+  if (raw === "docker") return "docker"
+  throw new Error(`--driver must be local or docker, got ${JSON.stringify(raw)}\n${USAGE}`)
+}
+
 const main = Effect.gen(function* () {
   const { values } = parseArgs({
     options: {
@@ -517,6 +528,7 @@ const main = Effect.gen(function* () {
       lr: { type: "string" },
       turns: { type: "string" },
       concurrency: { type: "string" },
+      driver: { type: "string" },
     },
   })
   if (values.help) {
@@ -556,11 +568,12 @@ const main = Effect.gen(function* () {
     lr: num("lr", 3e-4, 0, false),
     turns: num("turns", 5, 1),
     concurrency: num("concurrency", 6, 1),
+    driver: driverOf(values.driver),
   }
   if (o.demos >= o.trainPerFamily)
     throw new Error(`--demos (${o.demos}) must be below --train-per-family (${o.trainPerFamily})`)
-  if (!(yield* dockerEngineAvailable()))
-    throw new Error("no Docker engine answers: start dockerd (as .ci/run does)")
+  if (o.driver === "docker" && !(yield* dockerEngineAvailable()))
+    throw new Error("no Docker engine answers: start dockerd (as .ci/run does), or --driver local")
   const log = (line: string) => console.error(line)
   const results: SeedResult[] = []
   for (let s = 0; s < o.seeds; s++) results.push(yield* runSeed(o.firstSeed + s, o, {}, log))

@@ -82,8 +82,31 @@ const SYSTEM_PROMPT =
 
 const CTRL_C = String.fromCharCode(3)
 const SETUP_DIR = "/tmp/t1-setup"
+const SETUP_IN_WORKDIR = ".t1-setup"
 const MAX_CONSECUTIVE_MALFORMED = 5
 const encoder = new TextEncoder()
+
+/**
+ * Puts the setup script where it runs from and returns the command that runs it: SETUP_DIR, or,
+ * when the sandbox refuses files there (the local driver transfers only under the workdir), a
+ * hidden folder in the workdir that the command removes before the agent's first turn.
+ */
+const stageSetup = (
+  ports: EpisodePorts,
+  sandboxId: string,
+  task: Task,
+  tar: Uint8Array,
+): Effect.Effect<string, EpisodeInfraError> =>
+  ports.putFiles(sandboxId, SETUP_DIR, tar).pipe(
+    Effect.as(`bash ${SETUP_DIR}/setup.sh`),
+    Effect.catch((outside) => {
+      const dir = `${task.workdir || "/app"}/${SETUP_IN_WORKDIR}`
+      return ports.putFiles(sandboxId, dir, tar).pipe(
+        Effect.as(`(bash ${dir}/setup.sh; __t1_rc=$?; rm -rf ${dir}; exit $__t1_rc)`),
+        Effect.catch(() => Effect.fail(outside)),
+      )
+    }),
+  )
 
 export const sandboxSpecFor = (task: Task, item: EpisodeWorkItem, attempt: number): SandboxSpec =>
   create(SandboxSpecSchema, {
@@ -177,9 +200,14 @@ export const runEpisode = (
       return yield* Effect.ensuring(
         Effect.gen(function* () {
           if (task.setupScript !== "") {
-            yield* ports.putFiles(sandboxId, SETUP_DIR, yield* packSetup(task.setupScript))
+            const script = yield* stageSetup(
+              ports,
+              sandboxId,
+              task,
+              yield* packSetup(task.setupScript),
+            )
             const setup = yield* ports
-              .exec(sandboxId, `bash ${SETUP_DIR}/setup.sh`, {
+              .exec(sandboxId, script, {
                 timeoutMs: 120_000,
                 maxOutputBytes: 4096,
               })
