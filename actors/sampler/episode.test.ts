@@ -9,13 +9,14 @@ import {
   ErrorCode,
   ExecResultSchema,
   TerminationReason,
+  TaskSchema,
   TestOutcome,
   type VerifierResult,
   VerifierResultSchema,
 } from "../../proto/index.ts"
 import { shellBlock } from "./actions/index.ts"
 import { endLine } from "./actor.ts"
-import { type EpisodePorts, runEpisode } from "./episode.ts"
+import { EpisodeInfraError, type EpisodePorts, runEpisode } from "./episode.ts"
 import { scriptedPolicy } from "./policy/scripted.ts"
 
 const tokenizer = trainTokenizer(["```bash\nls -la\n```\n<|done|> the tests need numpy"], {
@@ -156,5 +157,55 @@ describe("runEpisode: the verifier's outcome in the end record", () => {
     expect(endLine(end, 3)).toBe(
       "sampler: episode ep-1 (attempt 3) infra_failure after 2 turns, reward 0: verify: sandbox gone",
     )
+  })
+})
+
+describe("runEpisode: the setup script", () => {
+  const scored = create(VerifierResultSchema, { passed: 1, total: 1, reward: 1, resolved: true })
+  const withSetup = create(EpisodeWorkItemSchema, {
+    ...item,
+    task: create(TaskSchema, {
+      id: "needs-numpy",
+      taskSet: "set",
+      instruction: "Make the tests pass.",
+      workdir: "/app",
+      setupScript: "touch a.txt\n",
+    }),
+  })
+  const setupRun = async (refuseTmp: boolean) => {
+    const puts: string[] = []
+    const execs: string[] = []
+    const published: EpisodeEnd[] = []
+    const p: EpisodePorts = {
+      ...ports(scored, published),
+      putFiles: (_id, path) =>
+        refuseTmp && path.startsWith("/tmp/")
+          ? Effect.fail(new EpisodeInfraError({ stage: "put", message: "outside the workdir" }))
+          : Effect.sync(() => void puts.push(path)),
+      exec: (_id, command) =>
+        Effect.sync(() => {
+          execs.push(command)
+          return create(ExecResultSchema, { output: new Uint8Array(), exitCode: 0 })
+        }),
+    }
+    const end = await Effect.runPromise(runEpisode(p, withSetup, 0))
+    return { end, puts, setup: execs[0] }
+  }
+
+  it("runs from /tmp/t1-setup where the sandbox takes files there", async () => {
+    const { end, puts, setup } = await setupRun(false)
+    expect(puts).toEqual(["/tmp/t1-setup"])
+    expect(setup).toBe("bash /tmp/t1-setup/setup.sh")
+    expect(end.resolved).toBe(true)
+  })
+
+  it("falls back to a hidden folder in the workdir, removed by the same command, when /tmp is refused", async () => {
+    const { end, puts, setup } = await setupRun(true)
+    expect(puts).toEqual(["/app/.t1-setup"])
+    expect(setup).toBe(
+      "(bash /app/.t1-setup/setup.sh; __t1_rc=$?; rm -rf /app/.t1-setup; exit $__t1_rc)",
+    )
+    expect(end.resolved).toBe(true)
+    expect(end.infraFailed).toBe(false)
   })
 })

@@ -374,11 +374,15 @@ const planRun = (
 const prepare = (sandbox: VerifierSandbox, places: Places) =>
   Effect.gen(function* () {
     const { testDir, logsDir, scratch } = places
-    const dirs = [testDir, logsDir, scratch].map(shellQuote).join(" ")
+    // A directory that is a mount point (the local driver's private /tests) cannot be removed:
+    // rm then fails after emptying it, which is as good, as long as it is a real directory and
+    // not a link the agent left there.
+    const emptied = (dir: string) =>
+      `{ rm -rf -- ${shellQuote(dir)} || { [ -d ${shellQuote(dir)} ] && [ ! -L ${shellQuote(dir)} ]; }; }`
     const made = yield* runBookkeeping(
       sandbox,
       "preparing the sandbox",
-      `rm -rf -- ${dirs} && mkdir -p -- ${shellQuote(testDir)} ${shellQuote(logsDir)} && mkdir -m 700 -- ${shellQuote(scratch)} && echo t1-prepared`,
+      `${emptied(testDir)} && ${emptied(logsDir)} && rm -rf -- ${shellQuote(scratch)} && mkdir -p -- ${shellQuote(testDir)} ${shellQuote(logsDir)} && mkdir -m 700 -- ${shellQuote(scratch)} && echo t1-prepared`,
     )
     if (made.exitCode !== 0 || !made.text.includes("t1-prepared"))
       return yield* new VerifierInfraError({

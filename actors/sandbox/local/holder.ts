@@ -37,7 +37,9 @@ exec "$@"`
 /**
  * Runs inside the fresh namespaces. /run becomes an empty tmpfs (hiding docker.sock and the
  * host's daemons' sockets), keeping resolv.conf when it lives there, so DNS still works for
- * sandboxes with network.
+ * sandboxes with network. /tests and /logs, where the verifier unpacks a task's tests and the
+ * tests write their reports, become private tmpfs too: on the host they are one directory that
+ * concurrent sandboxes would share (one episode's verification emptying or reading another's).
  */
 const HOLDER_SCRIPT = `set -e
 work=$1 mount_at=$2 hide_run=$3 ip=$4
@@ -52,6 +54,10 @@ if [ -n "$hide_run" ] && [ -d /run ]; then
   mount -t tmpfs -o mode=755,size=16m t1-run /run
   if [ -n "$saved" ]; then mkdir -p "\${resolv%/*}"; printf '%s\\n' "$saved" > "$resolv"; fi
   if [ -d /var/run ] && [ ! -L /var/run ]; then mount -t tmpfs -o mode=755,size=1m t1-run /var/run; fi
+  for private in /tests /logs; do
+    [ -d "$private" ] || mkdir "$private"
+    mount -t tmpfs -o mode=755,size=256m t1-private "$private"
+  done
 fi
 if [ -n "$ip" ]; then "$ip" link set lo up; fi
 echo ready

@@ -169,6 +169,25 @@ describe("local driver", () => {
     expect(failure(unprivileged)?._tag).toBe("InvalidSandboxSpec")
   })
 
+  it.runIf(isolation.mountNamespace)(
+    "gives each sandbox its own /tests and /logs: concurrent verifications never share them",
+    async () => {
+      const seen = await withDriver((driver) =>
+        Effect.gen(function* () {
+          const a = yield* driver.create(baseSpec)
+          const b = yield* driver.create(baseSpec)
+          yield* driver.exec(a.id, "echo a > /tests/test_x.py && mkdir /logs/verifier", quick)
+          const inB = yield* driver.exec(b.id, "ls -A /tests /logs", quick)
+          const inA = yield* driver.exec(a.id, "cat /tests/test_x.py", quick)
+          return { inA: text(inA.output), inB: text(inB.output) }
+        }),
+      )
+      expect(seen.inA).toBe("a\n")
+      expect(seen.inB).toBe("/logs:\n\n/tests:\n")
+      expect(existsSync("/tests/test_x.py")).toBe(false)
+    },
+  )
+
   it("gives the shell the spec's environment, a private HOME, and none of the host's variables", async () => {
     process.env.T1_HOST_ONLY = "secret"
     try {
