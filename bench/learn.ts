@@ -570,6 +570,8 @@ const main = Effect.gen(function* () {
     concurrency: num("concurrency", 6, 1),
     driver: driverOf(values.driver),
   }
+  if (o.firstSeed + o.seeds > SEEN_SEED_OFFSET)
+    throw new Error(`--first-seed + --seeds must be at most ${SEEN_SEED_OFFSET}`)
   if (o.demos >= o.trainPerFamily)
     throw new Error(`--demos (${o.demos}) must be below --train-per-family (${o.trainPerFamily})`)
   if (o.driver === "docker" && !(yield* dockerEngineAvailable()))
