@@ -839,15 +839,16 @@ const scaled = (a: Floats, s: number): Floats => {
   return out
 }
 
+/** The parameters the actor optimiser updates: every one but the value head. */
+const actorParams = (model: TinyMoe) =>
+  model
+    .entries()
+    .filter((e) => !CRITIC_PARAMS.has(e.name))
+    .map((e) => ({ name: e.name, data: e.data, decay: e.decay }))
+
 /** AdamW over the trunk and policy (every parameter but the value head); the trainer clips. */
 export const actorOptimizer = (model: TinyMoe, config: LearnerConfig): AdamW =>
-  new AdamW(
-    { lr: config.lr, weightDecay: config.weightDecay },
-    model
-      .entries()
-      .filter((e) => !CRITIC_PARAMS.has(e.name))
-      .map((e) => ({ name: e.name, data: e.data, decay: e.decay })),
-  )
+  new AdamW({ lr: config.lr, weightDecay: config.weightDecay }, actorParams(model))
 
 /**
  * The actor optimiser of `model` continuing from `state` (another trainer's moments and step
@@ -858,14 +859,7 @@ export const continuedActorOptimizer = (
   config: LearnerConfig,
   state: AdamWState,
 ): AdamW =>
-  AdamW.restore(
-    { lr: config.lr, weightDecay: config.weightDecay },
-    model
-      .entries()
-      .filter((e) => !CRITIC_PARAMS.has(e.name))
-      .map((e) => ({ name: e.name, data: e.data, decay: e.decay })),
-    state,
-  )
+  AdamW.restore({ lr: config.lr, weightDecay: config.weightDecay }, actorParams(model), state)
 
 /** AdamW over the value head at the critic's learning rate, without weight decay. */
 export const criticOptimizerFor = (model: TinyMoe, config: LearnerConfig): AdamW =>
