@@ -8,6 +8,7 @@ import { imageCommand } from "./commands/image.ts"
 import { jobsCommand } from "./commands/jobs.ts"
 import { modelCommand } from "./commands/model.ts"
 import { pingCommand } from "./commands/ping.ts"
+import { serveCommand } from "./commands/serve.ts"
 import { submitCommand } from "./commands/submit.ts"
 import { tasksCommand } from "./commands/tasks.ts"
 import { trainCommand } from "./commands/train.ts"
@@ -46,6 +47,10 @@ const commands: Record<
     run: modelCommand,
   },
   ping: { summary: "check that the bus and at least one actor answer", run: pingCommand },
+  serve: {
+    summary: "the whole system in one process: gateway on 127.0.0.1:50051 and every actor",
+    run: serveCommand,
+  },
   submit: {
     summary: "submit a job file to the gateway (t1 submit job.yaml --watch)",
     run: submitCommand,

@@ -14,14 +14,18 @@ import { natsFlagSpec, natsFlagsHelp, natsOptionsFrom, prefixFrom } from "../bus
 import { intFlag, parseFlags, UsageError } from "../flags.ts"
 import { logFlagSpec, logFlagsHelp, loggingLayer } from "../run-main.ts"
 
-export const gatewayUsage = () => `Usage: t1 gateway [options]
+/** The gateway's own flags (everything but NATS and logging), as `t1 gateway` and `t1 serve` take them. */
+export const gatewayServeFlagSpec = {
+  listen: { type: "string" },
+  "tokens-file": { type: "string" },
+  "tls-cert": { type: "string" },
+  "tls-key": { type: "string" },
+  "shutdown-grace-ms": { type: "string" },
+  "metrics-port": { type: "string" },
+  "metrics-host": { type: "string" },
+} as const
 
-Serves the public gRPC API, t1.v1.JobService (submit, get, list, watch, cancel), with
-grpc.health.v1 and server reflection. Stateless: jobs live in NATS (KV bucket <prefix>-jobs,
-events in the <PREFIX>_JOB_EVENTS stream), so any number of gateways can run side by side.
-
-Options:
-  --listen HOST:PORT        address to serve on (T1_GATEWAY_LISTEN; default 127.0.0.1:50051;
+export const gatewayServeFlagsHelp = `  --listen HOST:PORT        address to serve on (T1_GATEWAY_LISTEN; default 127.0.0.1:50051;
                             [::1]:50051 for IPv6, port 0 = any free port)
   --tokens-file FILE        bearer tokens, one "TOKEN ROLE" per line, role admin or reader
                             (T1_GATEWAY_TOKENS_FILE); without it authentication is off
@@ -31,20 +35,23 @@ Options:
                             open WatchJob streams end at once with UNAVAILABLE
   --metrics-port PORT       serve /metrics and /healthz here (T1_METRICS_PORT; default 9465;
                             0 = any free port)
-  --metrics-host HOST       address to bind (T1_METRICS_HOST; default 127.0.0.1)
+  --metrics-host HOST       address to bind (T1_METRICS_HOST; default 127.0.0.1)`
+
+export const gatewayUsage = () => `Usage: t1 gateway [options]
+
+Serves the public gRPC API, t1.v1.JobService (submit, get, list, watch, cancel), with
+grpc.health.v1 and server reflection. Stateless: jobs live in NATS (KV bucket <prefix>-jobs,
+events in the <PREFIX>_JOB_EVENTS stream), so any number of gateways can run side by side.
+
+Options:
+${gatewayServeFlagsHelp}
 ${natsFlagsHelp}
 ${logFlagsHelp}`
 
 const spec = {
   ...natsFlagSpec,
   ...logFlagSpec,
-  listen: { type: "string" },
-  "tokens-file": { type: "string" },
-  "tls-cert": { type: "string" },
-  "tls-key": { type: "string" },
-  "shutdown-grace-ms": { type: "string" },
-  "metrics-port": { type: "string" },
-  "metrics-host": { type: "string" },
+  ...gatewayServeFlagSpec,
   help: { type: "boolean", short: "h" },
 } as const
 
@@ -86,15 +93,25 @@ const readTokens = (file: string, usage: string): Tokens => {
   }
 }
 
-export const gatewayCommand = (
-  args: ReadonlyArray<string>,
-): Effect.Effect<void, unknown> | string => {
-  const usage = gatewayUsage()
-  const { values, positionals } = parseFlags(args, spec, usage)
-  if (values.help === true) return usage
-  if (positionals.length > 0) {
-    throw new UsageError(`unexpected arguments: ${positionals.join(" ")}`, usage)
-  }
+type GatewayServeFlagValues = {
+  readonly [K in keyof typeof gatewayServeFlagSpec]?: string | undefined
+}
+
+export interface GatewayServeOptions {
+  readonly host: string
+  readonly port: number
+  readonly tokens?: Tokens
+  readonly tls?: { readonly certFile: string; readonly keyFile: string }
+  readonly shutdownGraceMs: number
+  readonly metricsHost: string
+  readonly metricsPort: number
+}
+
+/** Validates the gateway's flags (and their environment variables); UsageError on a bad one. */
+export const gatewayServeOptionsFrom = (
+  values: GatewayServeFlagValues,
+  usage: string,
+): GatewayServeOptions => {
   const { host, port } = parseListen(
     env(values.listen, "T1_GATEWAY_LISTEN") ?? "127.0.0.1:50051",
     usage,
@@ -126,6 +143,28 @@ export const gatewayCommand = (
     throw new UsageError(`--metrics-port must be <= 65535, got ${metricsPort}`, usage)
   }
   const metricsHost = values["metrics-host"] ?? process.env.T1_METRICS_HOST ?? "127.0.0.1"
+  return {
+    host,
+    port,
+    shutdownGraceMs,
+    metricsHost,
+    metricsPort,
+    ...(tokens === undefined ? {} : { tokens }),
+    ...(tls === undefined ? {} : { tls }),
+  }
+}
+
+export const gatewayCommand = (
+  args: ReadonlyArray<string>,
+): Effect.Effect<void, unknown> | string => {
+  const usage = gatewayUsage()
+  const { values, positionals } = parseFlags(args, spec, usage)
+  if (values.help === true) return usage
+  if (positionals.length > 0) {
+    throw new UsageError(`unexpected arguments: ${positionals.join(" ")}`, usage)
+  }
+  const { host, port, tokens, tls, shutdownGraceMs, metricsHost, metricsPort } =
+    gatewayServeOptionsFrom(values, usage)
   const nats = natsOptionsFrom(values, usage, "t1-gateway")
   const subjects = subjectsFor(prefixFrom(values, usage))
   const logging = loggingLayer(values, usage)

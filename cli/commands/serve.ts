@@ -1,0 +1,152 @@
+import { Effect, Layer } from "effect"
+import { actorRegistry, diagnosticActor, type FlagValues } from "../../actors/index.ts"
+import { dockerEngineAvailable } from "../../actors/sandbox/docker/index.ts"
+import { BASE_IMAGE, buildBaseImage } from "../../actors/sandbox/image/index.ts"
+import { runActor } from "../../services/actor/index.ts"
+import {
+  MemoryBusLive,
+  NatsBusLive,
+  subjectsFor,
+  withBusMetrics,
+} from "../../services/bus/index.ts"
+import { runGateway } from "../../services/gateway/index.ts"
+import { MetricsLive, serveMetrics } from "../../services/metrics/index.ts"
+import { natsFlagSpec, natsFlagsHelp, natsOptionsFrom, prefixFrom } from "../bus-flags.ts"
+import { choiceFlag, intFlag, parseFlags, UsageError } from "../flags.ts"
+import { logFlagSpec, logFlagsHelp, loggingLayer } from "../run-main.ts"
+import { gatewayServeFlagSpec, gatewayServeFlagsHelp, gatewayServeOptionsFrom } from "./gateway.ts"
+
+export const serveUsage = () => `Usage: t1 serve [options]
+
+The whole system in this process, on the embedded default: the gRPC JobService gateway (with
+grpc.health.v1 and reflection), the coordinator, a sandbox host, a verifier, a sampler with the
+bundled TinyMoE, the buffer and the learner, and /metrics, on an in-memory bus (jobs last as long
+as the process) or on NATS with --nats. Then, from another terminal:
+
+  t1 eval --task-set tasks/bundled/eval --samples-per-task 2 --watch
+  t1 submit cli/examples/train.yaml --watch
+
+or any gRPC client of t1.v1.JobService. With the Docker driver the sandbox base image is built
+first when the engine lacks it (about a minute, once).
+
+Options:
+  --driver docker|local     sandbox driver (T1_SANDBOX_DRIVER; default docker). local runs the
+                            agent's commands on this host, for synthetic tasks you trust only
+  --concurrency N           episodes at once (default 4): the sampler runs N, the verifier N,
+                            the sandbox host serves 4N requests at once
+${gatewayServeFlagsHelp}
+${natsFlagsHelp}
+                            (without --nats or T1_NATS_URL the bus is in memory)
+${logFlagsHelp}
+
+Each actor's own settings (policy, tokenizer, weights, sandbox image, leases, …) are read from
+their environment variables, as \`t1 actor <name> --help\` lists them.`
+
+const spec = {
+  ...natsFlagSpec,
+  ...logFlagSpec,
+  ...gatewayServeFlagSpec,
+  driver: { type: "string" },
+  concurrency: { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const
+
+const DRIVERS = ["docker", "local"] as const
+
+/** The actors of one process and how many messages each handles at once, given the episodes. */
+const members = (episodes: number) =>
+  [
+    ["coordinator", 1],
+    ["sandbox", 4 * episodes],
+    ["verifier", episodes],
+    ["sampler", episodes],
+    ["buffer", 1],
+    ["learner", 1],
+  ] as const
+
+export const serveCommand = (
+  args: ReadonlyArray<string>,
+): Effect.Effect<void, unknown> | string => {
+  const usage = serveUsage()
+  const { values, positionals } = parseFlags(args, spec, usage)
+  if (values.help === true) return usage
+  if (positionals.length > 0) {
+    throw new UsageError(`unexpected arguments: ${positionals.join(" ")}`, usage)
+  }
+  const gateway = gatewayServeOptionsFrom(values, usage)
+  const driver = choiceFlag(
+    "driver",
+    values.driver ?? (process.env.T1_SANDBOX_DRIVER || undefined),
+    DRIVERS,
+    "docker",
+    usage,
+  )
+  const concurrency = intFlag("concurrency", values.concurrency, 4, usage, 1)
+  const onNats = values.nats !== undefined || (process.env.T1_NATS_URL ?? "") !== ""
+  const bus = onNats
+    ? withBusMetrics(NatsBusLive(natsOptionsFrom(values, usage, "t1-serve")))
+    : withBusMetrics(MemoryBusLive())
+  const subjects = subjectsFor(prefixFrom(values, usage))
+  const logging = loggingLayer(values, usage)
+  const shutdownGraceMs = gateway.shutdownGraceMs
+  // Actor flags are validated before anything starts, so a bad variable fails at once.
+  const started = members(concurrency).map(([name, n]) => {
+    const actor = actorRegistry[name]
+    if (actor === undefined) throw new Error(`no actor ${name}`)
+    const flags: FlagValues = name === "sandbox" ? { driver } : {}
+    return [name, actor.run({ subjects, concurrency: n, shutdownGraceMs }, flags)] as const
+  })
+
+  const program = Effect.gen(function* () {
+    if (driver === "docker") {
+      if (!(yield* dockerEngineAvailable())) {
+        return yield* Effect.fail(
+          new Error(
+            `t1 serve: no Docker engine answers at ${process.env.DOCKER_HOST ?? "unix:///var/run/docker.sock"}. Start one (as root: \`dockerd &\`, or \`systemctl start docker\`), or point DOCKER_HOST at one; --driver local runs sandboxes on this host instead (trusted synthetic tasks only)`,
+          ),
+        )
+      }
+      if (
+        (process.env.T1_SANDBOX_IMAGE ?? "") === "" ||
+        process.env.T1_SANDBOX_IMAGE === BASE_IMAGE
+      ) {
+        yield* Effect.logInfo("t1 serve: checking the sandbox base image")
+        const base = yield* buildBaseImage()
+        yield* Effect.logInfo(
+          `t1 serve: ${base.image} ${base.source === "engine" ? "present" : `ready (${base.source === "archive" ? "re-imported from the cache" : "built"} in ${Math.round(base.durationMs / 1000)} s)`}`,
+        )
+      }
+    }
+    const endpoint = yield* serveMetrics({ host: gateway.metricsHost, port: gateway.metricsPort })
+    yield* Effect.logInfo(`t1 serve: metrics at ${endpoint.url}/metrics`)
+    yield* Effect.forkScoped(runActor(diagnosticActor(subjects.ping, "serve")))
+    yield* Effect.logInfo(
+      `t1 serve: ${onNats ? "NATS" : "in-memory"} bus, prefix ${subjects.prefix}; ${started.map(([n]) => n).join(", ")}; JobService on ${gateway.host}:${gateway.port}`,
+    )
+    // One supervisor: a member that stops takes the process down (with its reason) rather than
+    // leaving a gateway that admits jobs nobody runs.
+    return yield* Effect.all(
+      [
+        ...started.map(([name, run]) =>
+          run.pipe(
+            Effect.mapError((e) => new Error(`t1 serve: the ${name} stopped: ${e.message}`)),
+          ),
+        ),
+        runGateway({
+          subjects,
+          host: gateway.host,
+          port: gateway.port,
+          shutdownGraceMs,
+          ...(gateway.tokens === undefined ? {} : { tokens: gateway.tokens }),
+          ...(gateway.tls === undefined ? {} : { tls: gateway.tls }),
+        }),
+      ],
+      { concurrency: "unbounded", discard: true },
+    )
+  })
+  return program.pipe(
+    Effect.scoped,
+    Effect.provide(bus.pipe(Layer.provideMerge(MetricsLive))),
+    Effect.provide(logging),
+  )
+}
