@@ -1,5 +1,6 @@
 import { Effect, Layer } from "effect"
 import { dockerEngineAvailable } from "../../actors/sandbox/docker/index.ts"
+import { buildBaseImage } from "../../actors/sandbox/image/index.ts"
 import {
   MemoryBusLive,
   NatsBusLive,
@@ -79,10 +80,16 @@ export const upCommand = (args: ReadonlyArray<string>): Effect.Effect<void, unkn
       if (!(yield* dockerEngineAvailable())) {
         return yield* Effect.fail(
           new Error(
-            "t1 up needs a Docker engine for the sandboxes (start dockerd, then `npx t1 image build-base`)",
+            `t1 up needs a Docker engine for the sandboxes and none answers at ${process.env.DOCKER_HOST ?? "unix:///var/run/docker.sock"}: start one (as root: \`dockerd &\`, or \`systemctl start docker\`), or point DOCKER_HOST at one`,
           ),
         )
       }
+      // The base image every sandbox starts from: instant when the engine has it, else built.
+      const base = yield* buildBaseImage()
+      if (base.source !== "engine")
+        yield* Effect.logInfo(
+          `t1 up: built ${base.image} in ${Math.round(base.durationMs / 1000)} s`,
+        )
       const endpoint = yield* serveMetrics({ port: metricsPort })
       yield* Effect.logInfo(`t1 up: metrics at ${endpoint.url}/metrics`)
       const report = yield* runUp(options, subjects, "docker")
