@@ -2,9 +2,11 @@ import { create, toBinary } from "@bufbuild/protobuf"
 import {
   DType,
   type EpisodeEnd,
+  TrajectoryChunkSchema,
   type TrajectoryRecord,
   TrajectoryRecordSchema,
 } from "../../proto/index.ts"
+import { spliceBytesFields } from "../../services/packed/index.ts"
 import type { ChunkSpan } from "./tito.ts"
 
 const bytesOf = (a: Uint32Array | Float32Array | Uint8Array | Uint16Array): Uint8Array =>
@@ -91,8 +93,45 @@ export const chunkRecord = (who: ChunkIdentity, seq: number, span: ChunkSpan): T
 export const endRecord = (end: EpisodeEnd): TrajectoryRecord =>
   create(TrajectoryRecordSchema, { record: { case: "end", value: end } })
 
-export const encodeRecord = (record: TrajectoryRecord): Uint8Array =>
-  toBinary(TrajectoryRecordSchema, record)
+const CHUNK = TrajectoryRecordSchema.field.chunk.number
+const BULK = [
+  TrajectoryChunkSchema.field.tokenIds.number,
+  TrajectoryChunkSchema.field.logprobs.number,
+  TrajectoryChunkSchema.field.lossMask.number,
+  TrajectoryChunkSchema.field.routing.number,
+] as const
+
+/**
+ * A record's bytes. A chunk's four arrays (nearly all of its size) are spliced in after the
+ * generated encoding of its other fields, each copied once: the generic writer spends about
+ * 0.5 ms on a 1 MB chunk, which is what the trajectory stream is bounded by (bench:stream).
+ */
+export const encodeRecord = (record: TrajectoryRecord): Uint8Array => {
+  if (record.record.case !== "chunk") return toBinary(TrajectoryRecordSchema, record)
+  const c = record.record.value
+  const empty = new Uint8Array(0)
+  const head = toBinary(
+    TrajectoryChunkSchema,
+    create(TrajectoryChunkSchema, {
+      ...c,
+      tokenIds: empty,
+      logprobs: empty,
+      lossMask: empty,
+      routing: empty,
+    }),
+  )
+  const [ids, logprobs, mask, routing] = BULK
+  return spliceBytesFields(
+    head,
+    [
+      [ids, c.tokenIds],
+      [logprobs, c.logprobs],
+      [mask, c.lossMask],
+      [routing, c.routing],
+    ],
+    CHUNK,
+  )
+}
 
 /** The trajectory stream's duplicate window spans every job, so the job is part of the id. */
 export const chunkMsgId = (who: ChunkIdentity, seq: number) =>
