@@ -400,23 +400,44 @@ const bench = (opts: Options) =>
     const routingBytes = spans.reduce((n, s) => n + (s.routing?.rows.byteLength ?? 0), 0)
     const choices = opts.episodes * opts.tokens * LAYERS * TOP_K
 
-    /** Publishes every message with `window` in flight through plain nats.js. */
+    /**
+     * Publishes `count` messages through plain nats.js, `window` in flight and at most BACKLOG
+     * ahead of the consumer; `make(i)` builds message i when its turn comes.
+     */
     const rawPublish = async (
       subject: string,
-      messages: ReadonlyArray<Uint8Array>,
+      count: number,
+      make: (i: number) => Uint8Array,
       progress: Progress,
+      msgId?: (i: number) => string,
     ) => {
       let next = 0
       const worker = async () => {
         for (;;) {
           const i = next++
-          const m = messages[i]
-          if (m === undefined) return
+          if (i >= count) return
           await progress.reached(i - BACKLOG)
-          await js.publish(subject, m, { msgID: `${subject}-${i}` })
+          const data = make(i)
+          await js.publish(subject, data, msgId === undefined ? {} : { msgID: msgId(i) })
         }
       }
       await Promise.all(Array.from({ length: opts.window }, worker))
+    }
+    /** Waits for the round's last trajectory, then drops its consumer and stream. */
+    const finish = async (
+      progress: Progress,
+      started: number,
+      consuming: { close: () => Promise<unknown> },
+      stream: string,
+    ): Promise<Round> => {
+      await progress.until(opts.episodes)
+      await consuming.close()
+      await jsm.streams.delete(stream)
+      return {
+        seconds: (progress.lastAt - started) / 1000,
+        tokens: progress.tokens,
+        bytes: progress.bytes,
+      }
     }
     const rawConsume = async (
       stream: string,
@@ -455,15 +476,14 @@ const bench = (opts: Options) =>
             }
           })
           const started = performance.now()
-          await rawPublish(subject, flat, progress)
-          await progress.until(opts.episodes)
-          await messages.close()
-          await jsm.streams.delete(name)
-          return {
-            seconds: (progress.lastAt - started) / 1000,
-            tokens: progress.tokens,
-            bytes: progress.bytes,
-          }
+          await rawPublish(
+            subject,
+            flat.length,
+            (i) => flat[i] as Uint8Array,
+            progress,
+            (i) => `${subject}-${i}`,
+          )
+          return finish(progress, started, messages, name)
         },
         catch: benchError("raw round"),
       })
@@ -497,31 +517,16 @@ const bench = (opts: Options) =>
               progress.done++
             }
           })
+          // A JSON chunk is ~5× a binary one per token; split to stay under max_payload.
+          const sends = spans.flatMap((span, e) => {
+            const pieces = splitSpan(span, Math.max(1, Math.floor(maxTokens / 6)))
+            return pieces.map(
+              (piece, seq) => () => jsonChunk(`${label}-${e}`, seq, piece, pieces.length),
+            )
+          })
           const started = performance.now()
-          let next = 0
-          let sent = 0
-          const worker = async () => {
-            for (;;) {
-              const e = next++
-              const span = spans[e]
-              if (span === undefined) return
-              // A JSON chunk is ~5× a binary one per token; split to stay under max_payload.
-              const pieces = splitSpan(span, Math.max(1, Math.floor(maxTokens / 6)))
-              for (const [seq, piece] of pieces.entries()) {
-                await progress.reached(sent++ - BACKLOG)
-                await js.publish(subject, jsonChunk(`${label}-${e}`, seq, piece, pieces.length))
-              }
-            }
-          }
-          await Promise.all(Array.from({ length: Math.min(4, opts.episodes) }, worker))
-          await progress.until(opts.episodes)
-          await messages.close()
-          await jsm.streams.delete(name)
-          return {
-            seconds: (progress.lastAt - started) / 1000,
-            tokens: progress.tokens,
-            bytes: progress.bytes,
-          }
+          await rawPublish(subject, sends.length, (i) => (sends[i] as () => Uint8Array)(), progress)
+          return finish(progress, started, messages, name)
         },
         catch: benchError("json round"),
       })

@@ -21,6 +21,16 @@ const quick = {
   limits: { maxTurns: 2, wallClockSec: 120 },
 }
 
+const evalSpec = {
+  name: "serve eval",
+  kind: JobKind.EVAL,
+  taskSet: EVAL_DIR,
+  taskIds: ["json-merge-easy-s1000000-000", "log-report-easy-s1000002-000"],
+  samplesPerTask: 2,
+  policyRef: "tinymoe:init",
+  ...quick,
+}
+
 const follow = async (client: JobServiceClient, jobId: string) => {
   const events: JobEvent[] = []
   for await (const event of client.watchJob({ jobId, fromSeq: 1n })) events.push(event)
@@ -68,15 +78,7 @@ describe("t1 serve (one process, gRPC client, Docker)", () => {
 
   it("runs an eval job submitted over gRPC to SUCCEEDED, every episode an event", async () => {
     const { jobId } = await client.submitJob({
-      spec: {
-        name: "serve eval",
-        kind: JobKind.EVAL,
-        taskSet: EVAL_DIR,
-        taskIds: ["json-merge-easy-s1000000-000", "log-report-easy-s1000002-000"],
-        samplesPerTask: 2,
-        policyRef: "tinymoe:init",
-        ...quick,
-      },
+      spec: evalSpec,
       requestId: "serve-e2e-eval",
     })
     const events = await follow(client, jobId)
@@ -87,15 +89,7 @@ describe("t1 serve (one process, gRPC client, Docker)", () => {
     expect(events.some((e) => e.event.case === "evaluation")).toBe(true)
     // The retried submit (same request id) is the same job, not a second one.
     const again = await client.submitJob({
-      spec: {
-        name: "serve eval",
-        kind: JobKind.EVAL,
-        taskSet: EVAL_DIR,
-        taskIds: ["json-merge-easy-s1000000-000", "log-report-easy-s1000002-000"],
-        samplesPerTask: 2,
-        policyRef: "tinymoe:init",
-        ...quick,
-      },
+      spec: evalSpec,
       requestId: "serve-e2e-eval",
     })
     expect(again.jobId).toBe(jobId)
