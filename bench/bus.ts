@@ -16,17 +16,19 @@
 import { randomFillSync } from "node:crypto"
 import { performance } from "node:perf_hooks"
 import { parseArgs } from "node:util"
-import { connect, type NatsConnection } from "@nats-io/transport-node"
-import { Cause, Context, Data, Effect, Exit, Layer, Stream } from "effect"
+import type { NatsConnection } from "@nats-io/transport-node"
+import { Cause, Effect, Exit, Stream } from "effect"
+import { assembleBlobs, BlobAssembler, type BusShape, publishBlob } from "../services/bus/index.ts"
 import {
-  assembleBlobs,
-  BlobAssembler,
-  Bus,
-  type BusShape,
-  NatsBusLive,
-  publishBlob,
-} from "../services/bus/index.ts"
-import { startNatsServer } from "../test/support/nats-server.ts"
+  BenchError,
+  benchError,
+  benchNats,
+  busConnection,
+  median,
+  positiveInt,
+  rawConnection,
+  UsageError,
+} from "./nats-bench.ts"
 
 const USAGE = `usage: npm run bench:bus -- [--json] [--messages N] [--rounds R] [--size BYTES] [--window N]
 
@@ -52,17 +54,6 @@ interface Options {
   readonly rounds: number
   readonly size: number
   readonly window: number
-}
-
-class UsageError extends Error {}
-
-const positiveInt = (name: string, value: string | undefined, fallback: number): number => {
-  if (value === undefined) return fallback
-  const n = Number(value)
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1) {
-    throw new UsageError(`--${name} must be a positive integer, got '${value}'`)
-  }
-  return n
 }
 
 const FLAGS = {
@@ -92,11 +83,6 @@ const parseOptions = (argv: ReadonlyArray<string>): Options | "help" => {
     window: positiveInt("window", values.window, 16),
   }
 }
-
-class BenchError extends Data.TaggedError("BenchError")<{ readonly reason: string }> {}
-
-const benchError = (what: string) => (cause: unknown) =>
-  new BenchError({ reason: `${what}: ${cause instanceof Error ? cause.message : String(cause)}` })
 
 /**
  * What a subscriber has received in the current round. The publisher of either path waits on
@@ -232,41 +218,15 @@ const t1Round = (
     return roundOf(progress, started, opts.messages)
   })
 
-const median = (xs: ReadonlyArray<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  const mid = Math.floor(s.length / 2)
-  return s.length % 2 === 1 ? (s[mid] ?? 0) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2
-}
-
 const fmt = (n: number, digits = 1) => n.toFixed(digits)
 
 const bench = (opts: Options) =>
   Effect.gen(function* () {
-    const external = process.env.T1_BENCH_NATS_URL
-    const url =
-      external !== undefined && external !== ""
-        ? external
-        : (yield* Effect.acquireRelease(
-            Effect.tryPromise({ try: () => startNatsServer(), catch: benchError("nats-server") }),
-            (server) => Effect.promise(() => server.stop()),
-          )).url
-
-    const rawConnect = (name: string) =>
-      Effect.acquireRelease(
-        Effect.tryPromise({
-          try: () => connect({ servers: url, name }),
-          catch: benchError(`connect ${url}`),
-        }),
-        (nc) => Effect.promise(() => nc.close()),
-      )
-    const rawPub = yield* rawConnect("bench-raw-pub")
-    const rawSub = yield* rawConnect("bench-raw-sub")
+    const { url, external } = yield* benchNats
+    const rawPub = yield* rawConnection(url, "bench-raw-pub")
+    const rawSub = yield* rawConnection(url, "bench-raw-sub")
     // Two bus instances, two connections: publisher and consumer as separate services.
-    const t1Bus = (name: string) =>
-      Layer.build(NatsBusLive({ servers: url, name })).pipe(
-        Effect.map((ctx) => Context.get(ctx, Bus)),
-        Effect.mapError(benchError(`bus ${url}`)),
-      )
+    const t1Bus = (name: string) => busConnection(url, name)
     const t1Pub = yield* t1Bus("bench-t1-pub")
     const t1Sub = yield* t1Bus("bench-t1-sub")
 
@@ -333,7 +293,7 @@ const bench = (opts: Options) =>
           `t1 ${fmt(t1[r]?.mbPerS ?? 0)} MB/s`,
       )
     }
-    return { raw, t1, peakRss, url, external: external !== undefined && external !== "" }
+    return { raw, t1, peakRss, url, external }
   })
 
 const report = (

@@ -27,8 +27,7 @@ import {
   RetentionPolicy,
   StorageType,
 } from "@nats-io/jetstream"
-import { connect, type NatsConnection } from "@nats-io/transport-node"
-import { Context, Data, Effect, Layer, Stream } from "effect"
+import { Effect, Stream } from "effect"
 import { TrajectoryAssembler, TrajectoryCorrupt } from "../actors/buffer/index.ts"
 import {
   type ChunkIdentity,
@@ -42,8 +41,16 @@ import {
 } from "../actors/sampler/records.ts"
 import type { ChunkSpan } from "../actors/sampler/tito.ts"
 import { EpisodeEndSchema, TrajectoryRecordSchema } from "../proto/index.ts"
-import { Bus, type BusShape, NatsBusLive } from "../services/bus/index.ts"
-import { startNatsServer } from "../test/support/nats-server.ts"
+import {
+  type BenchError,
+  benchError,
+  benchNats,
+  busConnection,
+  median,
+  positiveInt,
+  rawConnection,
+  UsageError,
+} from "./nats-bench.ts"
 
 const USAGE = `usage: npm run bench:stream -- [--json] [--episodes N] [--tokens N] [--rounds R] [--window N]
 
@@ -82,11 +89,6 @@ interface Options {
   readonly window: number
 }
 
-class UsageError extends Error {}
-class BenchError extends Data.TaggedError("BenchError")<{ readonly reason: string }> {}
-const benchError = (what: string) => (cause: unknown) =>
-  new BenchError({ reason: `${what}: ${cause instanceof Error ? cause.message : String(cause)}` })
-
 const FLAGS = {
   json: { type: "boolean" },
   episodes: { type: "string" },
@@ -95,14 +97,6 @@ const FLAGS = {
   window: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const
-
-const positiveInt = (name: string, value: string | undefined, fallback: number): number => {
-  if (value === undefined) return fallback
-  const n = Number(value)
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1)
-    throw new UsageError(`--${name} must be a positive integer, got '${value}'`)
-  return n
-}
 
 const parseOptions = (argv: ReadonlyArray<string>): Options | "help" => {
   let values: ReturnType<typeof parseArgs<{ options: typeof FLAGS }>>["values"]
@@ -254,28 +248,11 @@ interface JsonChunk {
 
 const bench = (opts: Options) =>
   Effect.gen(function* () {
-    const external = process.env.T1_BENCH_NATS_URL
-    const url =
-      external !== undefined && external !== ""
-        ? external
-        : (yield* Effect.acquireRelease(
-            Effect.tryPromise({ try: () => startNatsServer(), catch: benchError("nats-server") }),
-            (server) => Effect.promise(() => server.stop()),
-          )).url
-    const rawConnect = (name: string) =>
-      Effect.acquireRelease(
-        Effect.tryPromise({ try: () => connect({ servers: url, name }), catch: benchError(url) }),
-        (nc) => Effect.promise(() => nc.close()),
-      )
-    const t1Bus = (name: string) =>
-      Layer.build(NatsBusLive({ servers: url, name })).pipe(
-        Effect.map((ctx) => Context.get(ctx, Bus)),
-        Effect.mapError(benchError(`bus ${url}`)),
-      )
-    const rawPub: NatsConnection = yield* rawConnect("bench-stream-raw-pub")
-    const rawSub: NatsConnection = yield* rawConnect("bench-stream-raw-sub")
-    const pub: BusShape = yield* t1Bus("bench-stream-sampler")
-    const sub: BusShape = yield* t1Bus("bench-stream-buffer")
+    const { url, external } = yield* benchNats
+    const rawPub = yield* rawConnection(url, "bench-stream-raw-pub")
+    const rawSub = yield* rawConnection(url, "bench-stream-raw-sub")
+    const pub = yield* busConnection(url, "bench-stream-sampler")
+    const sub = yield* busConnection(url, "bench-stream-buffer")
     const jsm = yield* Effect.tryPromise({
       try: () => jetstreamManager(rawPub),
       catch: benchError("jsm"),
@@ -286,6 +263,29 @@ const bench = (opts: Options) =>
     const spans = Array.from({ length: opts.episodes }, (_, i) => makeSpan(opts.tokens, i + 1))
     const routingBytesPerToken = LAYERS * TOP_K
     const maxTokens = maxChunkTokens(pub.maxPayload, routingBytesPerToken)
+    /**
+     * Every record of every trajectory as the sampler publishes them — chunks, then the end —
+     * each encoded only when `encode` is called, so a round pays for its own encoding.
+     */
+    const sampledRecords = (label: string) =>
+      spans.flatMap((span, e) => {
+        const who: ChunkIdentity = { jobId: "bench", episodeId: `${label}-${e}`, attempt: 0 }
+        const pieces = splitSpan(span, maxTokens)
+        const end = create(EpisodeEndSchema, {
+          jobId: who.jobId,
+          episodeId: who.episodeId,
+          attempt: 0,
+          totalChunks: pieces.length,
+          totalTokens: span.end,
+        })
+        return [
+          ...pieces.map((piece, seq) => ({
+            encode: () => encodeRecord(chunkRecord(who, seq, piece)),
+            msgId: chunkMsgId(who, seq),
+          })),
+          { encode: () => encodeRecord(endRecord(end)), msgId: endMsgId(who) },
+        ]
+      })
     let streamN = 0
     const freshStream = (path: string) =>
       Effect.tryPromise({
@@ -340,32 +340,13 @@ const bench = (opts: Options) =>
           const started = performance.now()
           // Every record of every trajectory, encoded when its turn to publish comes, with the
           // same number in flight as the other paths (the assembler takes them in any order).
-          const sends = spans.flatMap((span, e) => {
-            const who: ChunkIdentity = { jobId: "bench", episodeId: `${label}-${e}`, attempt: 0 }
-            const pieces = splitSpan(span, maxTokens)
-            const end = create(EpisodeEndSchema, {
-              jobId: who.jobId,
-              episodeId: who.episodeId,
-              attempt: 0,
-              totalChunks: pieces.length,
-              totalTokens: span.end,
-            })
-            return [
-              ...pieces.map(
-                (piece, seq) => () =>
-                  pub.jsPublish(subject, encodeRecord(chunkRecord(who, seq, piece)), {
-                    msgId: chunkMsgId(who, seq),
-                  }),
-              ),
-              () => pub.jsPublish(subject, encodeRecord(endRecord(end)), { msgId: endMsgId(who) }),
-            ]
-          })
+          const sends = sampledRecords(label)
           yield* Effect.forEach(
             sends,
             (send, i) =>
               Effect.andThen(
                 Effect.promise(() => progress.reached(i - BACKLOG)),
-                send(),
+                pub.jsPublish(subject, send.encode(), { msgId: send.msgId }),
               ),
             {
               concurrency: opts.window,
@@ -384,19 +365,7 @@ const bench = (opts: Options) =>
       )
 
     // The raw path sends exactly t1's bytes, encoded once before any round.
-    const t1Bytes = spans.map((span, e) => {
-      const who: ChunkIdentity = { jobId: "bench", episodeId: `raw-${e}`, attempt: 0 }
-      const pieces = splitSpan(span, maxTokens).map((piece, seq) =>
-        encodeRecord(chunkRecord(who, seq, piece)),
-      )
-      const end = create(EpisodeEndSchema, {
-        jobId: "bench",
-        episodeId: who.episodeId,
-        totalChunks: pieces.length,
-        totalTokens: span.end,
-      })
-      return [...pieces, encodeRecord(endRecord(end))]
-    })
+    const flat = sampledRecords("raw").map((r) => r.encode())
     const routingBytes = spans.reduce((n, s) => n + (s.routing?.rows.byteLength ?? 0), 0)
     const choices = opts.episodes * opts.tokens * LAYERS * TOP_K
 
@@ -464,7 +433,6 @@ const bench = (opts: Options) =>
         try: async (): Promise<Round> => {
           const { name, subject } = await Effect.runPromise(freshStream("raw"))
           const progress = new Progress()
-          const flat = t1Bytes.flat()
           // Every trajectory is the same number of messages; one is whole when its last arrives.
           const perEpisode = flat.length / opts.episodes
           let seen = 0
@@ -561,18 +529,13 @@ const bench = (opts: Options) =>
       json,
       routingBytes,
       choices,
-      external: external !== undefined && external !== "",
+      external,
     }
   })
 
 const tokS = (r: Round) => r.tokens / r.seconds
 const mbS = (r: Round) => r.bytes / 1e6 / r.seconds
 const fmt = (n: number, digits = 1) => n.toFixed(digits)
-const median = (xs: ReadonlyArray<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  const mid = Math.floor(s.length / 2)
-  return s.length % 2 === 1 ? (s[mid] ?? 0) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2
-}
 
 const main = async () => {
   let opts: Options | "help"

@@ -1,7 +1,6 @@
 import { Effect, Layer } from "effect"
 import { actorRegistry, diagnosticActor, type FlagValues } from "../../actors/index.ts"
-import { dockerEngineAvailable } from "../../actors/sandbox/docker/index.ts"
-import { BASE_IMAGE, buildBaseImage } from "../../actors/sandbox/image/index.ts"
+import { BASE_IMAGE } from "../../actors/sandbox/image/index.ts"
 import { runActor } from "../../services/actor/index.ts"
 import {
   MemoryBusLive,
@@ -14,6 +13,7 @@ import { MetricsLive, serveMetrics } from "../../services/metrics/index.ts"
 import { natsFlagSpec, natsFlagsHelp, natsOptionsFrom, prefixFrom } from "../bus-flags.ts"
 import { choiceFlag, intFlag, parseFlags, UsageError } from "../flags.ts"
 import { logFlagSpec, logFlagsHelp, loggingLayer } from "../run-main.ts"
+import { ensureSandboxEngine } from "../sandbox-engine.ts"
 import { gatewayServeFlagSpec, gatewayServeFlagsHelp, gatewayServeOptionsFrom } from "./gateway.ts"
 
 export const serveUsage = () => `Usage: t1 serve [options]
@@ -98,25 +98,13 @@ export const serveCommand = (
   })
 
   const program = Effect.gen(function* () {
-    if (driver === "docker") {
-      if (!(yield* dockerEngineAvailable())) {
-        return yield* Effect.fail(
-          new Error(
-            `t1 serve: no Docker engine answers at ${process.env.DOCKER_HOST ?? "unix:///var/run/docker.sock"}. Start one (as root: \`dockerd &\`, or \`systemctl start docker\`), or point DOCKER_HOST at one; --driver local runs sandboxes on this host instead (trusted synthetic tasks only)`,
-          ),
-        )
-      }
-      if (
-        (process.env.T1_SANDBOX_IMAGE ?? "") === "" ||
-        process.env.T1_SANDBOX_IMAGE === BASE_IMAGE
-      ) {
-        yield* Effect.logInfo("t1 serve: checking the sandbox base image")
-        const base = yield* buildBaseImage()
-        yield* Effect.logInfo(
-          `t1 serve: ${base.image} ${base.source === "engine" ? "present" : `ready (${base.source === "archive" ? "re-imported from the cache" : "built"} in ${Math.round(base.durationMs / 1000)} s)`}`,
-        )
-      }
-    }
+    const image = process.env.T1_SANDBOX_IMAGE ?? ""
+    // The base image only matters when the sandboxes use it.
+    if (driver === "docker" && (image === "" || image === BASE_IMAGE))
+      yield* ensureSandboxEngine(
+        "t1 serve",
+        "; --driver local runs sandboxes on this host instead (trusted synthetic tasks only)",
+      )
     const endpoint = yield* serveMetrics({ host: gateway.metricsHost, port: gateway.metricsPort })
     yield* Effect.logInfo(`t1 serve: metrics at ${endpoint.url}/metrics`)
     yield* Effect.forkScoped(runActor(diagnosticActor(subjects.ping, "serve")))

@@ -1,6 +1,4 @@
 import { Effect, Layer } from "effect"
-import { dockerEngineAvailable } from "../../actors/sandbox/docker/index.ts"
-import { buildBaseImage } from "../../actors/sandbox/image/index.ts"
 import {
   MemoryBusLive,
   NatsBusLive,
@@ -10,6 +8,7 @@ import {
 import { MetricsLive, serveMetrics } from "../../services/metrics/index.ts"
 import { natsFlagSpec, natsOptionsFrom } from "../bus-flags.ts"
 import { intFlag, parseFlags } from "../flags.ts"
+import { ensureSandboxEngine } from "../sandbox-engine.ts"
 import { runUp, summaryTable, writeReport } from "../up/run.ts"
 
 export const upUsage = () => `Usage: t1 up [options]
@@ -77,19 +76,7 @@ export const upCommand = (args: ReadonlyArray<string>): Effect.Effect<void, unkn
   const subjects = subjectsFor(`t1up${Date.now().toString(36)}`)
   return Effect.scoped(
     Effect.gen(function* () {
-      if (!(yield* dockerEngineAvailable())) {
-        return yield* Effect.fail(
-          new Error(
-            `t1 up needs a Docker engine for the sandboxes and none answers at ${process.env.DOCKER_HOST ?? "unix:///var/run/docker.sock"}: start one (as root: \`dockerd &\`, or \`systemctl start docker\`), or point DOCKER_HOST at one`,
-          ),
-        )
-      }
-      // The base image every sandbox starts from: instant when the engine has it, else built.
-      const base = yield* buildBaseImage()
-      if (base.source !== "engine")
-        yield* Effect.logInfo(
-          `t1 up: built ${base.image} in ${Math.round(base.durationMs / 1000)} s`,
-        )
+      yield* ensureSandboxEngine("t1 up")
       const endpoint = yield* serveMetrics({ port: metricsPort })
       yield* Effect.logInfo(`t1 up: metrics at ${endpoint.url}/metrics`)
       const report = yield* runUp(options, subjects, "docker")
