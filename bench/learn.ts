@@ -19,69 +19,54 @@
  * Sandboxes: the local driver by default (python3 with pytest on this host); `--driver docker`
  * needs a Docker engine and the t1-base image (`npx t1 image build-base`). Reports; never asserts.
  */
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
-import { Effect, Fiber, Layer, Logger, Queue, References } from "effect"
-import { runBuffer } from "../actors/buffer/index.ts"
-import { runLearner, type StepReport } from "../actors/learner/actor.ts"
-import { type TrainingSequence, trainingSequence } from "../actors/learner/decode.ts"
-import { EMBEDDED_MODEL_CONFIG, EMBEDDED_RL_CONFIG } from "../actors/learner/embedded.ts"
-import { goldenTrajectories } from "../actors/learner/golden.ts"
+import { Effect, Layer, Logger, References } from "effect"
+import { continuedActorOptimizer, type LearnerConfig, Trainer } from "../actors/learner/trainer.ts"
 import {
-  continuedActorOptimizer,
-  DEFAULT_LEARNER_CONFIG,
-  type LearnerConfig,
-  Trainer,
-} from "../actors/learner/trainer.ts"
-import { followWeights } from "../actors/learner/weights.ts"
-import { startSandboxAndVerifier } from "../actors/local.ts"
-import { shellBlockShort } from "../actors/sampler/actions/index.ts"
-import { runSampler } from "../actors/sampler/actor.ts"
-import { runEpisodeBatch } from "../actors/sampler/batch.ts"
-import { embeddedPolicy } from "../actors/sampler/policy/embedded.ts"
-import { ensureSamplerStreams } from "../actors/sampler/streams.ts"
+  copyModel,
+  LADDER_RECIPE_DEFAULTS as D,
+  type LadderRecipe,
+  openLadderRecipe,
+  type RecipeScore,
+  type RecipeTask,
+  resolvedRate,
+  scoreTrajectories,
+  sftUpdates,
+} from "../actors/recipe/index.ts"
 import { dockerEngineAvailable } from "../actors/sandbox/docker/index.ts"
-import { loadBundledTokenizer } from "../model/bundled/bundled.ts"
-import { ChatTemplate, type Kernels, mapParams, Rng, TinyMoe } from "../model/index.ts"
-import { selectKernels } from "../model/kernels/select.ts"
-import { EpisodePurpose, type Task as TaskMessage, type Trajectory } from "../proto/index.ts"
-import {
-  Bus,
-  type BusShape,
-  MemoryBusLive,
-  type Subjects,
-  subjectsFor,
-} from "../services/bus/index.ts"
+import { Rng } from "../model/index.ts"
+import type { Trajectory } from "../proto/index.ts"
+import { type Bus, MemoryBusLive } from "../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"
-import { loadTasks, type Task } from "../tasks/index.ts"
-import { type LadderTask, writeLadder } from "../tasks/ladder/index.ts"
-import { resolvedWireTask } from "../tasks/wire.ts"
+import { writeLadder } from "../tasks/ladder/index.ts"
 
 const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [options]
 
   --json                 print one JSON object as the last line of output
   --seeds N              seeds (ladder, model and sampling), 0..N-1 (default 3)
   --first-seed S         start at seed S (default 0)
-  --demos N              demonstrations per train family for the warm start (default 8)
-  --train-per-family N   ladder train tasks per family (default 24)
-  --eval-per-family N    held-out tasks per family, in-distribution and OOD (default 6)
+  --demos N              demonstrations per train family for the warm start (default ${D.demos})
+  --train-per-family N   ladder train tasks per family (default ${D.trainPerFamily})
+  --eval-per-family N    held-out tasks per family, in-distribution and OOD (default ${D.evalPerFamily})
   --seen-per-family N    unseen tasks with train names per family (default 3)
-  --sft-steps N          warm-start SFT steps (default 600)
-  --sft-batch N          sequences per SFT step (default 8)
-  --sft-lr X             SFT learning rate (default 2e-3)
-  --rl-steps N           RL updates (default 40)
-  --tasks-per-step N     tasks per RL update (default 8)
-  --samples N            episodes per task in an RL update: the group (default 8)
-  --eval-samples N       episodes per held-out task (default 2)
-  --lr X                 RL learning rate (default 3e-4)
-  --turns N              agent turns per episode (default 5)
-  --concurrency N        episodes run at once (default 6)
+  --sft-steps N          warm-start SFT steps (default ${D.sftSteps})
+  --sft-batch N          sequences per SFT step (default ${D.sftBatch})
+  --sft-lr X             SFT learning rate (default ${D.sftLr})
+  --rl-steps N           RL updates (default ${D.rlSteps})
+  --tasks-per-step N     tasks per RL update (default ${D.tasksPerStep})
+  --samples N            episodes per task in an RL update: the group (default ${D.samples})
+  --eval-samples N       episodes per held-out task (default ${D.evalSamples})
+  --lr X                 RL learning rate (default ${D.lr})
+  --turns N              agent turns per episode (default ${D.turns})
+  --concurrency N        episodes run at once (default ${D.concurrency})
   --driver local|docker  sandbox driver (default local: the ladder's tasks are synthetic and a
                          container per episode would cost most of the run; docker needs the
                          t1-base image)
-  --ablate               also run the ablations on the first seed (README table)`
+  --ablate               also run the ablations on the first seed (README table)
+  --dump DIR             write every evaluation's episodes to DIR/seed<S>-<set>.jsonl (task, rung,
+                         tests passed, the policy's generated text per turn)`
 
 interface Options {
   readonly seeds: number
@@ -101,17 +86,10 @@ interface Options {
   readonly turns: number
   readonly concurrency: number
   readonly driver: "docker" | "local"
+  readonly dump: string | undefined
 }
 
-/** Results of one policy on one held-out set. */
-interface Score {
-  readonly episodes: number
-  readonly resolved: number
-  /** Mean over episodes of tests passed / tests total. */
-  readonly reward: number
-  /** Resolved rate per rung. */
-  readonly rungs: Readonly<Record<string, { readonly episodes: number; readonly resolved: number }>>
-}
+type Score = RecipeScore
 
 interface SeedResult {
   readonly seed: number
@@ -128,75 +106,40 @@ interface SeedResult {
 /** Ladder seed offset of the seen-names set (seeds below it stay distinct). */
 const SEEN_SEED_OFFSET = 500_000
 
-const rate = (s: Score) => (s.episodes === 0 ? 0 : s.resolved / s.episodes)
+const rate = resolvedRate
 
-const scoreOf = (
+/** One line per episode: what the policy wrote in each turn, and what the verifier made of it. */
+const dumpEpisodes = (
+  dir: string,
+  name: string,
   trajectories: ReadonlyArray<Trajectory>,
-  rungOf: (taskId: string) => number,
-): Score => {
-  const scored = trajectories.filter((t) => t.end && !t.end.infraFailed && !t.end.unverifiable)
-  const rungs: Record<string, { episodes: number; resolved: number }> = {}
-  let resolved = 0
-  let reward = 0
-  for (const t of scored) {
-    const end = t.end
-    if (end === undefined) continue
-    const rung = String(rungOf(end.task?.taskId ?? ""))
-    const r = rungs[rung] ?? { episodes: 0, resolved: 0 }
-    rungs[rung] = r
-    r.episodes++
-    if (end.resolved) {
-      r.resolved++
-      resolved++
+  recipe: LadderRecipe,
+) => {
+  mkdirSync(dir, { recursive: true })
+  const lines = trajectories.map((t) => {
+    const ids = new Uint32Array(t.tokenIds.slice().buffer)
+    const turns: string[] = []
+    let run: number[] = []
+    for (let i = 0; i <= ids.length; i++) {
+      if (i < ids.length && t.lossMask[i] === 1) run.push(ids[i] as number)
+      else if (run.length > 0) {
+        turns.push(recipe.tokenizer.decode(run))
+        run = []
+      }
     }
-    reward += end.testsTotal > 0 ? end.testsPassed / end.testsTotal : 0
-  }
-  return {
-    episodes: scored.length,
-    resolved,
-    reward: scored.length === 0 ? 0 : reward / scored.length,
-    rungs,
-  }
-}
-
-/** A copy of the model's weights in f32 on the same kernels, for a trainer or policy of its own. */
-const copyOf = (model: TinyMoe): TinyMoe =>
-  TinyMoe.fromParams(
-    model.config,
-    mapParams(model.config, model.params, "f32", (d) => d),
-    "f32",
-    model.kernels,
-  )
-
-/** `steps` supervised updates on `sequences` (batches drawn with `rng`). */
-const sftUpdates = (
-  trainer: Trainer,
-  sequences: ReadonlyArray<TrainingSequence>,
-  steps: number,
-  batch: number,
-  rng: Rng,
-): Effect.Effect<number[]> =>
-  Effect.gen(function* () {
-    const losses: number[] = []
-    for (let step = 0; step < steps; step++) {
-      const picked = Array.from(
-        { length: Math.min(batch, sequences.length) },
-        () => sequences[Math.floor(rng.next() * sequences.length)] as TrainingSequence,
-      )
-      losses.push(trainer.sftStep(picked).loss)
-      yield* Effect.yieldNow
-    }
-    return losses
+    const taskId = t.end?.task?.taskId ?? ""
+    return JSON.stringify({
+      task: taskId,
+      rung: recipe.rungOf(taskId),
+      instruction: recipe.instructionOf(taskId),
+      resolved: t.end?.resolved ?? false,
+      passed: t.end?.testsPassed ?? 0,
+      total: t.end?.testsTotal ?? 0,
+      turns,
+    })
   })
-
-const LIMITS = (turns: number) => ({
-  maxTurns: turns,
-  maxTokens: 1024,
-  turnMaxTokens: 64,
-  commandTimeoutMs: 10_000,
-  observationMaxTokens: 96,
-  wallClockSec: 120,
-})
+  writeFileSync(join(dir, `${name}.jsonl`), `${lines.join("\n")}\n`)
+}
 
 const runSeed = (
   seed: number,
@@ -207,196 +150,80 @@ const runSeed = (
   Effect.scoped(
     Effect.gen(function* () {
       const started = Date.now()
-      const bus: BusShape = yield* Bus
-      const subjects: Subjects = subjectsFor(`learn${seed}x${Date.now().toString(36)}`)
-      const tokenizer = loadBundledTokenizer()
-      const template = new ChatTemplate(tokenizer)
-      const format = shellBlockShort
-      yield* ensureSamplerStreams(bus, subjects)
-      yield* startSandboxAndVerifier(subjects, { concurrency: o.concurrency, driver: o.driver })
-
-      // The ladder of this seed: train, in-distribution eval, OOD eval.
-      const dir = mkdtempSync(join(tmpdir(), `t1-learn-${seed}-`))
-      yield* Effect.addFinalizer(() =>
-        Effect.sync(() => rmSync(dir, { recursive: true, force: true })),
-      )
-      const ladder = yield* writeLadder(dir, {
-        seed,
-        trainPerFamily: o.trainPerFamily,
-        evalPerFamily: o.evalPerFamily,
-      })
-      const meta = new Map<string, LadderTask>()
-      for (const t of [...ladder.splits.train, ...ladder.splits.eval, ...ladder.splits.ood])
-        meta.set(t.id, t)
-      const rungOf = (id: string) => meta.get(id)?.rung ?? 0
-      const load = (path: string) =>
-        Effect.gen(function* () {
-          const tasks = yield* loadTasks([path])
-          return yield* Effect.forEach(tasks, (task) =>
-            Effect.map(resolvedWireTask(task), (wire) => ({ task, wire })),
-          )
-        })
+      const recipe = yield* openLadderRecipe({ ...o, seed, learner })
       log(
-        `seed ${seed}: ladder of ${ladder.splits.train.length} train, ${ladder.splits.eval.length} held-out and ${ladder.splits.ood.length} OOD tasks in ${dir}`,
+        `seed ${seed}: ladder of ${recipe.train.length} train, ${recipe.heldIn.length} held-out and ${recipe.heldOut.length} OOD tasks in ${recipe.dir}`,
       )
-      const train = yield* load(ladder.dirs.train)
-      const heldIn = yield* load(ladder.dirs.eval)
-      const heldOut = yield* load(ladder.dirs.ood)
       // Unseen tasks with seen names: the train families and name pools at another seed, none
       // with an instruction of a train task; what RL learns where it trains.
-      const seenLadder = yield* writeLadder(join(dir, "seen"), {
+      const seenLadder = yield* writeLadder(join(recipe.dir, "seen"), {
         seed: seed + SEEN_SEED_OFFSET,
         trainPerFamily: o.seenPerFamily,
         evalPerFamily: 0,
         oodPerFamily: 0,
       })
-      const trainInstructions = new Set(ladder.splits.train.map((t) => t.generated.instruction))
-      for (const t of seenLadder.splits.train) meta.set(t.id, t)
-      const seen = (yield* load(seenLadder.dirs.train)).filter(
+      recipe.remember(seenLadder.splits.train)
+      const trainInstructions = new Set(recipe.train.map((p) => p.task.instruction))
+      const seen = (yield* recipe.load(seenLadder.dirs.train)).filter(
         (p) => !trainInstructions.has(p.task.instruction),
       )
-      // Demonstrations: the first few train tasks of each family; RL gets the rest.
-      const demoIds = new Set(ladder.splits.train.filter((t) => t.index < o.demos).map((t) => t.id))
-      const demos: Task[] = train.filter((p) => demoIds.has(p.task.id)).map((p) => p.task)
-      const pool: TaskMessage[] = train.filter((p) => !demoIds.has(p.task.id)).map((p) => p.wire)
 
       // 1. Warm start.
-      log(`seed ${seed}: playing ${demos.length} demonstrations`)
-      const golden = yield* goldenTrajectories(bus, subjects, demos, template, format, {
-        job: `golden-${seed}`,
-        concurrency: o.concurrency,
-      })
-      const sequences = golden.trajectories.flatMap((t) => trainingSequence(t, 0n) ?? [])
-      if (sequences.length === 0) return yield* Effect.fail(new Error("no golden trajectory"))
-      // Training and sampling on the fast kernels (the reference loops are ~15× slower).
-      const kernels: Kernels = selectKernels("auto")
-      const model = TinyMoe.create({
-        config: { ...EMBEDDED_MODEL_CONFIG, vocabSize: tokenizer.vocabSize },
-        seed,
-        kernels,
-      })
-      const sftConfig = { ...DEFAULT_LEARNER_CONFIG, sftLr: o.sftLr, replayRouting: false }
-      const sft = new Trainer(model, sftConfig)
-      const sftLosses = yield* sftUpdates(sft, sequences, o.sftSteps, o.sftBatch, new Rng(seed + 1))
+      log(`seed ${seed}: playing ${recipe.demos.length} demonstrations`)
+      const warm = yield* recipe.warmStart()
       log(
-        `seed ${seed}: SFT on ${sequences.length} demonstrations (${golden.skipped.length} unresolved): loss ${sftLosses[0]?.toFixed(2)} → ${sftLosses.at(-1)?.toFixed(2)} in ${o.sftSteps} steps`,
+        `seed ${seed}: SFT on ${warm.sequences.length} demonstrations (${warm.skipped.length} unresolved): loss ${warm.losses[0]?.toFixed(2)} → ${warm.losses.at(-1)?.toFixed(2)} in ${o.sftSteps} steps`,
       )
 
-      // 2. Samplers on the warm start, following the RL job's weights.
-      const job = `rl-${seed}`
-      const policy = yield* embeddedPolicy(copyOf(model), 0n, {
-        contextLength: 1024,
-      })
-      yield* followWeights(bus, subjects, job, policy, kernels)
-      yield* Effect.forkScoped(
-        runSampler({ subjects, policy, template, format, concurrency: o.concurrency }),
-      )
-      let runs = 0
-      const evaluate = (
-        name: string,
-        version: bigint,
-        tasks: ReadonlyArray<{ wire: TaskMessage }>,
-      ) =>
-        Effect.map(
-          runEpisodeBatch(bus, subjects, {
-            job: `${name}-${seed}`,
-            groups: tasks.map((p) => ({ task: p.wire, samples: o.evalSamples })),
-            purpose: EpisodePurpose.EVAL,
-            policyVersion: version,
-            sampling: { temperature: 1, topP: 1, maxTokens: 64 },
-            limits: LIMITS(o.turns),
-            seedBase: seed * 1_000_000 + 500_000 + runs++ * 10_000,
-          }),
-          (ts) => scoreOf(ts, rungOf),
-        )
+      // 2. Samplers on the warm start; evaluation before RL.
+      const policy = yield* recipe.startSamplers(warm.model)
+      const evaluate = (name: string, version: bigint, tasks: ReadonlyArray<RecipeTask>) =>
+        Effect.map(recipe.evaluate(name, version, tasks), (ts) => {
+          if (o.dump !== undefined) dumpEpisodes(o.dump, `seed${seed}-${name}`, ts, recipe)
+          return scoreTrajectories(ts, recipe.rungOf)
+        })
       const before = {
-        id: yield* evaluate("eval-before", 0n, heldIn),
-        ood: yield* evaluate("ood-before", 0n, heldOut),
+        id: yield* evaluate("eval-before", 0n, recipe.heldIn),
+        ood: yield* evaluate("ood-before", 0n, recipe.heldOut),
         seen: yield* evaluate("seen-before", 0n, seen),
       }
       log(
-        `seed ${seed}: before RL: held-out ${(rate(before.id) * 100).toFixed(1)}%, OOD ${(rate(before.ood) * 100).toFixed(1)}%`,
+        `seed ${seed}: before RL: held-out ${(rate(before.id) * 100).toFixed(1)}%, OOD ${(rate(before.ood) * 100).toFixed(1)}%, seen names ${(rate(before.seen) * 100).toFixed(1)}%`,
       )
 
       // 3. RL through the buffer and the learner.
-      const config: LearnerConfig = { ...EMBEDDED_RL_CONFIG, lr: o.lr, criticLr: o.lr, ...learner }
-      yield* Effect.forkScoped(runBuffer({ subjects, jobId: job, groupSize: o.samples }))
-      const reports = yield* Queue.unbounded<StepReport>()
-      const learnerFiber = yield* Effect.forkScoped(
-        runLearner({
-          subjects,
-          jobId: job,
-          config,
-          initial: copyOf(model),
-          batchWaitMs: 30 * 60_000,
-          batchSize: o.tasksPerStep * o.samples,
-          // Each step admits exactly one batch: the buffer serves it whole and the trainer drops
-          // zero-variance groups itself (a buffer-side drop would leave the batch short for ever).
-          dropZeroVarianceGroups: false,
-          maxStaleness: 1,
-          maxSteps: o.rlSteps,
-          checkpointEvery: o.rlSteps,
-          onStep: (report) => Queue.offer(reports, report).pipe(Effect.asVoid),
-        }),
-      )
-      const rng = new Rng(seed * 7919 + 3)
-      const rewardCurve: number[] = []
-      let episodes = 0
-      for (let step = 0; step < o.rlSteps; step++) {
-        // Distinct tasks (episode ids name the task): a partial Fisher–Yates draw.
-        const order = [...pool]
-        const picked: TaskMessage[] = []
-        for (let i = 0; i < Math.min(o.tasksPerStep, order.length); i++) {
-          const j = i + Math.floor(rng.next() * (order.length - i))
-          ;[order[i], order[j]] = [order[j] as TaskMessage, order[i] as TaskMessage]
-          picked.push(order[i] as TaskMessage)
-        }
-        const ts = yield* runEpisodeBatch(bus, subjects, {
-          job,
-          tag: `r${step}`,
-          groups: picked.map((task) => ({ task, samples: o.samples })),
-          purpose: EpisodePurpose.TRAIN,
-          policyVersion: BigInt(step),
-          sampling: { temperature: 1, topP: 1, maxTokens: 64 },
-          limits: LIMITS(o.turns),
-          seedBase: seed * 1_000_000 + step * 1000,
-        })
-        episodes += ts.length
-        const report = yield* Queue.take(reports)
-        const s = scoreOf(ts, rungOf)
-        rewardCurve.push(s.reward)
-        log(
-          `seed ${seed}: RL step ${step + 1}/${o.rlSteps}: resolved ${(rate(s) * 100).toFixed(1)}% reward ${s.reward.toFixed(3)} (${report.phase}, clipfrac ${report.clipfrac.toFixed(3)}, kl ${report.approxKl.toFixed(4)}, ${report.seconds.toFixed(1)} s)`,
-        )
-      }
-      const final = yield* Fiber.join(learnerFiber)
-      while (policy.version < final.version) yield* Effect.sleep("100 millis")
+      const rl = yield* recipe.reinforce(warm.model, policy, {
+        onStep: (step, s, report) =>
+          log(
+            `seed ${seed}: RL step ${step}/${o.rlSteps}: resolved ${(rate(s) * 100).toFixed(1)}% reward ${s.reward.toFixed(3)} (${report.phase}, clipfrac ${report.clipfrac.toFixed(3)}, kl ${report.approxKl.toFixed(4)}, ${report.seconds.toFixed(1)} s)`,
+          ),
+      })
       const after = {
-        id: yield* evaluate("eval-after", final.version, heldIn),
-        ood: yield* evaluate("ood-after", final.version, heldOut),
-        seen: yield* evaluate("seen-after", final.version, seen),
+        id: yield* evaluate("eval-after", rl.version, recipe.heldIn),
+        ood: yield* evaluate("ood-after", rl.version, recipe.heldOut),
+        seen: yield* evaluate("seen-after", rl.version, seen),
       }
       log(
-        `seed ${seed}: after RL: held-out ${(rate(after.id) * 100).toFixed(1)}%, OOD ${(rate(after.ood) * 100).toFixed(1)}%`,
+        `seed ${seed}: after RL: held-out ${(rate(after.id) * 100).toFixed(1)}%, OOD ${(rate(after.ood) * 100).toFixed(1)}%, seen names ${(rate(after.seen) * 100).toFixed(1)}%`,
       )
 
       // 4. The SFT-only control: RL's optimiser steps spent on more SFT of the same demonstrations.
-      const controlSteps = final.steps
+      const controlSteps = rl.steps
       // The control continues the warm start's optimiser (moments and step count), as one longer
       // SFT run would; a fresh AdamW at the SFT rate would jolt the policy and flatter RL.
-      const controlModel = copyOf(model)
+      const controlModel = copyModel(warm.model)
       const control = new Trainer(
         controlModel,
-        sftConfig,
-        continuedActorOptimizer(controlModel, sftConfig, sft.optimizer.state()),
+        warm.config,
+        continuedActorOptimizer(controlModel, warm.config, warm.trainer.optimizer.state()),
       )
-      yield* sftUpdates(control, sequences, controlSteps, o.sftBatch, new Rng(seed + 2))
-      const controlVersion = final.version + 1_000_000n
-      policy.setWeights(copyOf(control.model), controlVersion)
-      const controlScore = yield* evaluate("eval-control", controlVersion, heldIn)
+      yield* sftUpdates(control, warm.sequences, controlSteps, o.sftBatch, new Rng(seed + 2))
+      const controlVersion = rl.version + 1_000_000n
+      policy.setWeights(copyModel(control.model), controlVersion)
+      const controlScore = yield* evaluate("eval-control", controlVersion, recipe.heldIn)
       const controlSeen = yield* evaluate("seen-control", controlVersion, seen)
       log(
-        `seed ${seed}: SFT control (+${controlSteps} steps): held-out ${(rate(controlScore) * 100).toFixed(1)}%`,
+        `seed ${seed}: SFT control (+${controlSteps} steps): held-out ${(rate(controlScore) * 100).toFixed(1)}%, seen names ${(rate(controlSeen) * 100).toFixed(1)}%`,
       )
       return {
         seed,
@@ -405,9 +232,9 @@ const runSeed = (
         control: controlScore,
         controlSeen,
         steps: o.rlSteps,
-        episodes,
+        episodes: rl.episodes,
         minutes: (Date.now() - started) / 60_000,
-        rewardCurve,
+        rewardCurve: rl.curve.map((c) => c.score.reward),
       }
     }),
   )
@@ -529,6 +356,7 @@ const main = Effect.gen(function* () {
       turns: { type: "string" },
       concurrency: { type: "string" },
       driver: { type: "string" },
+      dump: { type: "string" },
     },
   })
   if (values.help) {
@@ -554,21 +382,22 @@ const main = Effect.gen(function* () {
   const o: Options = {
     seeds: num("seeds", 3, 1),
     firstSeed: num("first-seed", 0, 0),
-    demos: num("demos", 8, 1),
-    trainPerFamily: num("train-per-family", 24, 2),
-    evalPerFamily: num("eval-per-family", 6, 1),
+    demos: num("demos", D.demos, 1),
+    trainPerFamily: num("train-per-family", D.trainPerFamily, 2),
+    evalPerFamily: num("eval-per-family", D.evalPerFamily, 1),
     seenPerFamily: num("seen-per-family", 3, 1),
-    sftSteps: num("sft-steps", 600, 0),
-    sftBatch: num("sft-batch", 8, 1),
-    sftLr: num("sft-lr", 2e-3, 0, false),
-    rlSteps: num("rl-steps", 40, 1),
-    tasksPerStep: num("tasks-per-step", 8, 1),
-    samples: num("samples", 8, 2),
-    evalSamples: num("eval-samples", 2, 1),
-    lr: num("lr", 3e-4, 0, false),
-    turns: num("turns", 5, 1),
-    concurrency: num("concurrency", 6, 1),
+    sftSteps: num("sft-steps", D.sftSteps, 0),
+    sftBatch: num("sft-batch", D.sftBatch, 1),
+    sftLr: num("sft-lr", D.sftLr, 0, false),
+    rlSteps: num("rl-steps", D.rlSteps, 1),
+    tasksPerStep: num("tasks-per-step", D.tasksPerStep, 1),
+    samples: num("samples", D.samples, 2),
+    evalSamples: num("eval-samples", D.evalSamples, 1),
+    lr: num("lr", D.lr, 0, false),
+    turns: num("turns", D.turns, 1),
+    concurrency: num("concurrency", D.concurrency, 1),
     driver: driverOf(values.driver),
+    dump: values.dump,
   }
   if (o.firstSeed + o.seeds > SEEN_SEED_OFFSET)
     throw new Error(`--first-seed + --seeds must be at most ${SEEN_SEED_OFFSET}`)
@@ -576,7 +405,9 @@ const main = Effect.gen(function* () {
     throw new Error(`--demos (${o.demos}) must be below --train-per-family (${o.trainPerFamily})`)
   if (o.driver === "docker" && !(yield* dockerEngineAvailable()))
     throw new Error("no Docker engine answers: start dockerd (as .ci/run does), or --driver local")
-  const log = (line: string) => console.error(line)
+  const t0 = Date.now()
+  const log = (line: string) =>
+    console.error(`[${((Date.now() - t0) / 1000).toFixed(0)} s] ${line}`)
   const results: SeedResult[] = []
   for (let s = 0; s < o.seeds; s++) results.push(yield* runSeed(o.firstSeed + s, o, {}, log))
   console.log(table(results))

@@ -2,7 +2,12 @@ import { readFile } from "node:fs/promises"
 import { create } from "@bufbuild/protobuf"
 import { Effect } from "effect"
 import type { ChatTemplate } from "../../model/index.ts"
-import { EpisodePurpose, EpisodeWorkItemSchema, type Trajectory } from "../../proto/index.ts"
+import {
+  EpisodePurpose,
+  EpisodeWorkItemSchema,
+  type Task as TaskMessage,
+  type Trajectory,
+} from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
 import type { Task } from "../../tasks/index.ts"
 import { resolvedWireTask } from "../../tasks/wire.ts"
@@ -23,7 +28,12 @@ export const goldenTrajectories = (
   tasks: ReadonlyArray<Task>,
   template: ChatTemplate,
   format: ActionFormat,
-  options: { readonly job?: string; readonly concurrency?: number } = {},
+  options: {
+    readonly job?: string
+    readonly concurrency?: number
+    /** A task's wire form; default resolvedWireTask (its image on this machine's engine). */
+    readonly toWire?: (task: Task) => Effect.Effect<TaskMessage, unknown>
+  } = {},
 ): Effect.Effect<{ trajectories: Trajectory[]; skipped: string[] }, unknown> =>
   Effect.gen(function* () {
     const job = options.job ?? `golden-${Date.now().toString(36)}`
@@ -42,7 +52,7 @@ export const goldenTrajectories = (
       withSolutions,
       (task) =>
         Effect.gen(function* () {
-          const wire = yield* resolvedWireTask(task)
+          const wire = yield* (options.toWire ?? resolvedWireTask)(task)
           const item = create(EpisodeWorkItemSchema, {
             jobId: job,
             episodeId: task.id,

@@ -1,36 +1,46 @@
 import { Effect, Layer } from "effect"
-import {
-  MemoryBusLive,
-  NatsBusLive,
-  subjectsFor,
-  withBusMetrics,
-} from "../../services/bus/index.ts"
+import { LADDER_RECIPE_DEFAULTS } from "../../actors/recipe/index.ts"
+import { MemoryBusLive, NatsBusLive, withBusMetrics } from "../../services/bus/index.ts"
 import { MetricsLive, serveMetrics } from "../../services/metrics/index.ts"
 import { natsFlagSpec, natsOptionsFrom } from "../bus-flags.ts"
-import { intFlag, parseFlags } from "../flags.ts"
+import { choiceFlag, intFlag, parseFlags, UsageError } from "../flags.ts"
 import { ensureSandboxEngine } from "../sandbox-engine.ts"
-import { runUp, summaryTable, writeReport } from "../up/run.ts"
+import { runUp, summaryTable, type UpOptions, writeReport } from "../up/run.ts"
+
+/**
+ * `t1 up`'s defaults: the recipe's (actors/recipe), with fewer RL updates and one sample per
+ * held-out task so that the whole run stays within 15 minutes on 2 cores.
+ */
+export const UP_DEFAULTS = { ...LADDER_RECIPE_DEFAULTS, rlSteps: 24, evalSamples: 2 } as const
 
 export const upUsage = () => `Usage: t1 up [options]
 
-Runs the whole system in this process on the embedded default: a sandbox host on the local
-Docker engine and a verifier, samplers with the bundled TinyMoE, the buffer and the learner, on
-an in-memory bus (or NATS with --nats). It warm-starts TinyMoE on golden trajectories of the
-bundled training tasks (SFT), evaluates on the held-out eval tasks, runs RL rounds, evaluates
-again, prints a summary and writes an HTML report with PNG charts.
+Runs the whole system in this process on the embedded default and shows RL improving a policy:
+a sandbox host and a verifier, samplers with the embedded TinyMoE, the buffer and the learner,
+on an in-memory bus (or NATS with --nats). On the task ladder (synthetic file tasks of one, two
+and three commands, written for this run) it warm-starts TinyMoE on a few demonstrations (SFT),
+evaluates on held-out tasks (unseen names and values) and on held-out families, runs RL updates
+(group-relative PPO), evaluates again, prints the before/after table and writes an HTML report
+with PNG charts.
 
 Options:
-  --train DIR             training tasks (default tasks/bundled/train)
-  --eval DIR              held-out evaluation tasks (default tasks/bundled/eval)
+  --seed N                ladder, initialisation and sampling seed (default ${UP_DEFAULTS.seed})
+  --demos N               demonstrations per train family (default ${UP_DEFAULTS.demos})
+  --train-per-family N    ladder train tasks per family (default ${UP_DEFAULTS.trainPerFamily})
+  --eval-per-family N     held-out tasks per family (default ${UP_DEFAULTS.evalPerFamily})
+  --sft-steps N           warm-start steps (default ${UP_DEFAULTS.sftSteps})
+  --rounds N              RL updates, one batch of episodes each (default ${UP_DEFAULTS.rlSteps})
+  --tasks-per-round N     training tasks per update (default ${UP_DEFAULTS.tasksPerStep})
+  --samples N             rollouts per task: the group (default ${UP_DEFAULTS.samples})
+  --eval-samples N        rollouts per held-out task (default ${UP_DEFAULTS.evalSamples})
+  --turns N               agent turns per episode (default ${UP_DEFAULTS.turns})
+  --concurrency N         episodes at once (default ${UP_DEFAULTS.concurrency})
+  --driver local|docker   sandboxes: local (default; a shell on this host in private namespaces,
+                          for the ladder's trusted synthetic tasks) or docker (a container per
+                          episode on the local engine; the base image is built when missing)
+  --train DIR --eval DIR  your own task sets instead of the ladder (both; --driver docker unless
+                          you trust them)
   --out DIR               report directory (default t1-up-report)
-  --sft-steps N           warm-start steps (default 30)
-  --rounds N              RL updates, one batch of episodes each (default 3)
-  --tasks-per-round N     training tasks per round (default 6)
-  --samples N             rollouts per task (group size) (default 2)
-  --eval-samples N        rollouts per eval task (default 1)
-  --turns N               agent turns per episode (default 4)
-  --concurrency N         episodes at once (default 4)
-  --seed N                initialisation and sampling seed (default 0)
   --metrics-port PORT     serve /metrics here (default 0: any free port, logged)
   --nats URL              use NATS instead of the in-memory bus (and the other NATS flags of t1 actor)`
 
@@ -38,6 +48,10 @@ const spec = {
   train: { type: "string" },
   eval: { type: "string" },
   out: { type: "string" },
+  seed: { type: "string" },
+  demos: { type: "string" },
+  "train-per-family": { type: "string" },
+  "eval-per-family": { type: "string" },
   "sft-steps": { type: "string" },
   rounds: { type: "string" },
   "tasks-per-round": { type: "string" },
@@ -45,7 +59,7 @@ const spec = {
   "eval-samples": { type: "string" },
   turns: { type: "string" },
   concurrency: { type: "string" },
-  seed: { type: "string" },
+  driver: { type: "string" },
   "metrics-port": { type: "string" },
   help: { type: "boolean", short: "h" },
   ...natsFlagSpec,
@@ -53,33 +67,62 @@ const spec = {
 
 export const upCommand = (args: ReadonlyArray<string>): Effect.Effect<void, unknown> | string => {
   const usage = upUsage()
-  const { values } = parseFlags(args, spec, usage)
+  const { values, positionals } = parseFlags(args, spec, usage)
   if (values.help === true) return usage
-  const options = {
-    trainDir: values.train ?? "tasks/bundled/train",
-    evalDir: values.eval ?? "tasks/bundled/eval",
+  if (positionals.length > 0)
+    throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`, usage)
+  if ((values.train === undefined) !== (values.eval === undefined))
+    throw new UsageError("--train and --eval go together", usage)
+  const D = UP_DEFAULTS
+  const demos = intFlag("demos", values.demos, D.demos, usage, 1)
+  const trainPerFamily = intFlag(
+    "train-per-family",
+    values["train-per-family"],
+    D.trainPerFamily,
+    usage,
+    2,
+  )
+  if (values.train === undefined && demos >= trainPerFamily)
+    throw new UsageError(
+      `--demos (${demos}) must be below --train-per-family (${trainPerFamily}): RL needs tasks without demonstrations`,
+      usage,
+    )
+  const options: UpOptions = {
+    seed: intFlag("seed", values.seed, D.seed, usage, 0),
+    demos,
+    trainPerFamily,
+    evalPerFamily: intFlag("eval-per-family", values["eval-per-family"], D.evalPerFamily, usage, 1),
+    sftSteps: intFlag("sft-steps", values["sft-steps"], D.sftSteps, usage, 1),
+    sftBatch: D.sftBatch,
+    sftLr: D.sftLr,
+    rlSteps: intFlag("rounds", values.rounds, D.rlSteps, usage, 1),
+    tasksPerStep: intFlag("tasks-per-round", values["tasks-per-round"], D.tasksPerStep, usage, 1),
+    samples: intFlag("samples", values.samples, D.samples, usage, 2),
+    evalSamples: intFlag("eval-samples", values["eval-samples"], D.evalSamples, usage, 1),
+    lr: D.lr,
+    turns: intFlag("turns", values.turns, D.turns, usage, 1),
+    concurrency: intFlag("concurrency", values.concurrency, D.concurrency, usage, 1),
+    driver: choiceFlag("driver", values.driver, ["local", "docker"] as const, D.driver, usage),
     out: values.out ?? "t1-up-report",
-    sftSteps: intFlag("sft-steps", values["sft-steps"], 30, usage, 1),
-    rounds: intFlag("rounds", values.rounds, 3, usage, 1),
-    tasksPerRound: intFlag("tasks-per-round", values["tasks-per-round"], 6, usage, 1),
-    samplesPerTask: intFlag("samples", values.samples, 2, usage, 1),
-    evalSamples: intFlag("eval-samples", values["eval-samples"], 1, usage, 1),
-    turns: intFlag("turns", values.turns, 4, usage, 1),
-    concurrency: intFlag("concurrency", values.concurrency, 4, usage, 1),
-    seed: intFlag("seed", values.seed, 0, usage, 0),
+    ...(values.train !== undefined && values.eval !== undefined
+      ? { taskDirs: { train: values.train, eval: values.eval } }
+      : {}),
   }
   const metricsPort = intFlag("metrics-port", values["metrics-port"], 0, usage, 0)
   const bus =
     values.nats !== undefined
       ? withBusMetrics(NatsBusLive(natsOptionsFrom(values, usage, "t1-up")))
       : withBusMetrics(MemoryBusLive())
-  const subjects = subjectsFor(`t1up${Date.now().toString(36)}`)
   return Effect.scoped(
     Effect.gen(function* () {
-      yield* ensureSandboxEngine("t1 up")
+      if (options.driver === "docker")
+        yield* ensureSandboxEngine(
+          "t1 up",
+          "; --driver local runs the ladder's sandboxes on this host",
+        )
       const endpoint = yield* serveMetrics({ port: metricsPort })
       yield* Effect.logInfo(`t1 up: metrics at ${endpoint.url}/metrics`)
-      const report = yield* runUp(options, subjects, "docker")
+      const report = yield* runUp(options)
       const path = yield* Effect.promise(() => writeReport(options.out, report))
       process.stdout.write(`\n${summaryTable(report)}\nreport: ${path}\n`)
     }),

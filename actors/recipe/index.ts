@@ -1,0 +1,15 @@
+export {
+  copyModel,
+  LADDER_RECIPE_DEFAULTS,
+  type LadderRecipe,
+  type LadderRecipeOptions,
+  openLadderRecipe,
+  type RecipeScore,
+  type RecipeTask,
+  type RlResult,
+  recipeLimits,
+  resolvedRate,
+  scoreTrajectories,
+  sftUpdates,
+  type WarmStart,
+} from "./ladder.ts"

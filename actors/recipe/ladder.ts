@@ -1,0 +1,502 @@
+/**
+ * The T1 recipe on the task ladder, through the real actors in one process (embedded TinyMoE
+ * samplers, sandbox host, verifier, buffer, learner): the shared engine of `t1 up` and
+ * `npm run exp:learn`.
+ *
+ *   1. SFT warm start on a fixed, limited set of demonstrations (reference solutions of the first
+ *      `demos` train tasks of each family, played through the real episode loop);
+ *   2. evaluation on held-out tasks (unseen names, and families never trained on);
+ *   3. RL on the other train tasks, which have verifiers but no demonstrations: each step admits
+ *      whole groups of episodes, the buffer serves them, the learner updates and publishes
+ *      weights the samplers switch to;
+ *   4. evaluation again.
+ *
+ * `openLadderRecipe` writes the ladder and starts the sandbox host and verifier; its phases are
+ * separate calls so that a caller can add its own (exp:learn's SFT-only control arm).
+ */
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Effect, Fiber, Queue, type Scope } from "effect"
+import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
+import {
+  ChatTemplate,
+  type Kernels,
+  mapParams,
+  Rng,
+  TinyMoe,
+  type Tokenizer,
+} from "../../model/index.ts"
+import { selectKernels } from "../../model/kernels/select.ts"
+import { EpisodePurpose, type Task as TaskMessage, type Trajectory } from "../../proto/index.ts"
+import { Bus, type BusShape, type Subjects, subjectsFor } from "../../services/bus/index.ts"
+import type { Metrics } from "../../services/metrics/index.ts"
+import { loadTasks, type Task } from "../../tasks/index.ts"
+import { type LadderTask, writeLadder } from "../../tasks/ladder/index.ts"
+import { resolvedWireTask, taskToWire } from "../../tasks/wire.ts"
+import { runBuffer } from "../buffer/index.ts"
+import { runLearner, type StepReport } from "../learner/actor.ts"
+import { type TrainingSequence, trainingSequence } from "../learner/decode.ts"
+import { EMBEDDED_MODEL_CONFIG, EMBEDDED_RL_CONFIG } from "../learner/embedded.ts"
+import { goldenTrajectories } from "../learner/golden.ts"
+import { DEFAULT_LEARNER_CONFIG, type LearnerConfig, Trainer } from "../learner/trainer.ts"
+import { followWeights } from "../learner/weights.ts"
+import { startSandboxAndVerifier } from "../local.ts"
+import { shellBlockShort } from "../sampler/actions/index.ts"
+import { runSampler } from "../sampler/actor.ts"
+import { runEpisodeBatch } from "../sampler/batch.ts"
+import { type EmbeddedPolicy, embeddedPolicy } from "../sampler/policy/embedded.ts"
+import { ensureSamplerStreams } from "../sampler/streams.ts"
+import { BASE_IMAGE } from "../sandbox/image/index.ts"
+
+export interface LadderRecipeOptions {
+  /** Ladder, model initialisation, SFT batches and sampling all follow the seed. */
+  readonly seed: number
+  /** Demonstrations per train family for the warm start (the family's first train tasks). */
+  readonly demos: number
+  readonly trainPerFamily: number
+  /** Held-out tasks per family, in-distribution and OOD. */
+  readonly evalPerFamily: number
+  readonly sftSteps: number
+  readonly sftBatch: number
+  readonly sftLr: number
+  readonly rlSteps: number
+  readonly tasksPerStep: number
+  /** Episodes per task in an RL update: the group of the group-relative baseline. */
+  readonly samples: number
+  /** Episodes per held-out task in an evaluation. */
+  readonly evalSamples: number
+  readonly lr: number
+  readonly turns: number
+  readonly concurrency: number
+  /**
+   * `local`: a shell on this host in private namespaces (the ladder's tasks are synthetic and
+   * trusted; a container per episode costs most of a run); `docker`: containers on the engine.
+   */
+  readonly driver: "docker" | "local"
+  /** Learner settings over EMBEDDED_RL_CONFIG (and `lr`). */
+  readonly learner?: Partial<LearnerConfig>
+  /**
+   * Task sets of your own instead of the ladder: the demonstrations are the first `demos` tasks
+   * (by id) of each train family that have a reference solution, the RL pool every other train
+   * task (all of them when that leaves none), and `eval` the held-out set (no OOD set).
+   */
+  readonly taskDirs?: { readonly train: string; readonly eval: string }
+}
+
+/**
+ * The recipe's defaults, chosen by measurement on 2 cores (README, `npm run exp:learn`): 8
+ * demonstrations per family, 600 SFT steps at 2e-3, then RL steps of 8 tasks × 8 samples.
+ */
+export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
+  seed: 0,
+  demos: 8,
+  trainPerFamily: 24,
+  evalPerFamily: 6,
+  sftSteps: 600,
+  sftBatch: 8,
+  sftLr: 2e-3,
+  rlSteps: 40,
+  tasksPerStep: 8,
+  samples: 8,
+  evalSamples: 2,
+  lr: 3e-4,
+  turns: 5,
+  concurrency: 6,
+  driver: "local",
+}
+
+/** Episode limits of every recipe episode: short turns, short observations. */
+export const recipeLimits = (turns: number) => ({
+  maxTurns: turns,
+  maxTokens: 1024,
+  turnMaxTokens: 64,
+  commandTimeoutMs: 10_000,
+  observationMaxTokens: 96,
+  wallClockSec: 120,
+})
+
+const SAMPLING = { temperature: 1, topP: 1, maxTokens: 64 } as const
+
+/** A loaded task with its wire form. */
+export interface RecipeTask {
+  readonly task: Task
+  readonly wire: TaskMessage
+}
+
+/** Results of one policy on one task set. */
+export interface RecipeScore {
+  readonly episodes: number
+  readonly resolved: number
+  /** Mean over episodes of tests passed / tests total. */
+  readonly reward: number
+  /** Episodes and resolved ones per rung. */
+  readonly rungs: Readonly<Record<string, { readonly episodes: number; readonly resolved: number }>>
+}
+
+export const resolvedRate = (s: RecipeScore): number =>
+  s.episodes === 0 ? 0 : s.resolved / s.episodes
+
+/** Scores the trajectories that were verified (infra failures and unverifiable ones left out). */
+export const scoreTrajectories = (
+  trajectories: ReadonlyArray<Trajectory>,
+  rungOf: (taskId: string) => number,
+): RecipeScore => {
+  const rungs: Record<string, { episodes: number; resolved: number }> = {}
+  let episodes = 0
+  let resolved = 0
+  let reward = 0
+  for (const t of trajectories) {
+    const end = t.end
+    if (end === undefined || end.infraFailed || end.unverifiable) continue
+    const rung = String(rungOf(end.task?.taskId ?? ""))
+    const r = rungs[rung] ?? { episodes: 0, resolved: 0 }
+    rungs[rung] = r
+    r.episodes++
+    episodes++
+    if (end.resolved) {
+      r.resolved++
+      resolved++
+    }
+    reward += end.testsTotal > 0 ? end.testsPassed / end.testsTotal : 0
+  }
+  return { episodes, resolved, reward: episodes === 0 ? 0 : reward / episodes, rungs }
+}
+
+/** A copy of the model's weights in f32 on the same kernels, for a trainer or policy of its own. */
+export const copyModel = (model: TinyMoe): TinyMoe =>
+  TinyMoe.fromParams(
+    model.config,
+    mapParams(model.config, model.params, "f32", (d) => d),
+    "f32",
+    model.kernels,
+  )
+
+/** `steps` supervised updates on `sequences`, batches drawn with `rng`; the losses. */
+export const sftUpdates = (
+  trainer: Trainer,
+  sequences: ReadonlyArray<TrainingSequence>,
+  steps: number,
+  batch: number,
+  rng: Rng,
+  onStep?: (step: number, loss: number) => void,
+): Effect.Effect<number[]> =>
+  Effect.gen(function* () {
+    const losses: number[] = []
+    for (let step = 0; step < steps; step++) {
+      const picked = Array.from(
+        { length: Math.min(batch, sequences.length) },
+        () => sequences[Math.floor(rng.next() * sequences.length)] as TrainingSequence,
+      )
+      const loss = trainer.sftStep(picked).loss
+      losses.push(loss)
+      onStep?.(step + 1, loss)
+      yield* Effect.yieldNow
+    }
+    return losses
+  })
+
+export interface WarmStart {
+  /** The warm-started policy (version 0). */
+  readonly model: TinyMoe
+  /** Its trainer: the SFT optimiser's state, for a control arm that continues it. */
+  readonly trainer: Trainer
+  /** The SFT learner settings. */
+  readonly config: LearnerConfig
+  /** The demonstrations as training sequences. */
+  readonly sequences: ReadonlyArray<TrainingSequence>
+  readonly losses: ReadonlyArray<number>
+  /** Demonstrations whose reference solution did not resolve the task (left out). */
+  readonly skipped: ReadonlyArray<string>
+}
+
+export interface RlResult {
+  /** The learner's last published version and its update count. */
+  readonly version: bigint
+  readonly steps: number
+  readonly episodes: number
+  /** Per RL step: the scored train batch and the learner's report. */
+  readonly curve: ReadonlyArray<{ readonly score: RecipeScore; readonly report: StepReport }>
+}
+
+export interface LadderRecipe {
+  readonly options: LadderRecipeOptions
+  readonly dir: string
+  readonly tokenizer: Tokenizer
+  readonly kernels: Kernels
+  readonly train: ReadonlyArray<RecipeTask>
+  /** In-distribution held-out tasks (unseen names and values). */
+  readonly heldIn: ReadonlyArray<RecipeTask>
+  /** Tasks of the families held out of training. */
+  readonly heldOut: ReadonlyArray<RecipeTask>
+  /** The demonstrations' tasks (the warm start's) and the RL pool (every other train task). */
+  readonly demos: ReadonlyArray<Task>
+  readonly pool: ReadonlyArray<TaskMessage>
+  readonly rungOf: (taskId: string) => number
+  readonly instructionOf: (taskId: string) => string
+  /** Loads a task directory (its wire form for the recipe's driver). */
+  readonly load: (dir: string) => Effect.Effect<RecipeTask[], unknown>
+  /** Registers ladder tasks written elsewhere (their rungs and instructions). */
+  readonly remember: (tasks: ReadonlyArray<LadderTask>) => void
+  readonly warmStart: (
+    onStep?: (step: number, loss: number) => void,
+  ) => Effect.Effect<WarmStart, unknown>
+  /** Samplers on `model` (version 0) that follow the RL job's published weights. */
+  readonly startSamplers: (
+    model: TinyMoe,
+  ) => Effect.Effect<EmbeddedPolicy, unknown, Bus | Metrics | Scope.Scope>
+  /** `evalSamples` episodes of each task at `version`. */
+  readonly evaluate: (
+    name: string,
+    version: bigint,
+    tasks: ReadonlyArray<RecipeTask>,
+    onEpisode?: (t: Trajectory) => void,
+  ) => Effect.Effect<Trajectory[], unknown>
+  /**
+   * RL from `initial` through the buffer and the learner; waits until `policy` runs the last
+   * published version. `onStep` sees each scored train batch with the learner's report.
+   */
+  readonly reinforce: (
+    initial: TinyMoe,
+    policy: EmbeddedPolicy,
+    hooks?: {
+      readonly onStep?: (step: number, score: RecipeScore, report: StepReport) => void
+      readonly onEpisode?: (step: number, t: Trajectory) => void
+    },
+  ) => Effect.Effect<RlResult, unknown, Bus | Metrics | Scope.Scope>
+}
+
+/**
+ * The ladder of `options.seed` written to a private directory (removed with the scope), a sandbox
+ * host and a verifier on the current bus, and the recipe's phases.
+ */
+export const openLadderRecipe = (
+  options: LadderRecipeOptions,
+): Effect.Effect<LadderRecipe, unknown, Bus | Metrics | Scope.Scope> =>
+  Effect.gen(function* () {
+    const o = options
+    const bus: BusShape = yield* Bus
+    const seed = o.seed
+    const subjects: Subjects = subjectsFor(`ladder${seed}x${Date.now().toString(36)}`)
+    const tokenizer = loadBundledTokenizer()
+    const template = new ChatTemplate(tokenizer)
+    const format = shellBlockShort
+    // Training and sampling on the fast kernels (the reference loops are ~15× slower).
+    const kernels: Kernels = selectKernels("auto")
+    yield* ensureSamplerStreams(bus, subjects)
+    yield* startSandboxAndVerifier(subjects, { concurrency: o.concurrency, driver: o.driver })
+
+    const dir = mkdtempSync(join(tmpdir(), `t1-ladder-${seed}-`))
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => rmSync(dir, { recursive: true, force: true })),
+    )
+    const meta = new Map<string, LadderTask>()
+    const remember = (tasks: ReadonlyArray<LadderTask>) => {
+      for (const t of tasks) meta.set(t.id, t)
+    }
+    // The local driver runs every task on this host: no image to resolve, no engine needed.
+    const toWire = (task: Task) =>
+      o.driver === "local" ? taskToWire(task, BASE_IMAGE) : resolvedWireTask(task)
+    const load = (path: string) =>
+      Effect.gen(function* () {
+        const tasks = yield* loadTasks([path])
+        return yield* Effect.forEach(tasks, (task) =>
+          Effect.map(toWire(task), (wire) => ({ task, wire })),
+        )
+      })
+    let train: RecipeTask[]
+    let heldIn: RecipeTask[]
+    let heldOut: RecipeTask[] = []
+    let demoIds: Set<string>
+    if (o.taskDirs === undefined) {
+      const ladder = yield* writeLadder(dir, {
+        seed,
+        trainPerFamily: o.trainPerFamily,
+        evalPerFamily: o.evalPerFamily,
+      })
+      remember([...ladder.splits.train, ...ladder.splits.eval, ...ladder.splits.ood])
+      train = yield* load(ladder.dirs.train)
+      heldIn = yield* load(ladder.dirs.eval)
+      heldOut = yield* load(ladder.dirs.ood)
+      demoIds = new Set(ladder.splits.train.filter((t) => t.index < o.demos).map((t) => t.id))
+    } else {
+      train = yield* load(o.taskDirs.train)
+      heldIn = yield* load(o.taskDirs.eval)
+      const taken = new Map<string, number>()
+      demoIds = new Set()
+      for (const { task } of [...train].sort((a, b) => (a.task.id < b.task.id ? -1 : 1))) {
+        const n = taken.get(task.family) ?? 0
+        if (task.solution === undefined || n >= o.demos) continue
+        taken.set(task.family, n + 1)
+        demoIds.add(task.id)
+      }
+    }
+    const demos = train.filter((p) => demoIds.has(p.task.id)).map((p) => p.task)
+    const rest = train.filter((p) => !demoIds.has(p.task.id)).map((p) => p.wire)
+    const pool = rest.length > 0 ? rest : train.map((p) => p.wire)
+    const rungOf = (id: string) => meta.get(id)?.rung ?? 0
+    const instructionOf = (id: string) => meta.get(id)?.generated.instruction ?? ""
+    const job = `rl-${seed}`
+    let runs = 0
+
+    const warmStart = (onStep?: (step: number, loss: number) => void) =>
+      Effect.gen(function* () {
+        const golden = yield* goldenTrajectories(bus, subjects, demos, template, format, {
+          job: `golden-${seed}`,
+          concurrency: o.concurrency,
+          toWire,
+        })
+        // In task order: the episodes end in any order, and the SFT batches are drawn by index.
+        const sequences = golden.trajectories
+          .flatMap((t) => trainingSequence(t, 0n) ?? [])
+          .sort((a, b) => (a.episodeId < b.episodeId ? -1 : a.episodeId > b.episodeId ? 1 : 0))
+        if (sequences.length === 0)
+          return yield* Effect.fail(
+            new Error("no demonstration was resolved by its reference solution"),
+          )
+        const model = TinyMoe.create({
+          config: { ...EMBEDDED_MODEL_CONFIG, vocabSize: tokenizer.vocabSize },
+          seed,
+          kernels,
+        })
+        const config: LearnerConfig = {
+          ...DEFAULT_LEARNER_CONFIG,
+          sftLr: o.sftLr,
+          replayRouting: false,
+        }
+        const trainer = new Trainer(model, config)
+        const losses = yield* sftUpdates(
+          trainer,
+          sequences,
+          o.sftSteps,
+          o.sftBatch,
+          new Rng(seed + 1),
+          onStep,
+        )
+        return { model, trainer, config, sequences, losses, skipped: golden.skipped }
+      })
+
+    const startSamplers = (model: TinyMoe) =>
+      Effect.gen(function* () {
+        const policy = yield* embeddedPolicy(copyModel(model), 0n, { contextLength: 1024 })
+        yield* followWeights(bus, subjects, job, policy, kernels)
+        yield* Effect.forkScoped(
+          runSampler({ subjects, policy, template, format, concurrency: o.concurrency }),
+        )
+        return policy
+      })
+
+    const evaluate = (
+      name: string,
+      version: bigint,
+      tasks: ReadonlyArray<RecipeTask>,
+      onEpisode?: (t: Trajectory) => void,
+    ) =>
+      runEpisodeBatch(
+        bus,
+        subjects,
+        {
+          job: `${name}-${seed}-${runs}`,
+          groups: tasks.map((p) => ({ task: p.wire, samples: o.evalSamples })),
+          purpose: EpisodePurpose.EVAL,
+          policyVersion: version,
+          sampling: SAMPLING,
+          limits: recipeLimits(o.turns),
+          seedBase: seed * 1_000_000 + 500_000 + runs++ * 10_000,
+        },
+        onEpisode,
+      )
+
+    const reinforce = (
+      initial: TinyMoe,
+      policy: EmbeddedPolicy,
+      hooks: {
+        readonly onStep?: (step: number, score: RecipeScore, report: StepReport) => void
+        readonly onEpisode?: (step: number, t: Trajectory) => void
+      } = {},
+    ) =>
+      Effect.gen(function* () {
+        const config: LearnerConfig = {
+          ...EMBEDDED_RL_CONFIG,
+          lr: o.lr,
+          criticLr: o.lr,
+          ...o.learner,
+        }
+        yield* Effect.forkScoped(runBuffer({ subjects, jobId: job, groupSize: o.samples }))
+        const reports = yield* Queue.unbounded<StepReport>()
+        const learner = yield* Effect.forkScoped(
+          runLearner({
+            subjects,
+            jobId: job,
+            config,
+            initial: copyModel(initial),
+            batchWaitMs: 30 * 60_000,
+            batchSize: o.tasksPerStep * o.samples,
+            // Each step admits exactly one batch: the buffer serves it whole and the trainer drops
+            // zero-variance groups itself (a buffer-side drop would leave the batch short for ever).
+            dropZeroVarianceGroups: false,
+            maxStaleness: 1,
+            maxSteps: o.rlSteps,
+            checkpointEvery: o.rlSteps,
+            onStep: (report) => Queue.offer(reports, report).pipe(Effect.asVoid),
+          }),
+        )
+        const rng = new Rng(seed * 7919 + 3)
+        const curve: Array<{ score: RecipeScore; report: StepReport }> = []
+        let episodes = 0
+        for (let step = 0; step < o.rlSteps; step++) {
+          // Distinct tasks (episode ids name the task): a partial Fisher–Yates draw.
+          const order = [...pool]
+          const picked: TaskMessage[] = []
+          for (let i = 0; i < Math.min(o.tasksPerStep, order.length); i++) {
+            const j = i + Math.floor(rng.next() * (order.length - i))
+            ;[order[i], order[j]] = [order[j] as TaskMessage, order[i] as TaskMessage]
+            picked.push(order[i] as TaskMessage)
+          }
+          const ts = yield* runEpisodeBatch(
+            bus,
+            subjects,
+            {
+              job,
+              tag: `r${step}`,
+              groups: picked.map((task) => ({ task, samples: o.samples })),
+              purpose: EpisodePurpose.TRAIN,
+              policyVersion: BigInt(step),
+              sampling: SAMPLING,
+              limits: recipeLimits(o.turns),
+              seedBase: seed * 1_000_000 + step * 1000,
+            },
+            (t) => hooks.onEpisode?.(step, t),
+          )
+          episodes += ts.length
+          const report = yield* Queue.take(reports)
+          const score = scoreTrajectories(ts, rungOf)
+          curve.push({ score, report })
+          hooks.onStep?.(step + 1, score, report)
+        }
+        const final = yield* Fiber.join(learner)
+        // The samplers switch on the announcement; wait until they run the last version.
+        while (policy.version < final.version) yield* Effect.sleep("100 millis")
+        return { version: final.version, steps: final.steps, episodes, curve }
+      })
+
+    return {
+      options: o,
+      dir,
+      tokenizer,
+      kernels,
+      train,
+      heldIn,
+      heldOut,
+      demos,
+      pool,
+      rungOf,
+      instructionOf,
+      load,
+      remember,
+      warmStart,
+      startSamplers,
+      evaluate,
+      reinforce,
+    }
+  })
