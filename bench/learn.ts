@@ -61,6 +61,8 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --lr X                 RL learning rate (default ${D.lr})
   --turns N              agent turns per episode (default ${D.turns})
   --concurrency N        episodes run at once (default ${D.concurrency})
+  --rl-optimizer continue|fresh
+                         RL's AdamW continues the warm start's moments (default) or starts fresh
   --driver local|docker  sandbox driver (default local: the ladder's tasks are synthetic and a
                          container per episode would cost most of the run; docker needs the
                          t1-base image)
@@ -87,6 +89,7 @@ interface Options {
   readonly concurrency: number
   readonly driver: "docker" | "local"
   readonly dump: string | undefined
+  readonly continueOptimizer: boolean
 }
 
 type Score = RecipeScore
@@ -135,6 +138,13 @@ const dumpEpisodes = (
       resolved: t.end?.resolved ?? false,
       passed: t.end?.testsPassed ?? 0,
       total: t.end?.testsTotal ?? 0,
+      ms: {
+        sandbox: t.end?.timings?.sandboxMs ?? 0,
+        generation: t.end?.timings?.generationMs ?? 0,
+        exec: t.end?.timings?.execMs ?? 0,
+        verify: t.end?.timings?.verifyMs ?? 0,
+        total: t.end?.timings?.totalMs ?? 0,
+      },
       turns,
     })
   })
@@ -192,7 +202,7 @@ const runSeed = (
       )
 
       // 3. RL through the buffer and the learner.
-      const rl = yield* recipe.reinforce(warm.model, policy, {
+      const rl = yield* recipe.reinforce(warm, policy, {
         onStep: (step, s, report) =>
           log(
             `seed ${seed}: RL step ${step}/${o.rlSteps}: resolved ${(rate(s) * 100).toFixed(1)}% reward ${s.reward.toFixed(3)} (${report.phase}, clipfrac ${report.clipfrac.toFixed(3)}, kl ${report.approxKl.toFixed(4)}, ${report.seconds.toFixed(1)} s)`,
@@ -327,6 +337,12 @@ const summary = (results: ReadonlyArray<SeedResult>) => {
 const ABLATIONS: ReadonlyArray<{ readonly name: string; readonly config: Partial<LearnerConfig> }> =
   [{ name: "default", config: {} }]
 
+const optimizerOf = (raw: string | undefined): boolean => {
+  if (raw === undefined) return D.continueOptimizer
+  if (raw === "continue" || raw === "fresh") return raw === "continue"
+  throw new Error(`--rl-optimizer must be continue or fresh, got ${JSON.stringify(raw)}\n${USAGE}`)
+}
+
 const driverOf = (raw: string | undefined): "docker" | "local" => {
   if (raw === undefined || raw === "local") return "local"
   if (raw === "docker") return "docker"
@@ -357,6 +373,7 @@ const main = Effect.gen(function* () {
       concurrency: { type: "string" },
       driver: { type: "string" },
       dump: { type: "string" },
+      "rl-optimizer": { type: "string" },
     },
   })
   if (values.help) {
@@ -398,6 +415,7 @@ const main = Effect.gen(function* () {
     concurrency: num("concurrency", D.concurrency, 1),
     driver: driverOf(values.driver),
     dump: values.dump,
+    continueOptimizer: optimizerOf(values["rl-optimizer"]),
   }
   if (o.firstSeed + o.seeds > SEEN_SEED_OFFSET)
     throw new Error(`--first-seed + --seeds must be at most ${SEEN_SEED_OFFSET}`)

@@ -1,11 +1,18 @@
 import { Effect, Schedule } from "effect"
-import { type ChatTemplate, type Kernels, Rng, type TinyMoe } from "../../model/index.ts"
+import {
+  type AdamWState,
+  type ChatTemplate,
+  type Kernels,
+  Rng,
+  type TinyMoe,
+} from "../../model/index.ts"
 import { Bus, type Subjects } from "../../services/bus/index.ts"
 import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
 import { takeBatch } from "../buffer/client.ts"
 import { loadCheckpoint, saveCheckpoint } from "./checkpoint.ts"
 import { type TrainingSequence, TrajectoryMalformed, trainingSequence } from "./decode.ts"
 import {
+  continuedActorOptimizer,
   dropsZeroVarianceGroups,
   type LearnerConfig,
   type StepMetrics,
@@ -19,6 +26,12 @@ export interface LearnerOptions {
   readonly config: LearnerConfig
   /** Weights to start from when the job has no checkpoint (e.g. the SFT warm start). */
   readonly initial: TinyMoe
+  /**
+   * The actor optimiser's moments and step count to continue from (a warm start's), instead of
+   * a fresh AdamW whose first steps move every weight by about the learning rate whatever its
+   * gradient. Ignored when the job resumes from a checkpoint.
+   */
+  readonly initialOptimizer?: AdamWState
   readonly initialVersion?: bigint
   /** Trajectories per update. */
   readonly batchSize: number
@@ -128,7 +141,15 @@ export const runLearner = (
       options.config,
       options.kernels,
     )
-    const trainer = restored?.trainer ?? new Trainer(options.initial, options.config)
+    const trainer =
+      restored?.trainer ??
+      new Trainer(
+        options.initial,
+        options.config,
+        options.initialOptimizer === undefined
+          ? undefined
+          : continuedActorOptimizer(options.initial, options.config, options.initialOptimizer),
+      )
     trainer.template = options.template
     let version = restored?.version ?? options.initialVersion ?? 0n
     let lastBatchId = restored?.lastBatchId ?? ""

@@ -1,7 +1,14 @@
 import { create } from "@bufbuild/protobuf"
 import { Effect, Layer, Option } from "effect"
 import { describe, expect, it } from "vitest"
-import { generateBatch, optimizerFor, Rng, Sequence, TinyMoe } from "../../model/index.ts"
+import {
+  generateBatch,
+  mapParams,
+  optimizerFor,
+  Rng,
+  Sequence,
+  TinyMoe,
+} from "../../model/index.ts"
 import { EpisodeEndSchema } from "../../proto/index.ts"
 import {
   Bus,
@@ -335,4 +342,58 @@ describe("learner actor: warm start, publication, filters and weights (in-memory
     expect(names).not.toContain("m.valueHead")
     expect(names).toContain("m.layers.0.wq")
   })
+
+  it("continues the given actor optimiser (a warm start's moments and step count) instead of a fresh one", async () => {
+    const warm = new Trainer(TinyMoe.create({ config, seed: 4 }), DEFAULT_LEARNER_CONFIG)
+    const golden: TrainingSequence = {
+      episodeId: "gold",
+      ids: Uint32Array.of(1, 2, GOOD),
+      lossMask: Uint8Array.of(0, 0, 1),
+      logprobs: new Float32Array(3),
+      routing: undefined,
+      reward: 1,
+      resolved: true,
+      staleness: 0n,
+    }
+    for (let i = 0; i < 3; i++) warm.sftStep([golden])
+    const run = (job: string, continued: boolean) =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const subjects = subjectsFor(`learneropt${job}`)
+          const bus = yield* Bus
+          yield* ensureSamplerStreams(bus, subjects)
+          yield* Effect.forkScoped(runBuffer({ subjects, jobId: job }))
+          yield* publishEpisodes(bus, subjects, job, warm.model, 0, 8, 0n)
+          let optimizerSteps = 0
+          const cfg = { ...DEFAULT_LEARNER_CONFIG, criticWarmupSteps: 0 }
+          yield* runLearner({
+            subjects,
+            jobId: job,
+            config: cfg,
+            initial: TinyMoe.fromParams(
+              warm.model.config,
+              mapParams(warm.model.config, warm.model.params, warm.model.precision, (d) => d),
+              warm.model.precision,
+            ),
+            ...(continued ? { initialOptimizer: warm.optimizer.state() } : {}),
+            batchSize: 8,
+            maxStaleness: 4,
+            maxSteps: 1,
+            checkpointEvery: 1,
+            onStep: (r) =>
+              Effect.sync(() => {
+                optimizerSteps = r.optimizerSteps
+              }),
+          })
+          const ckpt = yield* loadCheckpoint(bus, `${subjects.prefix}-checkpoints`, job, cfg)
+          return { optimizerSteps, state: ckpt?.trainer.optimizer.state() }
+        }),
+      ).pipe(Effect.provide(layers))
+    const fresh = await Effect.runPromise(run("fresh", false))
+    const continued = await Effect.runPromise(run("continued", true))
+    expect(fresh.optimizerSteps).toBeGreaterThan(0)
+    expect(fresh.state?.step).toBe(fresh.optimizerSteps)
+    // The warm start's 3 steps, then the update's.
+    expect(continued.state?.step).toBe(3 + continued.optimizerSteps)
+  }, 60_000)
 })

@@ -77,6 +77,11 @@ export interface LadderRecipeOptions {
   /** Learner settings over EMBEDDED_RL_CONFIG (and `lr`). */
   readonly learner?: Partial<LearnerConfig>
   /**
+   * RL continues the warm start's AdamW moments (true) or starts a fresh optimiser (false),
+   * whose first steps move every weight by about the learning rate whatever its gradient.
+   */
+  readonly continueOptimizer: boolean
+  /**
    * Task sets of your own instead of the ladder: the demonstrations are the first `demos` tasks
    * (by id) of each train family that have a reference solution, the RL pool every other train
    * task (all of them when that leaves none), and `eval` the held-out set (no OOD set).
@@ -104,6 +109,7 @@ export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   turns: 5,
   concurrency: 6,
   driver: "local",
+  continueOptimizer: true,
 }
 
 /** Episode limits of every recipe episode: short turns, short observations. */
@@ -257,7 +263,7 @@ export interface LadderRecipe {
    * published version. `onStep` sees each scored train batch with the learner's report.
    */
   readonly reinforce: (
-    initial: TinyMoe,
+    warm: WarmStart,
     policy: EmbeddedPolicy,
     hooks?: {
       readonly onStep?: (step: number, score: RecipeScore, report: StepReport) => void
@@ -408,7 +414,7 @@ export const openLadderRecipe = (
       )
 
     const reinforce = (
-      initial: TinyMoe,
+      warm: WarmStart,
       policy: EmbeddedPolicy,
       hooks: {
         readonly onStep?: (step: number, score: RecipeScore, report: StepReport) => void
@@ -429,7 +435,8 @@ export const openLadderRecipe = (
             subjects,
             jobId: job,
             config,
-            initial: copyModel(initial),
+            initial: copyModel(warm.model),
+            ...(o.continueOptimizer ? { initialOptimizer: warm.trainer.optimizer.state() } : {}),
             batchWaitMs: 30 * 60_000,
             batchSize: o.tasksPerStep * o.samples,
             // Each step admits exactly one batch: the buffer serves it whole and the trainer drops

@@ -100,6 +100,7 @@ export const upCommand = (args: ReadonlyArray<string>): Effect.Effect<void, unkn
     samples: intFlag("samples", values.samples, D.samples, usage, 2),
     evalSamples: intFlag("eval-samples", values["eval-samples"], D.evalSamples, usage, 1),
     lr: D.lr,
+    continueOptimizer: D.continueOptimizer,
     turns: intFlag("turns", values.turns, D.turns, usage, 1),
     concurrency: intFlag("concurrency", values.concurrency, D.concurrency, usage, 1),
     driver: choiceFlag("driver", values.driver, ["local", "docker"] as const, D.driver, usage),

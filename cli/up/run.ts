@@ -78,7 +78,7 @@ export const runUp = (o: UpOptions): Effect.Effect<UpReport, unknown, Bus | Metr
       let bar = progressBar(`RL update 1/${o.rlSteps}`, o.tasksPerStep * o.samples)
       let done = 0
       let roundStarted = Date.now()
-      const rl = yield* recipe.reinforce(warm.model, policy, {
+      const rl = yield* recipe.reinforce(warm, policy, {
         onEpisode: () => bar.update(++done),
         onStep: (step, score, report) => {
           bar.done(

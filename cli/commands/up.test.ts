@@ -1,0 +1,65 @@
+import { describe, expect, it } from "vitest"
+import { UsageError } from "../flags.ts"
+import { summaryTable, type UpReport } from "../up/report.ts"
+import { UP_DEFAULTS, upCommand, upUsage } from "./up.ts"
+
+const summary = (resolved: number, rungs: Record<string, [number, number]>) => ({
+  episodes: 100,
+  resolvedRate: resolved,
+  rewardMean: resolved,
+  testsPassed: 10,
+  testsTotal: 20,
+  rungs: Object.fromEntries(
+    Object.entries(rungs).map(([k, [episodes, ok]]) => [k, { episodes, resolved: ok }]),
+  ),
+})
+
+describe("t1 up", () => {
+  it("documents every default it runs with", () => {
+    const usage = upUsage()
+    expect(usage).toContain(
+      `--rounds N              RL updates, one batch of episodes each (default ${UP_DEFAULTS.rlSteps})`,
+    )
+    expect(usage).toContain(`(default ${UP_DEFAULTS.sftSteps})`)
+    expect(usage).toContain("--driver local|docker")
+    expect(upCommand(["--help"])).toBe(usage)
+  })
+
+  it("refuses what it cannot honour, with the usage", () => {
+    expect(() => upCommand(["--driver", "podman"])).toThrow(/--driver must be one of local, docker/)
+    expect(() => upCommand(["--train", "tasks/bundled/train"])).toThrow(
+      /--train and --eval go together/,
+    )
+    expect(() => upCommand(["--demos", "8", "--train-per-family", "8"])).toThrow(
+      /--demos \(8\) must be below --train-per-family \(8\)/,
+    )
+    expect(() => upCommand(["--samples", "1"])).toThrow(/--samples must be an integer >= 2/)
+    expect(() => upCommand(["--rounds", "0"])).toThrow(UsageError)
+    expect(() => upCommand(["extra"])).toThrow(/unexpected argument "extra"/)
+  })
+
+  it("shows the gain, the rungs and the held-out families in its table", () => {
+    const report: UpReport = {
+      before: summary(0.2, { "1": [40, 12], "2": [40, 6], "3": [20, 2] }),
+      after: summary(0.35, { "1": [40, 20], "2": [40, 12], "3": [20, 3] }),
+      oodBefore: summary(0, {}),
+      oodAfter: summary(0.05, {}),
+      rounds: [],
+      sftLosses: [6.9, 0.1],
+      golden: 160,
+      seconds: 600,
+      driver: "local",
+      tasks: "task ladder, seed 0",
+      trainTasks: 480,
+      evalTasks: 120,
+    }
+    const table = summaryTable(report)
+    expect(table).toMatch(/resolved rate \(eval\)\s+20\.0%\s+35\.0%/)
+    expect(table).toMatch(/rung 1\s+30\.0%\s+50\.0%/)
+    expect(table).toMatch(/rung 3\s+10\.0%\s+15\.0%/)
+    expect(table).toMatch(/resolved \(held-out families\)\s+0\.0%\s+5\.0%/)
+    expect(table).toContain(
+      "gain: +15.0 points resolved on 120 held-out tasks (task ladder, seed 0; 480 train tasks)",
+    )
+  })
+})
