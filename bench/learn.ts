@@ -66,7 +66,9 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --driver local|docker  sandbox driver (default local: the ladder's tasks are synthetic and a
                          container per episode would cost most of the run; docker needs the
                          t1-base image)
-  --ablate               also run the ablations on the first seed (README table)
+  --ablate               also run the ablations on the first seed, one seed run each: binary
+                         reward, critic only (GAE) with and without critic warm-up, group
+                         baseline + critic, a fresh RL optimiser (README table)
   --dump DIR             write every evaluation's episodes to DIR/seed<S>-<set>.jsonl (task, rung,
                          tests passed, the policy's generated text per turn)`
 
@@ -334,8 +336,20 @@ const summary = (results: ReadonlyArray<SeedResult>) => {
 }
 
 /** The ablations (first seed): each changes one learner setting from the default. */
-const ABLATIONS: ReadonlyArray<{ readonly name: string; readonly config: Partial<LearnerConfig> }> =
-  [{ name: "default", config: {} }]
+const ABLATIONS: ReadonlyArray<{
+  readonly name: string
+  readonly learner?: Partial<LearnerConfig>
+  readonly options?: Partial<Options>
+}> = [
+  { name: "binary reward (resolved or not)", learner: { rewardKind: "binary" } },
+  {
+    name: "critic only (GAE), 10 critic warm-up updates",
+    learner: { advantageMode: "critic", criticWarmupSteps: 10 },
+  },
+  { name: "critic only (GAE), no critic warm-up", learner: { advantageMode: "critic" } },
+  { name: "group baseline + critic", learner: { advantageMode: "group+critic" } },
+  { name: "fresh RL optimiser", options: { continueOptimizer: false } },
+]
 
 const optimizerOf = (raw: string | undefined): boolean => {
   if (raw === undefined) return D.continueOptimizer
@@ -435,8 +449,13 @@ const main = Effect.gen(function* () {
   )
   if (values.ablate) {
     const rows = ["| variant | before | after | gain |", "|---|--:|--:|--:|"]
+    // The default is the first seed's run above; each variant changes one setting from it.
+    const first = results[0] as SeedResult
+    rows.push(
+      `| default | ${pct(rate(first.before.id))} | ${pct(rate(first.after.id))} | ${pct(rate(first.after.id) - rate(first.before.id))} |`,
+    )
     for (const a of ABLATIONS) {
-      const r = yield* runSeed(o.firstSeed, o, a.config, log)
+      const r = yield* runSeed(o.firstSeed, { ...o, ...a.options }, a.learner ?? {}, log)
       rows.push(
         `| ${a.name} | ${pct(rate(r.before.id))} | ${pct(rate(r.after.id))} | ${pct(rate(r.after.id) - rate(r.before.id))} |`,
       )

@@ -365,6 +365,31 @@ describe("PPO update", () => {
     expect(m.trainRewardMean).toBe(0.5)
   })
 
+  it("binary reward: 1 for a resolved episode, 0 otherwise, so partial progress earns nothing", () => {
+    const model = TinyMoe.create({ config, seed: 4 })
+    const batch = (t: Trainer) => [
+      episode(t, GOOD, { reward: 4, testsTotal: 4, resolved: true, groupId: "g" }),
+      episode(t, 3, { reward: 3, testsTotal: 4, groupId: "g" }),
+      episode(t, 6, { reward: 3, testsTotal: 4, groupId: "h" }),
+      episode(t, 4, { reward: 1, testsTotal: 4, groupId: "h" }),
+    ]
+    const group = { ...ppoConfig, advantageMode: "group" as const, ppoEpochs: 1, minibatches: 1 }
+    const dense = new Trainer(model, group)
+    const d = dense.ppoStep(batch(dense))
+    expect(d.trainRewardMean).toBe((1 + 0.75 + 0.75 + 0.25) / 4)
+    expect(d.droppedZeroVariance).toBe(0)
+    const binary = new Trainer(TinyMoe.create({ config, seed: 4 }), {
+      ...group,
+      rewardKind: "binary",
+    })
+    const b = binary.ppoStep(batch(binary))
+    // Group h is 0 and 0 under the binary reward: no signal, dropped by the group filter; the
+    // mean is over what was trained on (group g: 1 and 0).
+    expect(b.droppedZeroVariance).toBe(2)
+    expect(b.trainRewardMean).toBe(0.5)
+    expect(b.rewardMean).toBe(d.rewardMean)
+  })
+
   it("follows the learning-rate schedule over PPO updates (critic warm-up at the base critic lr)", () => {
     const model = TinyMoe.create({ config, seed: 4 })
     const trainer = new Trainer(model, {

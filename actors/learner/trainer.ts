@@ -78,6 +78,12 @@ export interface LearnerConfig {
   readonly temperature: number
   /** Multiplies the (per-test) reward. */
   readonly rewardScale: number
+  /**
+   * What a trajectory's reward is: `dense`, its passing tests over the task's tests (partial
+   * progress counts; the raw count stays in the episode events); `binary`, 1 when every test
+   * passed and 0 otherwise (the ablation).
+   */
+  readonly rewardKind: RewardKind
   /** R3: replay the sampler's routing at every position. */
   readonly replayRouting: boolean
   /**
@@ -131,6 +137,7 @@ export const DEFAULT_LEARNER_CONFIG: LearnerConfig = {
   tisThreshold: 2,
   temperature: 1,
   rewardScale: 1,
+  rewardKind: "dense",
   replayRouting: true,
   tito: true,
   auxLossCoef: 0.01,
@@ -149,6 +156,14 @@ export const DEFAULT_LEARNER_CONFIG: LearnerConfig = {
   publishEverySteps: 1,
   seed: 0,
 }
+
+export type RewardKind = "dense" | "binary"
+
+/** The reward a sequence is trained on (before rewardScale), see LearnerConfig.rewardKind. */
+export const trainedReward = (
+  s: Pick<TrainingSequence, "reward" | "testsTotal" | "resolved">,
+  kind: RewardKind,
+): number => (kind === "binary" ? (s.resolved ? 1 : 0) : rewardPerTest(s.reward, s.testsTotal))
 
 /** Whether zero-variance groups are dropped under `config` (see dropZeroVarianceGroups). */
 export const dropsZeroVarianceGroups = (config: LearnerConfig): boolean =>
@@ -459,7 +474,7 @@ export class Trainer {
     const vocab = this.model.config.vocabSize
     for (const id of s.ids) if (id >= vocab) return undefined
     if (!Number.isFinite(s.reward)) return undefined
-    const reward = rewardPerTest(s.reward, s.testsTotal) * c.rewardScale
+    const reward = trainedReward(s, c.rewardKind) * c.rewardScale
     const rows = trajectoryRows({
       ids: s.ids,
       lossMask: s.lossMask,
@@ -533,7 +548,8 @@ export class Trainer {
       rewardMean: rewardMeanOf(batch),
       trainRewardMean:
         (batch.reduce(
-          (a, b) => a + (Number.isFinite(b.reward) ? rewardPerTest(b.reward, b.testsTotal) : 0),
+          (a, b) =>
+            a + (Number.isFinite(b.reward) ? trainedReward(b, this.config.rewardKind) : 0),
           0,
         ) /
           n) *
