@@ -548,8 +548,7 @@ export class Trainer {
       rewardMean: rewardMeanOf(batch),
       trainRewardMean:
         (batch.reduce(
-          (a, b) =>
-            a + (Number.isFinite(b.reward) ? trainedReward(b, this.config.rewardKind) : 0),
+          (a, b) => a + (Number.isFinite(b.reward) ? trainedReward(b, this.config.rewardKind) : 0),
           0,
         ) /
           n) *
