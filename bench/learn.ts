@@ -28,6 +28,7 @@ import {
   copyModel,
   LADDER_RECIPE_DEFAULTS as D,
   type LadderRecipe,
+  type LadderRecipeOptions,
   openLadderRecipe,
   type RecipeScore,
   type RecipeTask,
@@ -72,26 +73,13 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --dump DIR             write every evaluation's episodes to DIR/seed<S>-<set>.jsonl (task, rung,
                          tests passed, the policy's generated text per turn)`
 
-interface Options {
+/** The recipe's settings (but the seed, which each run takes from the seed range) and ours. */
+interface Options extends Omit<LadderRecipeOptions, "seed" | "learner" | "taskDirs"> {
   readonly seeds: number
   readonly firstSeed: number
-  readonly demos: number
-  readonly trainPerFamily: number
-  readonly evalPerFamily: number
+  /** Unseen tasks with train names per family (the "seen names" evaluation). */
   readonly seenPerFamily: number
-  readonly sftSteps: number
-  readonly sftBatch: number
-  readonly sftLr: number
-  readonly rlSteps: number
-  readonly tasksPerStep: number
-  readonly samples: number
-  readonly evalSamples: number
-  readonly lr: number
-  readonly turns: number
-  readonly concurrency: number
-  readonly driver: "docker" | "local"
   readonly dump: string | undefined
-  readonly continueOptimizer: boolean
 }
 
 type Score = RecipeScore

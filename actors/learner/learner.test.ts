@@ -39,6 +39,17 @@ const config = {
   maxSeqLen: 16,
 }
 const GOOD = 5
+/** A golden sequence: the prompt, then GOOD. */
+const GOLD: TrainingSequence = {
+  episodeId: "gold",
+  ids: Uint32Array.of(1, 2, GOOD),
+  lossMask: Uint8Array.of(0, 0, 1),
+  logprobs: new Float32Array(3),
+  routing: undefined,
+  reward: 1,
+  resolved: true,
+  staleness: 0n,
+}
 
 /** Streams `n` one-token episodes sampled from `model` onto the job's trajectory subject, as a sampler would. */
 const publishEpisodes = (
@@ -184,18 +195,7 @@ describe("learner actor: warm start, publication, filters and weights (in-memory
     const job = "job-sft"
     const initial = TinyMoe.create({ config, seed: 4 })
     const before = snapshot(initial)
-    const golden: TrainingSequence[] = [
-      {
-        episodeId: "gold",
-        ids: Uint32Array.of(1, 2, GOOD),
-        lossMask: Uint8Array.of(0, 0, 1),
-        logprobs: new Float32Array(3),
-        routing: undefined,
-        reward: 1,
-        resolved: true,
-        staleness: 0n,
-      },
-    ]
+    const golden: TrainingSequence[] = [GOLD]
     let asked = 0
     const seen: Array<{ version: bigint; weights: Float64Array[] }> = []
     const result = await Effect.runPromise(
@@ -345,17 +345,7 @@ describe("learner actor: warm start, publication, filters and weights (in-memory
 
   it("continues the given actor optimiser (a warm start's moments and step count) instead of a fresh one", async () => {
     const warm = new Trainer(TinyMoe.create({ config, seed: 4 }), DEFAULT_LEARNER_CONFIG)
-    const golden: TrainingSequence = {
-      episodeId: "gold",
-      ids: Uint32Array.of(1, 2, GOOD),
-      lossMask: Uint8Array.of(0, 0, 1),
-      logprobs: new Float32Array(3),
-      routing: undefined,
-      reward: 1,
-      resolved: true,
-      staleness: 0n,
-    }
-    for (let i = 0; i < 3; i++) warm.sftStep([golden])
+    for (let i = 0; i < 3; i++) warm.sftStep([GOLD])
     const run = (job: string, continued: boolean) =>
       Effect.scoped(
         Effect.gen(function* () {
