@@ -36,6 +36,9 @@ describe("t1 up", () => {
     expect(() => upCommand(["--samples", "1"])).toThrow(/--samples must be an integer >= 2/)
     expect(() => upCommand(["--rounds", "0"])).toThrow(UsageError)
     expect(() => upCommand(["extra"])).toThrow(/unexpected argument "extra"/)
+    expect(() => upCommand(["--train", "a", "--eval", "b", "--train-per-family", "10"])).toThrow(
+      /--train-per-family sizes the ladder; it does not apply with --train\/--eval/,
+    )
   })
 
   it("shows the gain, the rungs and the held-out families in its table", () => {

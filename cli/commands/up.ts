@@ -73,6 +73,12 @@ export const upCommand = (args: ReadonlyArray<string>): Effect.Effect<void, unkn
     throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`, usage)
   if ((values.train === undefined) !== (values.eval === undefined))
     throw new UsageError("--train and --eval go together", usage)
+  for (const flag of ["train-per-family", "eval-per-family"] as const)
+    if (values.train !== undefined && values[flag] !== undefined)
+      throw new UsageError(
+        `--${flag} sizes the ladder; it does not apply with --train/--eval`,
+        usage,
+      )
   const D = UP_DEFAULTS
   const demos = intFlag("demos", values.demos, D.demos, usage, 1)
   const trainPerFamily = intFlag(
