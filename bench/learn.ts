@@ -63,13 +63,14 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --turns N              agent turns per episode (default ${D.turns})
   --concurrency N        episodes run at once (default ${D.concurrency})
   --rl-optimizer continue|fresh
-                         RL's AdamW continues the warm start's moments (default) or starts fresh
+                         RL's AdamW continues the warm start's moments or starts fresh (default
+                         ${D.continueOptimizer ? "continue" : "fresh"})
   --driver local|docker  sandbox driver (default local: the ladder's tasks are synthetic and a
                          container per episode would cost most of the run; docker needs the
                          t1-base image)
   --ablate               also run the ablations on the first seed, one seed run each: binary
                          reward, critic only (GAE) with and without critic warm-up, group
-                         baseline + critic, a fresh RL optimiser (README table)
+                         baseline + critic, the other RL optimiser start (README table)
   --dump DIR             write every evaluation's episodes to DIR/seed<S>-<set>.jsonl (task, rung,
                          tests passed, the policy's generated text per turn)`
 
@@ -336,7 +337,10 @@ const ABLATIONS: ReadonlyArray<{
   },
   { name: "critic only (GAE), no critic warm-up", learner: { advantageMode: "critic" } },
   { name: "group baseline + critic", learner: { advantageMode: "group+critic" } },
-  { name: "fresh RL optimiser", options: { continueOptimizer: false } },
+  {
+    name: "RL optimiser continuing the warm start's AdamW",
+    options: { continueOptimizer: !D.continueOptimizer },
+  },
 ]
 
 const optimizerOf = (raw: string | undefined): boolean => {
