@@ -230,10 +230,9 @@ export interface RlResult {
 }
 
 export interface LadderRecipe {
-  readonly options: LadderRecipeOptions
+  /** Where the ladder was written (removed with the scope). */
   readonly dir: string
   readonly tokenizer: Tokenizer
-  readonly kernels: Kernels
   readonly train: ReadonlyArray<RecipeTask>
   /** In-distribution held-out tasks (unseen names and values). */
   readonly heldIn: ReadonlyArray<RecipeTask>
@@ -263,7 +262,7 @@ export interface LadderRecipe {
     onEpisode?: (t: Trajectory) => void,
   ) => Effect.Effect<Trajectory[], unknown>
   /**
-   * RL from `initial` through the buffer and the learner; waits until `policy` runs the last
+   * RL from the warm start through the buffer and the learner; waits until `policy` runs the last
    * published version. `onStep` sees each scored train batch with the learner's report.
    */
   readonly reinforce: (
@@ -492,10 +491,8 @@ export const openLadderRecipe = (
       })
 
     return {
-      options: o,
       dir,
       tokenizer,
-      kernels,
       train,
       heldIn,
       heldOut,
