@@ -23,6 +23,7 @@ import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { Effect, Layer, Logger, References } from "effect"
+import { EMBEDDED_RL_CONFIG } from "../actors/learner/embedded.ts"
 import { continuedActorOptimizer, type LearnerConfig, Trainer } from "../actors/learner/trainer.ts"
 import {
   copyModel,
@@ -59,6 +60,8 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --tasks-per-step N     tasks per RL update (default ${D.tasksPerStep})
   --samples N            episodes per task in an RL update: the group (default ${D.samples})
   --eval-samples N       episodes per held-out task (default ${D.evalSamples})
+  --ppo-epochs N         passes over each RL batch (default ${EMBEDDED_RL_CONFIG.ppoEpochs})
+  --minibatches N        optimiser steps per pass (default ${EMBEDDED_RL_CONFIG.minibatches})
   --lr X                 RL learning rate (default ${D.lr})
   --turns N              agent turns per episode (default ${D.turns})
   --concurrency N        episodes run at once (default ${D.concurrency})
@@ -81,6 +84,8 @@ interface Options extends Omit<LadderRecipeOptions, "seed" | "learner" | "taskDi
   /** Unseen tasks with train names per family (the "seen names" evaluation). */
   readonly seenPerFamily: number
   readonly dump: string | undefined
+  /** Learner settings of every seed run (the ablations change one more). */
+  readonly learner: Pick<LearnerConfig, "ppoEpochs" | "minibatches">
 }
 
 type Score = RecipeScore
@@ -151,7 +156,7 @@ const runSeed = (
   Effect.scoped(
     Effect.gen(function* () {
       const started = Date.now()
-      const recipe = yield* openLadderRecipe({ ...o, seed, learner })
+      const recipe = yield* openLadderRecipe({ ...o, seed, learner: { ...o.learner, ...learner } })
       log(
         `seed ${seed}: ladder of ${recipe.train.length} train, ${recipe.heldIn.length} held-out and ${recipe.heldOut.length} OOD tasks in ${recipe.dir}`,
       )
@@ -367,6 +372,8 @@ const main = Effect.gen(function* () {
       "train-per-family": { type: "string" },
       "eval-per-family": { type: "string" },
       "seen-per-family": { type: "string" },
+      "ppo-epochs": { type: "string" },
+      minibatches: { type: "string" },
       "sft-steps": { type: "string" },
       "sft-batch": { type: "string" },
       "sft-lr": { type: "string" },
@@ -409,6 +416,10 @@ const main = Effect.gen(function* () {
     trainPerFamily: num("train-per-family", D.trainPerFamily, 2),
     evalPerFamily: num("eval-per-family", D.evalPerFamily, 1),
     seenPerFamily: num("seen-per-family", 3, 1),
+    learner: {
+      ppoEpochs: num("ppo-epochs", EMBEDDED_RL_CONFIG.ppoEpochs, 1),
+      minibatches: num("minibatches", EMBEDDED_RL_CONFIG.minibatches, 1),
+    },
     sftSteps: num("sft-steps", D.sftSteps, 0),
     sftBatch: num("sft-batch", D.sftBatch, 1),
     sftLr: num("sft-lr", D.sftLr, 0, false),
