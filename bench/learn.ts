@@ -50,6 +50,10 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --seeds N              seeds (ladder, model and sampling), 0..N-1 (default 3)
   --first-seed S         start at seed S (default 0)
   --demos N              demonstrations per train family for the warm start (default ${D.demos})
+  --demo-names demo|train
+                         the demonstrations' names: the ladder's demo pool (every word keeps one
+                         train role only RL meets) or the whole train pool (default
+                         ${D.demoPool ? "demo" : "train"})
   --train-per-family N   ladder train tasks per family (default ${D.trainPerFamily})
   --eval-per-family N    held-out tasks per family, in-distribution and OOD (default ${D.evalPerFamily})
   --seen-per-family N    unseen tasks with train names per family (default 3)
@@ -63,6 +67,8 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --ppo-epochs N         passes over each RL batch (default ${EMBEDDED_RL_CONFIG.ppoEpochs})
   --minibatches N        optimiser steps per pass (default ${EMBEDDED_RL_CONFIG.minibatches})
   --lr X                 RL learning rate (default ${D.lr})
+  --lr-warmup N          RL updates over which the learning rate ramps up linearly from 0
+                         (default ${EMBEDDED_RL_CONFIG.lrWarmupSteps})
   --turns N              agent turns per episode (default ${D.turns})
   --concurrency N        episodes run at once (default ${D.concurrency})
   --rl-optimizer continue|fresh
@@ -85,7 +91,7 @@ interface Options extends Omit<LadderRecipeOptions, "seed" | "learner" | "taskDi
   readonly seenPerFamily: number
   readonly dump: string | undefined
   /** Learner settings of every seed run (the ablations change one more). */
-  readonly learner: Pick<LearnerConfig, "ppoEpochs" | "minibatches">
+  readonly learner: Pick<LearnerConfig, "ppoEpochs" | "minibatches" | "lrWarmupSteps">
 }
 
 type Score = RecipeScore
@@ -360,6 +366,12 @@ const driverOf = (raw: string | undefined): "docker" | "local" => {
   throw new Error(`--driver must be local or docker, got ${JSON.stringify(raw)}\n${USAGE}`)
 }
 
+const demoPoolOf = (raw: string | undefined): boolean => {
+  if (raw === undefined) return D.demoPool
+  if (raw === "demo" || raw === "train") return raw === "demo"
+  throw new Error(`--demo-names must be demo or train, got ${JSON.stringify(raw)}\n${USAGE}`)
+}
+
 const main = Effect.gen(function* () {
   const { values } = parseArgs({
     options: {
@@ -374,6 +386,7 @@ const main = Effect.gen(function* () {
       "seen-per-family": { type: "string" },
       "ppo-epochs": { type: "string" },
       minibatches: { type: "string" },
+      "lr-warmup": { type: "string" },
       "sft-steps": { type: "string" },
       "sft-batch": { type: "string" },
       "sft-lr": { type: "string" },
@@ -386,6 +399,7 @@ const main = Effect.gen(function* () {
       concurrency: { type: "string" },
       driver: { type: "string" },
       dump: { type: "string" },
+      "demo-names": { type: "string" },
       "rl-optimizer": { type: "string" },
     },
   })
@@ -413,12 +427,14 @@ const main = Effect.gen(function* () {
     seeds: num("seeds", 3, 1),
     firstSeed: num("first-seed", 0, 0),
     demos: num("demos", D.demos, 1),
+    demoPool: demoPoolOf(values["demo-names"]),
     trainPerFamily: num("train-per-family", D.trainPerFamily, 2),
     evalPerFamily: num("eval-per-family", D.evalPerFamily, 1),
     seenPerFamily: num("seen-per-family", 3, 1),
     learner: {
       ppoEpochs: num("ppo-epochs", EMBEDDED_RL_CONFIG.ppoEpochs, 1),
       minibatches: num("minibatches", EMBEDDED_RL_CONFIG.minibatches, 1),
+      lrWarmupSteps: num("lr-warmup", EMBEDDED_RL_CONFIG.lrWarmupSteps, 0),
     },
     sftSteps: num("sft-steps", D.sftSteps, 0),
     sftBatch: num("sft-batch", D.sftBatch, 1),

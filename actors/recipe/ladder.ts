@@ -55,6 +55,11 @@ export interface LadderRecipeOptions {
   /** Demonstrations per train family for the warm start (the family's first train tasks). */
   readonly demos: number
   readonly trainPerFamily: number
+  /**
+   * The demonstrations draw their names from the ladder's demo pool (true: every word keeps one
+   * train role that only RL meets, tasks/synth/ladder-pools.ts) or from the whole train pool.
+   */
+  readonly demoPool: boolean
   /** Held-out tasks per family, in-distribution and OOD. */
   readonly evalPerFamily: number
   readonly sftSteps: number
@@ -101,6 +106,7 @@ export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   seed: 0,
   demos: 8,
   trainPerFamily: 64,
+  demoPool: true,
   evalPerFamily: 6,
   sftSteps: 600,
   sftBatch: 8,
@@ -322,6 +328,7 @@ export const openLadderRecipe = (
         seed,
         trainPerFamily: o.trainPerFamily,
         evalPerFamily: o.evalPerFamily,
+        demosPerFamily: o.demoPool ? o.demos : 0,
       })
       remember([...ladder.splits.train, ...ladder.splits.eval, ...ladder.splits.ood])
       train = yield* load(ladder.dirs.train)

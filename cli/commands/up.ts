@@ -97,6 +97,7 @@ export const upCommand = (args: ReadonlyArray<string>): Effect.Effect<void, unkn
     seed: intFlag("seed", values.seed, D.seed, usage, 0),
     demos,
     trainPerFamily,
+    demoPool: D.demoPool,
     evalPerFamily: intFlag("eval-per-family", values["eval-per-family"], D.evalPerFamily, usage, 1),
     sftSteps: intFlag("sft-steps", values["sft-steps"], D.sftSteps, usage, 1),
     sftBatch: D.sftBatch,

@@ -66,6 +66,13 @@ export interface LadderOptions {
   /** 0 <= seed < 1e6: train tasks use seed `seed`, eval and OOD tasks seed `1e6 + seed`. */
   readonly seed: number
   readonly trainPerFamily: number
+  /**
+   * The first `demosPerFamily` train tasks of each ladder family draw their names from the demo
+   * pool (tasks/synth/ladder-pools.ts): the warm start's demonstrations, whose names leave out
+   * one train role of every word, so that RL meets train names no demonstration showed. Default
+   * 0 (every train task draws from the whole train pool). At most trainPerFamily.
+   */
+  readonly demosPerFamily?: number
   /** In-distribution eval tasks per train family (rungs 1–3). */
   readonly evalPerFamily: number
   /** Eval tasks per held-out family; default evalPerFamily. */
@@ -86,6 +93,8 @@ export interface LadderTask {
   readonly seed: number
   readonly index: number
   readonly difficulty: Difficulty
+  /** A train task drawn from the demo pool (LadderOptions.demosPerFamily). */
+  readonly demo: boolean
   /** task.json's fields (split "train" for train, "eval" for eval and OOD). */
   readonly meta: TaskMeta
   readonly generated: GeneratedTask
@@ -130,6 +139,9 @@ const count = (name: string, n: number) => {
 /** The train, in-distribution eval and OOD tasks of the ladder. Pure; throws on bad options. */
 export const ladderSplits = (options: LadderOptions): LadderSplits => {
   const trainPer = count("trainPerFamily", options.trainPerFamily)
+  const demoPer = count("demosPerFamily", options.demosPerFamily ?? 0)
+  if (demoPer > trainPer)
+    throw new RangeError(`demosPerFamily (${demoPer}) must be at most trainPerFamily (${trainPer})`)
   const evalPer = count("evalPerFamily", options.evalPerFamily)
   const oodPer = count("oodPerFamily", options.oodPerFamily ?? evalPer)
   const rungs = new Set<number>(options.rungs ?? [1, 2, 3])
@@ -151,6 +163,7 @@ export const ladderSplits = (options: LadderOptions): LadderSplits => {
     const difficulty =
       options.difficulty ?? (DIFFICULTIES[index % DIFFICULTIES.length] as Difficulty)
     const rung = rungOf(family)
+    const demo = set === "train" && rung !== 4 && index < demoPer
     const id = taskId(family.name, difficulty, seed, index)
     return {
       id,
@@ -160,6 +173,7 @@ export const ladderSplits = (options: LadderOptions): LadderSplits => {
       seed,
       index,
       difficulty,
+      demo,
       meta: {
         id,
         taskSet: LADDER_TASK_SETS[set],
@@ -168,7 +182,7 @@ export const ladderSplits = (options: LadderOptions): LadderSplits => {
         split: set === "train" ? "train" : "eval",
         tags: [...family.tags, difficulty, `rung-${rung}`],
       },
-      generated: generateTask(family, seed, index, difficulty),
+      generated: generateTask(family, seed, index, difficulty, demo ? "demo" : undefined),
     }
   }
   const train: Array<LadderTask> = []

@@ -36,9 +36,11 @@ export interface TaskBindings {
  * Which vocabulary a task draws its names and values from. Ladder families keep a train pool and
  * a disjoint eval pool; the synthesiser picks the pool from the seed's range (tasks/decontam
  * splits: seeds in [1e6, 2e6) are eval seeds), so that an eval-range seed also gives unseen names.
+ * The demo pool is a part of the train pool: the names a warm start's demonstrations use, so that
+ * RL meets train names the demonstrations never showed (tasks/ladder, `demosPerFamily`).
  * Families without pools ignore it.
  */
-export type Pool = "train" | "eval"
+export type Pool = "demo" | "train" | "eval"
 
 export interface GenerateContext {
   readonly pool: Pool

@@ -20,6 +20,7 @@ export {
 export {
   CONTENT_WORDS,
   evalRole,
+  inPool,
   LADDER_EXT,
   LADDER_ROLES,
   LADDER_TRAP_EXT,
@@ -28,6 +29,7 @@ export {
   type NamePool,
   namePool,
   poolFileNames,
+  rlOnlyRole,
 } from "./ladder-pools.ts"
 export { makeRng, type Rng } from "./rng.ts"
 export {

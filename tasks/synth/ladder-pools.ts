@@ -69,9 +69,22 @@ export interface NamePool {
 export const evalRole = (index: number, role: LadderRole): boolean =>
   index % LADDER_ROLES.length === LADDER_ROLES.indexOf(role)
 
+/**
+ * Whether word `index` is a train name in `role` that demonstrations never use: word i is kept
+ * out of the demo pool in role (i + 2) mod 4, so every word keeps two demo roles, one role that
+ * only RL meets, and its eval role.
+ */
+export const rlOnlyRole = (index: number, role: LadderRole): boolean =>
+  (index + 2) % LADDER_ROLES.length === LADDER_ROLES.indexOf(role)
+
+/** Whether word `index` is a name of `pool` in `role`. */
+export const inPool = (index: number, role: LadderRole, pool: Pool): boolean =>
+  pool === "eval"
+    ? evalRole(index, role)
+    : !evalRole(index, role) && (pool === "train" || !rlOnlyRole(index, role))
+
 const build = (pool: Pool): NamePool => {
-  const words = (role: LadderRole) =>
-    LADDER_WORDS.filter((_, i) => evalRole(i, role) === (pool === "eval"))
+  const words = (role: LadderRole) => LADDER_WORDS.filter((_, i) => inPool(i, role, pool))
   return {
     pool,
     stems: words("file"),
@@ -81,7 +94,11 @@ const build = (pool: Pool): NamePool => {
   }
 }
 
-const POOLS: Readonly<Record<Pool, NamePool>> = { train: build("train"), eval: build("eval") }
+const POOLS: Readonly<Record<Pool, NamePool>> = {
+  demo: build("demo"),
+  train: build("train"),
+  eval: build("eval"),
+}
 
 export const namePool = (pool: Pool): NamePool => POOLS[pool]
 

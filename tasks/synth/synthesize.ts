@@ -28,16 +28,25 @@ export const taskId = (family: string, difficulty: Difficulty, seed: number, ind
 export const poolOfSeed = (seed: number): Pool =>
   seed >= SEED_RANGES.eval.from && seed < SEED_RANGES.eval.to ? "eval" : "train"
 
-/** A pure function of its arguments: the same call gives a byte-identical task. */
+/**
+ * A pure function of its arguments: the same call gives a byte-identical task. The name pool is
+ * the seed's unless given (the demo pool is a part of the train pool: a train seed only).
+ */
 export const generateTask = (
   family: TaskFamily,
   seed: number,
   index: number,
   difficulty: Difficulty,
-): GeneratedTask =>
-  family.generate(makeRng(`t1-synth/${family.name}/${seed}/${index}/${difficulty}`), difficulty, {
-    pool: poolOfSeed(seed),
-  })
+  pool: Pool = poolOfSeed(seed),
+): GeneratedTask => {
+  if (pool === "demo" && poolOfSeed(seed) !== "train")
+    throw new RangeError(`the demo pool needs a train seed, got ${seed}`)
+  return family.generate(
+    makeRng(`t1-synth/${family.name}/${seed}/${index}/${difficulty}`),
+    difficulty,
+    { pool },
+  )
+}
 
 /** Without an explicit difficulty, tasks cycle easy, medium, hard by index. */
 export const difficultyFor = (index: number, difficulty: Difficulty | undefined): Difficulty =>
