@@ -272,6 +272,26 @@ describe("PPO update", () => {
     expect(actorOnly).toContain("layers.0.wq")
   })
 
+  it("group mode trains the critic as a probe: its value loss never moves the policy's trunk", () => {
+    const batch = rollouts(TinyMoe.create({ config, seed: 4 }), new Rng(6), 8)
+    const after = (advantageMode: "group" | "critic", valueCoef: number) => {
+      const model = TinyMoe.create({ config, seed: 4 })
+      // Two updates: the first moves the zero-initialised value head, the second would carry
+      // the value loss through it into the trunk.
+      const trainer = new Trainer(model, { ...ppoConfig, advantageMode, valueCoef, criticLr: 1e-1 })
+      trainer.ppoStep(batch)
+      trainer.ppoStep(batch)
+      return snapshot(model)
+    }
+    const actorOf = (s: Snapshot) => s.filter((e) => !e.name.startsWith("value"))
+    expect(changed(actorOf(after("group", 0.5)), actorOf(after("group", 0)))).toEqual([])
+    expect(changed(after("group", 0.5), after("group", 0))).toEqual(["valueBias", "valueHead"])
+    // A critic whose advantages the policy uses shares the trunk: its loss reaches it.
+    expect(changed(actorOf(after("critic", 0.5)), actorOf(after("critic", 0)))).toContain(
+      "layers.0.wq",
+    )
+  })
+
   it("trains the critic on critic_lambda returns (hand-checked value loss)", () => {
     const valueLoss = (criticLambda: number) => {
       const model = TinyMoe.create({ config, seed: 4 })

@@ -827,6 +827,7 @@ export class Trainer {
       stats.loss += loss.loss
       const g = this.model.backward(tape, loss.dLogits, loss.dValues, {
         auxLossCoef: c.auxLossCoef,
+        valueToTrunk: sharedCritic(c),
       })
       if (grads) addGrads(this.model, grads, g)
       else grads = g
@@ -835,17 +836,31 @@ export class Trainer {
     const entries = paramEntries(this.model.config, grads)
     const critic = entries.filter((e) => CRITIC_PARAMS.has(e.name))
     const actor = entries.filter((e) => !CRITIC_PARAMS.has(e.name))
+    // A critic on the policy's trunk is clipped with it; a probe (group mode) on its own.
     const stepped = phase === "ppo" ? entries : critic
-    const norm = gradNormOf(stepped)
+    const norm = gradNormOf(sharedCritic(c) || phase !== "ppo" ? stepped : actor)
     if (!Number.isFinite(norm)) return undefined
     const clip = this.clipScale(norm)
+    const criticClip = sharedCritic(c) ? clip : this.clipScale(gradNormOf(critic))
     if (phase === "ppo")
       this.optimizer.step(new Map(actor.map((e) => [e.name, scaled(e.data, clip)])), actorLr)
-    this.criticOptimizer.step(new Map(critic.map((e) => [e.name, scaled(e.data, clip)])), criticLr)
+    this.criticOptimizer.step(
+      new Map(critic.map((e) => [e.name, scaled(e.data, criticClip)])),
+      criticLr,
+    )
     stats.steps = 1
     return { stats, gradNorm: norm }
   }
 }
+
+/**
+ * Whether the critic shares the policy's trunk (its value loss reaches the trunk): in every mode
+ * whose advantages use it. In `group` mode the critic is not used, so it is trained as a probe on
+ * the trunk's features and its loss does not move the policy (measured, issue 14: with the value
+ * loss on the trunk, RL from the warm start lowered the train reward at 3e-4).
+ */
+export const sharedCritic = (c: Pick<LearnerConfig, "advantageMode">): boolean =>
+  c.advantageMode !== "group"
 
 const scaled = (a: Floats, s: number): Floats => {
   if (s === 1) return a

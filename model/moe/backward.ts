@@ -16,6 +16,11 @@ import type { ModelState } from "./state.ts"
 export interface BackwardOptions {
   /** Weight of the load-balancing loss summed over layers; 0 leaves the router to the task loss. */
   readonly auxLossCoef?: number
+  /**
+   * Whether the value loss reaches the trunk (default true: a critic sharing the policy's trunk).
+   * False trains the value head alone, as a probe on the trunk's features.
+   */
+  readonly valueToTrunk?: boolean
 }
 
 const addInto = (dst: Floats, src: Floats): void => {
@@ -119,13 +124,14 @@ export const backward = (
     kern.matmulTransA(fU, dL, d, nU, V, g.lmHead)
   }
   if (dValues) {
+    const toTrunk = options.valueToTrunk !== false
     for (let r = 0; r < R; r++) {
       const dv = dValues[r] as number
       if (dv === 0) continue
       g.valueBias[0] = (g.valueBias[0] as number) + dv
       for (let j = 0; j < d; j++) {
         g.valueHead[j] = (g.valueHead[j] as number) + dv * (tape.f[r * d + j] as number)
-        df[r * d + j] = (df[r * d + j] as number) + dv * (p.valueHead[j] as number)
+        if (toTrunk) df[r * d + j] = (df[r * d + j] as number) + dv * (p.valueHead[j] as number)
       }
     }
   }

@@ -13,6 +13,7 @@ import {
   FAMILIES,
   familyRegistry,
   generateTask,
+  inPool,
   LADDER_EXT,
   LADDER_FAMILIES,
   LADDER_ROLES,
@@ -20,6 +21,7 @@ import {
   LADDER_WORDS,
   namePool,
   poolFileNames,
+  rlOnlyRole,
   synthesize,
   type TaskBindings,
 } from "../synth/index.ts"
@@ -169,6 +171,28 @@ describe("the ladder families", () => {
       })
     })
     for (const name of poolFileNames(held)) expect(name.endsWith(`.${LADDER_EXT}`)).toBe(true)
+  })
+
+  it("keep a demo pool inside the train pool: every word leaves out one train role", () => {
+    const demo = namePool("demo")
+    const train = namePool("train")
+    const roles = (pool: typeof train) => [pool.stems, pool.dirs, pool.words, pool.values]
+    LADDER_WORDS.forEach((word, i) => {
+      const inDemo = roles(demo).map((names) => names.includes(word))
+      const inTrain = roles(train).map((names) => names.includes(word))
+      expect(inDemo.filter(Boolean).length, word).toBe(LADDER_ROLES.length - 2)
+      LADDER_ROLES.forEach((role, r) => {
+        if (inDemo[r]) expect(inTrain[r], `${word} ${role}`).toBe(true)
+        expect(inDemo[r], `${word} ${role}`).toBe(inPool(i, role, "demo"))
+        expect(rlOnlyRole(i, role), `${word} ${role}`).toBe(inTrain[r] === true && !inDemo[r])
+      })
+    })
+    for (const names of roles(demo)) expect(names.length).toBeGreaterThan(5)
+    const [first] = LADDER_FAMILIES
+    if (first === undefined) throw new Error("no ladder family")
+    expect(() => generateTask(first, 1_000_001, 0, "easy", "demo")).toThrow(
+      /demo pool needs a train seed/,
+    )
   })
 
   it("are single tokens in the bundled tokenizer: every ladder word and both extensions", () => {
@@ -345,6 +369,39 @@ describe("ladderSplits", () => {
     const check = ladderDecontam(withTop)
     expect(check.report.passed).toBe(true)
     expect(check.split.violations).toEqual([])
+  })
+
+  it("draws the first demosPerFamily train tasks of each ladder family from the demo pool", () => {
+    const withDemos = ladderSplits({ ...OPTIONS, demosPerFamily: 4 })
+    const demoPool = namePool("demo")
+    const trainPool = namePool("train")
+    const demos = withDemos.train.filter((t) => t.demo)
+    expect(demos.map((t) => t.index < 4)).toEqual(demos.map(() => true))
+    expect(demos.length).toBe(withDemos.families.train.length * 4)
+    // Demo tasks keep to the demo pool; RL tasks do not: they use the roles demos leave out.
+    const roleNames = {
+      files: (p: typeof demoPool) => poolFileNames(p),
+      dirs: (p: typeof demoPool) => p.dirs,
+      words: (p: typeof demoPool) => p.words,
+      values: (p: typeof demoPool) => p.values,
+    }
+    let outside = 0
+    for (const t of withDemos.train) {
+      const b = bindingsOf(t)
+      for (const key of ["files", "dirs", "words", "values"] as const)
+        for (const x of b[key].filter((n) => !n.endsWith(`.${LADDER_TRAP_EXT}`))) {
+          expect(roleNames[key](trainPool), `${t.id} ${key}`).toContain(x)
+          if (t.demo) expect(roleNames[key](demoPool), `${t.id} ${key}`).toContain(x)
+          else if (!roleNames[key](demoPool).includes(x)) outside++
+        }
+    }
+    expect(outside).toBeGreaterThan(50)
+    // Eval and OOD tasks are the same tasks as without demos; the demo tasks' ids are unchanged.
+    const plain = ladderSplits(OPTIONS)
+    expect(withDemos.eval).toEqual(plain.eval)
+    expect(withDemos.ood).toEqual(plain.ood)
+    expect(withDemos.train.map((t) => t.id)).toEqual(plain.train.map((t) => t.id))
+    expect(() => ladderSplits({ ...OPTIONS, demosPerFamily: 13 })).toThrow(/demosPerFamily/)
   })
 
   it("refuses options it cannot honour", () => {
