@@ -2,7 +2,7 @@
  * Writes the task ladder to a directory (until `t1 tasks` has a ladder action):
  *
  *   npx tsx tasks/ladder/main.ts --out DIR [--seed 0] [--train-per-family 20]
- *     [--eval-per-family 5] [--ood-per-family N] [--rungs 1,2,3] [--difficulty easy|medium|hard]
+ *     [--demos-per-family 0] [--eval-per-family 5] [--ood-per-family N] [--rungs 1,2,3] [--difficulty easy|medium|hard]
  *     [--ood a,b,c] [--json]
  *
  * DIR/ladder-train, DIR/ladder-eval and DIR/ladder-ood hold native tasks; then e.g.
@@ -14,7 +14,7 @@ import { DIFFICULTIES, type Difficulty } from "../synth/index.ts"
 import { LADDER_SETS, type LadderSet, RUNGS, type Rung, writeLadder } from "./index.ts"
 
 const USAGE =
-  "usage: tsx tasks/ladder/main.ts --out DIR [--seed S] [--train-per-family N] [--eval-per-family N] [--ood-per-family N] [--rungs 1,2,3] [--difficulty D] [--ood F,F] [--json]"
+  "usage: tsx tasks/ladder/main.ts --out DIR [--seed S] [--train-per-family N] [--demos-per-family N] [--eval-per-family N] [--ood-per-family N] [--rungs 1,2,3] [--difficulty D] [--ood F,F] [--json]"
 
 const int = (name: string, value: string | undefined, fallback: number): number => {
   if (value === undefined) return fallback
@@ -31,6 +31,7 @@ const main = async () => {
       seed: { type: "string" },
       "train-per-family": { type: "string" },
       "eval-per-family": { type: "string" },
+      "demos-per-family": { type: "string" },
       "ood-per-family": { type: "string" },
       rungs: { type: "string" },
       difficulty: { type: "string" },
@@ -53,6 +54,7 @@ const main = async () => {
     writeLadder(values.out, {
       seed: int("seed", values.seed, 0),
       trainPerFamily: int("train-per-family", values["train-per-family"], 20),
+      demosPerFamily: int("demos-per-family", values["demos-per-family"], 0),
       evalPerFamily,
       oodPerFamily: int("ood-per-family", values["ood-per-family"], evalPerFamily),
       ...(rungs === undefined ? {} : { rungs: rungs as ReadonlyArray<Rung> }),
