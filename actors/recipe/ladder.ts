@@ -57,7 +57,9 @@ export interface LadderRecipeOptions {
   readonly trainPerFamily: number
   /**
    * The demonstrations draw their names from the ladder's demo pool (true: every word keeps one
-   * train role that only RL meets, tasks/synth/ladder-pools.ts) or from the whole train pool.
+   * train role that only RL meets, tasks/synth/ladder-pools.ts) or from the whole train pool
+   * (false, the default by measurement: with the demo pool the warm start resolved 0% of the
+   * held-out tasks and 14% of the seen-names ones, and 40 RL updates left both where they were).
    */
   readonly demoPool: boolean
   /** Held-out tasks per family, in-distribution and OOD. */
@@ -106,7 +108,7 @@ export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   seed: 0,
   demos: 8,
   trainPerFamily: 64,
-  demoPool: true,
+  demoPool: false,
   evalPerFamily: 6,
   sftSteps: 600,
   sftBatch: 8,
