@@ -274,7 +274,7 @@ describe("PPO update", () => {
 
   it("group mode trains the critic as a probe: its value loss never moves the policy's trunk", () => {
     const batch = rollouts(TinyMoe.create({ config, seed: 4 }), new Rng(6), 8)
-    const after = (advantageMode: "group" | "critic", valueCoef: number) => {
+    const trained = (advantageMode: "group" | "critic", valueCoef: number) => {
       const model = TinyMoe.create({ config, seed: 4 })
       // Two updates: the first moves the zero-initialised value head, the second would carry
       // the value loss through it into the trunk.
@@ -284,10 +284,10 @@ describe("PPO update", () => {
       return snapshot(model)
     }
     const actorOf = (s: Snapshot) => s.filter((e) => !e.name.startsWith("value"))
-    expect(changed(actorOf(after("group", 0.5)), actorOf(after("group", 0)))).toEqual([])
-    expect(changed(after("group", 0.5), after("group", 0))).toEqual(["valueBias", "valueHead"])
+    expect(changed(actorOf(trained("group", 0.5)), actorOf(trained("group", 0)))).toEqual([])
+    expect(changed(trained("group", 0.5), trained("group", 0))).toEqual(["valueBias", "valueHead"])
     // A critic whose advantages the policy uses shares the trunk: its loss reaches it.
-    expect(changed(actorOf(after("critic", 0.5)), actorOf(after("critic", 0)))).toContain(
+    expect(changed(actorOf(trained("critic", 0.5)), actorOf(trained("critic", 0)))).toContain(
       "layers.0.wq",
     )
   })
