@@ -1,0 +1,277 @@
+/**
+ * A fast loop for the learning question of `npm run exp:learn`: the same ladder tasks, policy,
+ * warm start and PPO update, without the actors — one shell command per task, checked as a
+ * string against the reference command instead of by the task's tests, prompts without the
+ * system prompt or chat template. An RL update takes ~2 s here against ~20 s through the actors,
+ * so hundreds of updates fit in minutes. Figures are for choosing what to run through the real
+ * recipe, not for reporting RL gains (exp:learn is that).
+ *
+ *   npm run exp:toy -- [--seed S] [--rungs 1] [--demos N] [--demo-names demo|train]
+ *     [--sft-steps N] [--updates N] [--tasks N] [--samples N] [--lr X] [--ppo-epochs N]
+ *     [--minibatches N] [--every N] [--json]
+ *
+ * Evaluation is greedy, one episode per task, on the held-out tasks (unseen names), on unseen
+ * tasks with train names ("seen") and on up to 200 RL-pool tasks ("train").
+ */
+import { parseArgs } from "node:util"
+import type { TrainingSequence } from "../actors/learner/decode.ts"
+import { EMBEDDED_MODEL_CONFIG, EMBEDDED_RL_CONFIG } from "../actors/learner/embedded.ts"
+import { DEFAULT_LEARNER_CONFIG, Trainer } from "../actors/learner/trainer.ts"
+import { LADDER_RECIPE_DEFAULTS as D } from "../actors/recipe/index.ts"
+import { loadBundledTokenizer } from "../model/bundled/bundled.ts"
+import { type Generated, generateBatch, Rng, TinyMoe } from "../model/index.ts"
+import { selectKernels } from "../model/kernels/select.ts"
+import { Sequence } from "../model/moe/sequence.ts"
+import { type LadderTask, ladderSplits, RUNGS } from "../tasks/ladder/index.ts"
+
+const USAGE = `usage: npm run exp:toy -- [options]
+
+  --seed S               ladder, model and sampling seed (default 0)
+  --rungs 1,2,3          ladder rungs (default 1: one command per task)
+  --demos N              demonstrations per train family (default ${D.demos})
+  --demo-names demo|train
+                         demonstrations from the ladder's demo pool or the whole train pool
+                         (default train)
+  --sft-steps N          warm-start SFT steps of 8 sequences at ${D.sftLr} (default ${D.sftSteps})
+  --updates N            RL updates (default 300)
+  --tasks N              tasks per update (default ${D.tasksPerStep})
+  --samples N            samples per task: the group (default ${D.samples})
+  --lr X                 RL learning rate (default ${D.lr})
+  --ppo-epochs N         (default ${EMBEDDED_RL_CONFIG.ppoEpochs})
+  --minibatches N        (default ${EMBEDDED_RL_CONFIG.minibatches})
+  --every N              evaluate every N updates (default 50)
+  --json                 print one JSON object last: held, seen and train rates per evaluation`
+
+class UsageError extends Error {}
+
+const { values } = parseArgs({
+  options: {
+    seed: { type: "string" },
+    rungs: { type: "string" },
+    demos: { type: "string" },
+    "demo-names": { type: "string" },
+    "sft-steps": { type: "string" },
+    updates: { type: "string" },
+    tasks: { type: "string" },
+    samples: { type: "string" },
+    lr: { type: "string" },
+    "ppo-epochs": { type: "string" },
+    minibatches: { type: "string" },
+    every: { type: "string" },
+    json: { type: "boolean" },
+    help: { type: "boolean", short: "h" },
+  },
+})
+
+const num = (name: keyof typeof values, fallback: number, min: number, integer = true): number => {
+  const raw = values[name]
+  if (raw === undefined) return fallback
+  const n = Number(raw)
+  if (typeof raw !== "string" || raw.trim() === "" || !Number.isFinite(n) || n < min)
+    throw new UsageError(`--${name} must be a number >= ${min}, got ${JSON.stringify(raw)}`)
+  if (integer && !Number.isInteger(n))
+    throw new UsageError(`--${name} must be an integer, got ${JSON.stringify(raw)}`)
+  return n
+}
+
+interface ToyTask {
+  readonly id: string
+  readonly prompt: ReadonlyArray<number>
+  /** The reference commands, one per line. */
+  readonly answer: string
+}
+
+interface Evaluation {
+  readonly update: number
+  readonly held: number
+  readonly seen: number
+  readonly train: number
+}
+
+const main = () => {
+  if (values.help) {
+    console.log(USAGE)
+    return
+  }
+  const seed = num("seed", 0, 0)
+  const rungs = new Set(
+    (values.rungs ?? "1").split(",").map((r) => {
+      const n = Number(r)
+      if (!RUNGS.some((x) => x === n && x !== 4))
+        throw new UsageError(`--rungs takes 1, 2 and 3, got ${JSON.stringify(r)}`)
+      return n
+    }),
+  )
+  const demoNames = values["demo-names"] ?? "train"
+  if (demoNames !== "demo" && demoNames !== "train")
+    throw new UsageError(`--demo-names must be demo or train, got ${JSON.stringify(demoNames)}`)
+  const demosPer = num("demos", D.demos, 1)
+  const sftSteps = num("sft-steps", D.sftSteps, 0)
+  const updates = num("updates", 300, 0)
+  const tasksPer = num("tasks", D.tasksPerStep, 1)
+  const samples = num("samples", D.samples, 2)
+  const lr = num("lr", D.lr, 0, false)
+  const every = num("every", 50, 1)
+
+  const tokenizer = loadBundledTokenizer()
+  const end = tokenizer.specialId("<|end|>")
+  // Commands after a prompt sign, one per line: the answer a shell transcript would show.
+  const toToy = (t: LadderTask): ToyTask => ({
+    id: t.id,
+    prompt: [...tokenizer.encode(`${t.generated.instruction}\n$`)],
+    answer: (t.generated.solution ?? "").trim(),
+  })
+  const answerIds = (t: ToyTask) => [
+    ...tokenizer.encode(` ${t.answer.replace(/\n/g, "\n$ ")}\n`),
+    end,
+  ]
+  const splits = ladderSplits({
+    seed,
+    trainPerFamily: D.trainPerFamily,
+    evalPerFamily: D.evalPerFamily,
+    demosPerFamily: demoNames === "demo" ? demosPer : 0,
+  })
+  const train = splits.train.filter((t) => rungs.has(t.rung))
+  const demos = train.filter((t) => t.index < demosPer).map(toToy)
+  const pool = train.filter((t) => t.index >= demosPer).map(toToy)
+  const held = splits.eval.filter((t) => rungs.has(t.rung)).map(toToy)
+  // Unseen tasks with train names: the train families at another seed (as exp:learn's "seen").
+  const seen = ladderSplits({ seed: seed + 500_000, trainPerFamily: 6, evalPerFamily: 0 })
+    .train.filter((t) => rungs.has(t.rung))
+    .map(toToy)
+  if (pool.length === 0) throw new UsageError("no RL tasks: --demos leaves none")
+
+  const model = TinyMoe.create({
+    config: { ...EMBEDDED_MODEL_CONFIG, vocabSize: tokenizer.vocabSize },
+    seed,
+    kernels: selectKernels("auto"),
+  })
+  const sequence = (
+    t: ToyTask,
+    answer: ReadonlyArray<number>,
+    logprobs: ReadonlyArray<number>,
+    reward: number,
+    group: string,
+    n: number,
+  ): TrainingSequence => {
+    const ids = Uint32Array.from([...t.prompt, ...answer])
+    const lossMask = new Uint8Array(ids.length)
+    const lp = new Float32Array(ids.length)
+    for (let i = t.prompt.length; i < ids.length; i++) {
+      lossMask[i] = 1
+      lp[i] = logprobs[i - t.prompt.length] ?? 0
+    }
+    return {
+      episodeId: `${group}-${n}`,
+      ids,
+      lossMask,
+      logprobs: lp,
+      routing: undefined,
+      reward,
+      resolved: reward === 1,
+      staleness: 0n,
+      testsTotal: 1,
+      groupId: group,
+    }
+  }
+  const sample = (tasks: ReadonlyArray<ToyTask>, k: number, temperature: number, rng: Rng) => {
+    const requests = tasks.flatMap((t) =>
+      Array.from({ length: k }, () => {
+        const s = new Sequence(model, model.newCache())
+        s.append(t.prompt)
+        return {
+          task: t,
+          request: {
+            sequence: s,
+            params: { temperature, topP: 1, maxTokens: 48, stopTokenIds: new Set([end]) },
+            rng,
+          },
+        }
+      }),
+    )
+    const generated = generateBatch(
+      model,
+      requests.map((r) => r.request),
+    )
+    return requests.map((r, i) => {
+      const g = generated[i] as Generated
+      const text = tokenizer
+        .decode(g.tokens.filter((x) => x !== end))
+        .trim()
+        .replace(/\n\$ /g, "\n")
+      return { task: r.task, generated: g, reward: text === r.task.answer ? 1 : 0 }
+    })
+  }
+  const rate = (tasks: ReadonlyArray<ToyTask>) => {
+    const r = sample(tasks, 1, 0, new Rng(1))
+    return r.reduce((a, b) => a + b.reward, 0) / Math.max(1, r.length)
+  }
+  const t0 = Date.now()
+  const log = (line: string) =>
+    console.error(`[${((Date.now() - t0) / 1000).toFixed(0)} s] ${line}`)
+  const evaluations: Evaluation[] = []
+  const evaluate = (update: number) => {
+    const e = { update, held: rate(held), seen: rate(seen), train: rate(pool.slice(0, 200)) }
+    evaluations.push(e)
+    log(
+      `update ${update}: held-out ${(100 * e.held).toFixed(1)}%, seen names ${(100 * e.seen).toFixed(1)}%, train ${(100 * e.train).toFixed(1)}% (greedy)`,
+    )
+  }
+
+  const sft = new Trainer(model, {
+    ...DEFAULT_LEARNER_CONFIG,
+    sftLr: D.sftLr,
+    replayRouting: false,
+  })
+  const demoSequences = demos.map((t, i) => sequence(t, answerIds(t), [], 1, `demo${i}`, 0))
+  const rng = new Rng(seed + 1)
+  for (let s = 0; s < sftSteps; s++)
+    sft.sftStep(
+      Array.from(
+        { length: Math.min(D.sftBatch, demoSequences.length) },
+        () => demoSequences[Math.floor(rng.next() * demoSequences.length)] as TrainingSequence,
+      ),
+    )
+  log(
+    `SFT: ${sftSteps} steps on ${demos.length} demonstrations; ${held.length} held-out, ${seen.length} seen-names and ${pool.length} RL tasks`,
+  )
+  evaluate(0)
+  const rl = new Trainer(model, {
+    ...EMBEDDED_RL_CONFIG,
+    lr,
+    criticLr: lr,
+    replayRouting: false,
+    ppoEpochs: num("ppo-epochs", EMBEDDED_RL_CONFIG.ppoEpochs, 1),
+    minibatches: num("minibatches", EMBEDDED_RL_CONFIG.minibatches, 1),
+    seed,
+  })
+  for (let u = 1; u <= updates; u++) {
+    const picked = Array.from(
+      { length: tasksPer },
+      () => pool[Math.floor(rng.next() * pool.length)] as ToyTask,
+    )
+    const results = sample(picked, samples, 1, rng)
+    rl.ppoStep(
+      results.map((r, i) =>
+        sequence(
+          r.task,
+          r.generated.tokens,
+          r.generated.logprobs,
+          r.reward,
+          `u${u}t${Math.floor(i / samples)}`,
+          i,
+        ),
+      ),
+    )
+    if (u % every === 0 || u === updates) evaluate(u)
+  }
+  if (values.json) console.log(JSON.stringify({ seed, updates, lr, evaluations }))
+}
+
+try {
+  main()
+} catch (error) {
+  const message = error instanceof Error ? error.message : String(error)
+  console.error(`exp:toy: ${message}${error instanceof UsageError ? `\n${USAGE}` : ""}`)
+  process.exit(error instanceof UsageError ? 2 : 1)
+}
