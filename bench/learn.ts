@@ -354,22 +354,17 @@ const ABLATIONS: ReadonlyArray<{
   },
 ]
 
-const optimizerOf = (raw: string | undefined): boolean => {
-  if (raw === undefined) return D.continueOptimizer
-  if (raw === "continue" || raw === "fresh") return raw === "continue"
-  throw new Error(`--rl-optimizer must be continue or fresh, got ${JSON.stringify(raw)}\n${USAGE}`)
-}
-
-const driverOf = (raw: string | undefined): "docker" | "local" => {
-  if (raw === undefined || raw === "local") return "local"
-  if (raw === "docker") return "docker"
-  throw new Error(`--driver must be local or docker, got ${JSON.stringify(raw)}\n${USAGE}`)
-}
-
-const demoPoolOf = (raw: string | undefined): boolean => {
-  if (raw === undefined) return D.demoPool
-  if (raw === "demo" || raw === "train") return raw === "demo"
-  throw new Error(`--demo-names must be demo or train, got ${JSON.stringify(raw)}\n${USAGE}`)
+/** The value of a two-way flag: `raw` must be one of `choices` (absent: `fallback`). */
+const choiceOf = <C extends string>(
+  flag: string,
+  raw: string | undefined,
+  choices: readonly [C, C],
+  fallback: C,
+): C => {
+  if (raw === undefined) return fallback
+  const choice = choices.find((c) => c === raw)
+  if (choice !== undefined) return choice
+  throw new Error(`--${flag} must be ${choices.join(" or ")}, got ${JSON.stringify(raw)}\n${USAGE}`)
 }
 
 const main = Effect.gen(function* () {
@@ -427,7 +422,13 @@ const main = Effect.gen(function* () {
     seeds: num("seeds", 3, 1),
     firstSeed: num("first-seed", 0, 0),
     demos: num("demos", D.demos, 1),
-    demoPool: demoPoolOf(values["demo-names"]),
+    demoPool:
+      choiceOf(
+        "demo-names",
+        values["demo-names"],
+        ["demo", "train"],
+        D.demoPool ? "demo" : "train",
+      ) === "demo",
     trainPerFamily: num("train-per-family", D.trainPerFamily, 2),
     evalPerFamily: num("eval-per-family", D.evalPerFamily, 1),
     seenPerFamily: num("seen-per-family", 3, 1),
@@ -446,9 +447,15 @@ const main = Effect.gen(function* () {
     lr: num("lr", D.lr, 0, false),
     turns: num("turns", D.turns, 1),
     concurrency: num("concurrency", D.concurrency, 1),
-    driver: driverOf(values.driver),
+    driver: choiceOf("driver", values.driver, ["local", "docker"], D.driver),
     dump: values.dump,
-    continueOptimizer: optimizerOf(values["rl-optimizer"]),
+    continueOptimizer:
+      choiceOf(
+        "rl-optimizer",
+        values["rl-optimizer"],
+        ["continue", "fresh"],
+        D.continueOptimizer ? "continue" : "fresh",
+      ) === "continue",
   }
   if (o.firstSeed + o.seeds > SEEN_SEED_OFFSET)
     throw new Error(`--first-seed + --seeds must be at most ${SEEN_SEED_OFFSET}`)

@@ -14,10 +14,11 @@
  * tasks with train names ("seen") and on up to 200 RL-pool tasks ("train").
  */
 import { parseArgs } from "node:util"
+import { Effect } from "effect"
 import type { TrainingSequence } from "../actors/learner/decode.ts"
 import { EMBEDDED_MODEL_CONFIG, EMBEDDED_RL_CONFIG } from "../actors/learner/embedded.ts"
 import { DEFAULT_LEARNER_CONFIG, Trainer } from "../actors/learner/trainer.ts"
-import { LADDER_RECIPE_DEFAULTS as D } from "../actors/recipe/index.ts"
+import { LADDER_RECIPE_DEFAULTS as D, sftUpdates } from "../actors/recipe/index.ts"
 import { loadBundledTokenizer } from "../model/bundled/bundled.ts"
 import { type Generated, generateBatch, Rng, TinyMoe } from "../model/index.ts"
 import { selectKernels } from "../model/kernels/select.ts"
@@ -88,7 +89,7 @@ interface Evaluation {
   readonly train: number
 }
 
-const main = () => {
+const main = async () => {
   if (values.help) {
     console.log(USAGE)
     return
@@ -225,13 +226,7 @@ const main = () => {
   })
   const demoSequences = demos.map((t, i) => sequence(t, answerIds(t), [], 1, `demo${i}`, 0))
   const rng = new Rng(seed + 1)
-  for (let s = 0; s < sftSteps; s++)
-    sft.sftStep(
-      Array.from(
-        { length: Math.min(D.sftBatch, demoSequences.length) },
-        () => demoSequences[Math.floor(rng.next() * demoSequences.length)] as TrainingSequence,
-      ),
-    )
+  await Effect.runPromise(sftUpdates(sft, demoSequences, sftSteps, D.sftBatch, rng))
   log(
     `SFT: ${sftSteps} steps on ${demos.length} demonstrations; ${held.length} held-out, ${seen.length} seen-names and ${pool.length} RL tasks`,
   )
@@ -268,10 +263,8 @@ const main = () => {
   if (values.json) console.log(JSON.stringify({ seed, updates, lr, evaluations }))
 }
 
-try {
-  main()
-} catch (error) {
+main().catch((error: unknown) => {
   const message = error instanceof Error ? error.message : String(error)
   console.error(`exp:toy: ${message}${error instanceof UsageError ? `\n${USAGE}` : ""}`)
   process.exit(error instanceof UsageError ? 2 : 1)
-}
+})

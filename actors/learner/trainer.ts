@@ -837,11 +837,11 @@ export class Trainer {
     const critic = entries.filter((e) => CRITIC_PARAMS.has(e.name))
     const actor = entries.filter((e) => !CRITIC_PARAMS.has(e.name))
     // A critic on the policy's trunk is clipped with it; a probe (group mode) on its own.
-    const stepped = phase === "ppo" ? entries : critic
-    const norm = gradNormOf(sharedCritic(c) || phase !== "ppo" ? stepped : actor)
+    const shared = sharedCritic(c)
+    const norm = gradNormOf(phase !== "ppo" ? critic : shared ? entries : actor)
     if (!Number.isFinite(norm)) return undefined
     const clip = this.clipScale(norm)
-    const criticClip = sharedCritic(c) ? clip : this.clipScale(gradNormOf(critic))
+    const criticClip = shared || phase !== "ppo" ? clip : this.clipScale(gradNormOf(critic))
     if (phase === "ppo")
       this.optimizer.step(new Map(actor.map((e) => [e.name, scaled(e.data, clip)])), actorLr)
     this.criticOptimizer.step(
