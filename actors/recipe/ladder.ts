@@ -56,10 +56,9 @@ export interface LadderRecipeOptions {
   readonly demos: number
   readonly trainPerFamily: number
   /**
-   * The demonstrations draw their names from the ladder's demo pool (true: every word keeps one
-   * train role that only RL meets, tasks/synth/ladder-pools.ts) or from the whole train pool
-   * (false, the default by measurement: with the demo pool the warm start resolved 0% of the
-   * held-out tasks and 14% of the seen-names ones, and 40 RL updates left both where they were).
+   * The demonstrations draw their names from the ladder's demo pool (true: one train name in four
+   * is met only by RL, tasks/synth/ladder-pools.ts) or from the whole train pool (false, the
+   * default).
    */
   readonly demoPool: boolean
   /** Held-out tasks per family, in-distribution and OOD. */

@@ -69,7 +69,7 @@ export interface LadderOptions {
   /**
    * The first `demosPerFamily` train tasks of each ladder family draw their names from the demo
    * pool (tasks/synth/ladder-pools.ts): the warm start's demonstrations, whose names leave out
-   * one train role of every word, so that RL meets train names no demonstration showed. Default
+   * one train name in four, so that RL meets train names no demonstration showed. Default
    * 0 (every train task draws from the whole train pool). At most trainPerFamily.
    */
   readonly demosPerFamily?: number

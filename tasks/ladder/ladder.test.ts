@@ -9,19 +9,20 @@ import { checkSplits, decontaminate, readTaskSet } from "../decontam/index.ts"
 import { loadTasks } from "../load/index.ts"
 import {
   DIFFICULTIES,
-  evalRole,
+  evalPair,
   FAMILIES,
   familyRegistry,
   generateTask,
   inPool,
+  LADDER_DIGITS,
   LADDER_EXT,
   LADDER_FAMILIES,
-  LADDER_ROLES,
   LADDER_TRAP_EXT,
   LADDER_WORDS,
   namePool,
+  nameWord,
   poolFileNames,
-  rlOnlyRole,
+  rlOnlyPair,
   synthesize,
   type TaskBindings,
 } from "../synth/index.ts"
@@ -142,52 +143,49 @@ describe("the ladder families", () => {
             `${f.name}: ${name} in ${commands.join(" | ")}`,
           ).toBe(true)
         }
-        // Short: about 12 tokens a sentence and 10 a command.
+        // Short: about 14 tokens a sentence and 12 a command.
         expect(tokenizer.encode(task.instruction).length, f.name).toBeLessThanOrEqual(
-          20 * (f.rung as number),
+          24 * (f.rung as number),
         )
-        for (const c of commands) expect(tokenizer.encode(c).length, c).toBeLessThanOrEqual(16)
+        for (const c of commands) expect(tokenizer.encode(c).length, c).toBeLessThanOrEqual(20)
       }
   })
 
-  it("draw train and eval names from disjoint pools: every word is an eval name in one role and a train name in the others", () => {
+  it("draw train and eval names from disjoint pools: every word and every digit has eval and train names", () => {
     const train = namePool("train")
     const held = namePool("eval")
-    const disjoint = (a: ReadonlyArray<string>, b: ReadonlyArray<string>) =>
-      a.filter((x) => b.includes(x))
-    expect(disjoint(poolFileNames(train), poolFileNames(held))).toEqual([])
-    expect(disjoint(train.dirs, held.dirs)).toEqual([])
-    expect(disjoint(train.words, held.words)).toEqual([])
-    expect(disjoint(train.values, held.values)).toEqual([])
-    const roles = (pool: typeof train) => [pool.stems, pool.dirs, pool.words, pool.values]
+    expect(train.names.filter((x) => held.names.includes(x))).toEqual([])
+    expect(train.names.length + held.names.length).toBe(LADDER_WORDS.length * LADDER_DIGITS.length)
     LADDER_WORDS.forEach((word, i) => {
-      const inEval = roles(held).map((names) => names.includes(word))
-      const inTrain = roles(train).map((names) => names.includes(word))
-      expect(inEval.filter(Boolean).length, word).toBe(1)
-      expect(inTrain.filter(Boolean).length, word).toBe(LADDER_ROLES.length - 1)
-      expect(inEval[i % LADDER_ROLES.length], word).toBe(true)
-      LADDER_ROLES.forEach((role, r) => {
-        expect(evalRole(i, role)).toBe(inEval[r])
+      const evalDigits = LADDER_DIGITS.filter((d) => held.names.includes(`${word}${d}`))
+      expect(evalDigits.length, word).toBe(2)
+      LADDER_DIGITS.forEach((d, k) => {
+        expect(evalPair(i, k), `${word}${d}`).toBe(held.names.includes(`${word}${d}`))
+        expect(nameWord(`${word}${d}`)).toBe(word)
       })
     })
+    // Every digit follows some words in train and others in eval: none is an eval-only token.
+    for (const d of LADDER_DIGITS) {
+      expect(train.names.filter((n) => n.endsWith(d)).length, d).toBeGreaterThan(10)
+      expect(held.names.filter((n) => n.endsWith(d)).length, d).toBeGreaterThan(3)
+    }
     for (const name of poolFileNames(held)) expect(name.endsWith(`.${LADDER_EXT}`)).toBe(true)
   })
 
-  it("keep a demo pool inside the train pool: every word leaves out one train role", () => {
+  it("keep a demo pool inside the train pool: one train pair in four is left to RL", () => {
     const demo = namePool("demo")
     const train = namePool("train")
-    const roles = (pool: typeof train) => [pool.stems, pool.dirs, pool.words, pool.values]
+    for (const n of demo.names) expect(train.names).toContain(n)
     LADDER_WORDS.forEach((word, i) => {
-      const inDemo = roles(demo).map((names) => names.includes(word))
-      const inTrain = roles(train).map((names) => names.includes(word))
-      expect(inDemo.filter(Boolean).length, word).toBe(LADDER_ROLES.length - 2)
-      LADDER_ROLES.forEach((role, r) => {
-        if (inDemo[r]) expect(inTrain[r], `${word} ${role}`).toBe(true)
-        expect(inDemo[r], `${word} ${role}`).toBe(inPool(i, role, "demo"))
-        expect(rlOnlyRole(i, role), `${word} ${role}`).toBe(inTrain[r] === true && !inDemo[r])
+      LADDER_DIGITS.forEach((d, k) => {
+        const name = `${word}${d}`
+        expect(inPool(i, k, "demo"), name).toBe(demo.names.includes(name))
+        expect(rlOnlyPair(i, k), name).toBe(
+          train.names.includes(name) && !demo.names.includes(name),
+        )
       })
     })
-    for (const names of roles(demo)) expect(names.length).toBeGreaterThan(5)
+    expect(demo.names.length).toBe((train.names.length * 3) / 4)
     const [first] = LADDER_FAMILIES
     if (first === undefined) throw new Error("no ladder family")
     expect(() => generateTask(first, 1_000_001, 0, "easy", "demo")).toThrow(
@@ -195,9 +193,16 @@ describe("the ladder families", () => {
     )
   })
 
-  it("are single tokens in the bundled tokenizer: every ladder word and both extensions", () => {
+  it("are two tokens in the bundled tokenizer, the word and the digit, and both extensions one", () => {
     const tokenizer = loadBundledTokenizer()
     for (const w of LADDER_WORDS) expect(tokenizer.encode(` ${w}`).length, w).toBe(1)
+    for (const n of [...namePool("train").names, ...namePool("eval").names]) {
+      const ids = [...tokenizer.encode(` ${n}.txt`)]
+      expect(ids.slice(0, 2), n).toEqual([
+        ...tokenizer.encode(` ${nameWord(n)}`),
+        ...tokenizer.encode(n.slice(-1)),
+      ])
+    }
     for (const e of [LADDER_EXT, LADDER_TRAP_EXT]) expect(tokenizer.encode(e).length, e).toBe(1)
   })
 })
@@ -373,26 +378,21 @@ describe("ladderSplits", () => {
 
   it("draws the first demosPerFamily train tasks of each ladder family from the demo pool", () => {
     const withDemos = ladderSplits({ ...OPTIONS, demosPerFamily: 4 })
-    const demoPool = namePool("demo")
-    const trainPool = namePool("train")
+    const demoPool = namePool("demo").names
+    const trainPool = namePool("train").names
     const demos = withDemos.train.filter((t) => t.demo)
     expect(demos.map((t) => t.index < 4)).toEqual(demos.map(() => true))
     expect(demos.length).toBe(withDemos.families.train.length * 4)
-    // Demo tasks keep to the demo pool; RL tasks do not: they use the roles demos leave out.
-    const roleNames = {
-      files: (p: typeof demoPool) => poolFileNames(p),
-      dirs: (p: typeof demoPool) => p.dirs,
-      words: (p: typeof demoPool) => p.words,
-      values: (p: typeof demoPool) => p.values,
-    }
+    // Demo tasks keep to the demo pool; RL tasks do not: they use the pairs demos leave out.
     let outside = 0
     for (const t of withDemos.train) {
       const b = bindingsOf(t)
       for (const key of ["files", "dirs", "words", "values"] as const)
         for (const x of b[key].filter((n) => !n.endsWith(`.${LADDER_TRAP_EXT}`))) {
-          expect(roleNames[key](trainPool), `${t.id} ${key}`).toContain(x)
-          if (t.demo) expect(roleNames[key](demoPool), `${t.id} ${key}`).toContain(x)
-          else if (!roleNames[key](demoPool).includes(x)) outside++
+          const name = x.replace(`.${LADDER_EXT}`, "")
+          expect(trainPool, `${t.id} ${key}`).toContain(name)
+          if (t.demo) expect(demoPool, `${t.id} ${key}`).toContain(name)
+          else if (!demoPool.includes(name)) outside++
         }
     }
     expect(outside).toBeGreaterThan(50)

@@ -19,17 +19,17 @@ export {
 } from "./family.ts"
 export {
   CONTENT_WORDS,
-  evalRole,
+  evalPair,
   inPool,
+  LADDER_DIGITS,
   LADDER_EXT,
-  LADDER_ROLES,
   LADDER_TRAP_EXT,
   LADDER_WORDS,
-  type LadderRole,
   type NamePool,
   namePool,
+  nameWord,
   poolFileNames,
-  rlOnlyRole,
+  rlOnlyPair,
 } from "./ladder-pools.ts"
 export { makeRng, type Rng } from "./rng.ts"
 export {

@@ -1,22 +1,23 @@
 /**
- * The names and values of the ladder families (families/ladder.ts), split into a train pool and a
- * disjoint eval pool.
+ * The names and values of the ladder families (families/ladder.ts), split into a train pool, a
+ * disjoint eval pool and a demo pool inside the train pool.
  *
- * The policy is small and its tokenizer byte-level: a name it must copy from the instruction into
- * a command is one token (with its leading space) in the bundled tokenizer, and every token of an
- * eval name must have been a training target somewhere (the policy's output layer is not tied to
- * its input embedding, so a token never produced in training is never produced at eval). Hence one
- * word list used in every role — file stem, folder, grep word and value — and eval pools that hold
- * out *(word, role)* pairs rather than tokens: word i is an eval name in role i mod 4 and a train
- * name in the three other roles. An eval file stem has been produced in train only as a folder, a
- * grep word or a value, never after `touch` or `cp`; the policy has to copy it from the
- * instruction, it cannot recall it.
+ * A name is a ladder word and a digit, `delta3`: two tokens in the bundled tokenizer (` delta`,
+ * `3`), each a single token the policy produces in training. The policy's output layer is not
+ * tied to its input embedding, so a token never produced in training is never produced at eval;
+ * held-out names are therefore unseen *pairs*: (word i, digit d) is an eval name when
+ * (3i + d) mod 5 = 0, two digits per word. Every name plays every role (file stem, folder, grep
+ * word, value), so nothing but the instruction says which name goes where: the policy has to
+ * copy it.
  *
- * Measured (scratch runs of the warm start, issue 14): with file names `<word>.<ext>` and eval
- * pools holding out (word, ext) pairs, a 2-layer policy learnt each word's train extensions and
- * never copied an unseen pair (5% held-out after 1200 SFT steps on 600 demonstrations, the
- * successes all `mkdir`), so every file has the one extension `.txt`; a hard task's trap is the
- * same stem with `.log`, a name that appears in no instruction and no command.
+ * Measured (exp:toy, issue 14): with single-word names and eval pools holding out (word, role)
+ * pairs, the 2-layer policy filled a command's slots by which roles each word had in training
+ * ("Add the line backup to delta.txt." -> `echo delta >> backup.txt`), RL sharpened that on train
+ * names and the held-out rate did not move (28% -> 25% over 300 updates). With word+digit names
+ * the same warm start copies (45% held-out) and RL lifts it (58% after 100 updates).
+ *
+ * Every file has the one extension `.txt`; a hard task's trap is the same stem with `.log`, a
+ * name that appears in no instruction and no command.
  */
 import type { Pool } from "./family.ts"
 import { ADJECTIVES, VERBS } from "./vocabulary.ts"
@@ -51,48 +52,44 @@ export const LADDER_WORDS: ReadonlyArray<string> = [
 export const LADDER_EXT = "txt"
 export const LADDER_TRAP_EXT = "log"
 
-/** The roles a ladder word plays; word i is an eval name in role i mod 4. */
-export const LADDER_ROLES = ["file", "dir", "word", "value"] as const
-export type LadderRole = (typeof LADDER_ROLES)[number]
+/** The digit after a ladder word in a name: `delta3` is the tokens ` delta` and `3`. */
+export const LADDER_DIGITS: ReadonlyArray<string> = [
+  "0",
+  "1",
+  "2",
+  "3",
+  "4",
+  "5",
+  "6",
+  "7",
+  "8",
+  "9",
+]
 
-/** A pool's names: files are `<stem>.txt`; a trap is `<stem>.log`. */
+/** Whether the name of word `index` and digit `digit` is an eval name: one pair in five. */
+export const evalPair = (index: number, digit: number): boolean => (3 * index + digit) % 5 === 0
+
+/** Whether the pair is a train name that demonstrations never use: another one pair in five. */
+export const rlOnlyPair = (index: number, digit: number): boolean => (3 * index + digit) % 5 === 1
+
+/** Whether the name of word `index` and digit `digit` belongs to `pool`. */
+export const inPool = (index: number, digit: number, pool: Pool): boolean =>
+  pool === "eval"
+    ? evalPair(index, digit)
+    : !evalPair(index, digit) && (pool === "train" || !rlOnlyPair(index, digit))
+
+/** A pool's names, `<word><digit>`, used in every role: file stems, folders, grep words, values. */
 export interface NamePool {
   readonly pool: Pool
-  /** File stems. */
-  readonly stems: ReadonlyArray<string>
-  readonly dirs: ReadonlyArray<string>
-  readonly words: ReadonlyArray<string>
-  readonly values: ReadonlyArray<string>
+  readonly names: ReadonlyArray<string>
 }
 
-/** Whether word `index` is an eval name in `role`. */
-export const evalRole = (index: number, role: LadderRole): boolean =>
-  index % LADDER_ROLES.length === LADDER_ROLES.indexOf(role)
-
-/**
- * Whether word `index` is a train name in `role` that demonstrations never use: word i is kept
- * out of the demo pool in role (i + 2) mod 4, so every word keeps two demo roles, one role that
- * only RL meets, and its eval role.
- */
-export const rlOnlyRole = (index: number, role: LadderRole): boolean =>
-  (index + 2) % LADDER_ROLES.length === LADDER_ROLES.indexOf(role)
-
-/** Whether word `index` is a name of `pool` in `role`. */
-export const inPool = (index: number, role: LadderRole, pool: Pool): boolean =>
-  pool === "eval"
-    ? evalRole(index, role)
-    : !evalRole(index, role) && (pool === "train" || !rlOnlyRole(index, role))
-
-const build = (pool: Pool): NamePool => {
-  const words = (role: LadderRole) => LADDER_WORDS.filter((_, i) => inPool(i, role, pool))
-  return {
-    pool,
-    stems: words("file"),
-    dirs: words("dir"),
-    words: words("word"),
-    values: words("value"),
-  }
-}
+const build = (pool: Pool): NamePool => ({
+  pool,
+  names: LADDER_WORDS.flatMap((word, i) =>
+    LADDER_DIGITS.filter((_, d) => inPool(i, d, pool)).map((d) => `${word}${d}`),
+  ),
+})
 
 const POOLS: Readonly<Record<Pool, NamePool>> = {
   demo: build("demo"),
@@ -102,9 +99,12 @@ const POOLS: Readonly<Record<Pool, NamePool>> = {
 
 export const namePool = (pool: Pool): NamePool => POOLS[pool]
 
-/** Every file name of a pool, `<stem>.txt`. */
+/** The ladder word a name is made of: `delta3` -> `delta`. */
+export const nameWord = (name: string): string => name.replace(/[0-9]+$/, "")
+
+/** Every file name of a pool, `<name>.txt`. */
 export const poolFileNames = (pool: NamePool): Array<string> =>
-  pool.stems.map((stem) => `${stem}.${LADDER_EXT}`)
+  pool.names.map((name) => `${name}.${LADDER_EXT}`)
 
 /**
  * Words for the lines inside files (never in an instruction): none contains a ladder word or is

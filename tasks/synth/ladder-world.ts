@@ -13,6 +13,7 @@ import {
   LADDER_TRAP_EXT,
   type NamePool,
   namePool,
+  nameWord,
 } from "./ladder-pools.ts"
 import { py, pytestFile, type TestCase } from "./pytest.ts"
 import type { Rng } from "./rng.ts"
@@ -235,16 +236,17 @@ export class Draw {
     this.names = namePool(pool)
   }
 
-  private word(from: ReadonlyArray<string>): string {
-    const free = from.filter((w) => !this.used.has(w))
-    const word = this.rng.pick(free)
-    this.used.add(word)
-    return word
+  /** A name whose word no other name of the task has, so each name is copied from one place. */
+  private word(): string {
+    const free = this.names.names.filter((n) => !this.used.has(nameWord(n)))
+    const name = this.rng.pick(free)
+    this.used.add(nameWord(name))
+    return name
   }
 
   /** A file name that does not exist yet (a step creates it). */
   newFile(): string {
-    const name = `${this.word(this.names.stems)}.${LADDER_EXT}`
+    const name = `${this.word()}.${LADDER_EXT}`
     this.bindings.files.push(name)
     return name
   }
@@ -258,7 +260,7 @@ export class Draw {
 
   /** A folder name that does not exist yet. */
   newDir(): string {
-    const dir = this.word(this.names.dirs)
+    const dir = this.word()
     this.bindings.dirs.push(dir)
     return dir
   }
@@ -272,13 +274,13 @@ export class Draw {
 
   /** A word to search for. */
   grepWord(): string {
-    const word = this.word(this.names.words)
+    const word = this.word()
     this.bindings.words.push(word)
     return word
   }
 
   value(): string {
-    const value = this.word(this.names.values)
+    const value = this.word()
     this.bindings.values.push(value)
     return value
   }
