@@ -51,8 +51,8 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --first-seed S         start at seed S (default 0)
   --demos N              demonstrations per train family for the warm start (default ${D.demos})
   --demo-names demo|train
-                         the demonstrations' names: the ladder's demo pool (every word keeps one
-                         train role only RL meets) or the whole train pool (default
+                         the demonstrations' names: the ladder's demo pool (one train name in
+                         four is left to RL) or the whole train pool (default
                          ${D.demoPool ? "demo" : "train"})
   --train-per-family N   ladder train tasks per family (default ${D.trainPerFamily})
   --eval-per-family N    held-out tasks per family, in-distribution and OOD (default ${D.evalPerFamily})
