@@ -42,7 +42,7 @@ import { Rng } from "../model/index.ts"
 import type { Trajectory } from "../proto/index.ts"
 import { type Bus, MemoryBusLive } from "../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"
-import { writeLadder } from "../tasks/ladder/index.ts"
+import { type Rung, writeLadder } from "../tasks/ladder/index.ts"
 
 const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [options]
 
@@ -55,6 +55,7 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
                          four is left to RL) or the whole train pool (default
                          ${D.demoPool ? "demo" : "train"})
   --train-per-family N   ladder train tasks per family (default ${D.trainPerFamily})
+  --rungs 1,2,3          ladder rungs trained and evaluated (default ${D.rungs.join(",")})
   --eval-per-family N    held-out tasks per family, in-distribution and OOD (default ${D.evalPerFamily})
   --seen-per-family N    unseen tasks with train names per family (default 3)
   --sft-steps N          warm-start SFT steps (default ${D.sftSteps})
@@ -172,6 +173,7 @@ const runSeed = (
         seed: seed + SEEN_SEED_OFFSET,
         trainPerFamily: o.seenPerFamily,
         evalPerFamily: 0,
+        rungs: o.rungs,
         oodPerFamily: 0,
       })
       recipe.remember(seenLadder.splits.train)
@@ -367,6 +369,18 @@ const choiceOf = <C extends string>(
   throw new Error(`--${flag} must be ${choices.join(" or ")}, got ${JSON.stringify(raw)}\n${USAGE}`)
 }
 
+/** `--rungs 1,3`: ladder rungs 1 to 3, each at most once. */
+const rungsOf = (raw: string | undefined, fallback: ReadonlyArray<Rung>): ReadonlyArray<Rung> => {
+  if (raw === undefined) return fallback
+  const rungs = raw.split(",").map((r) => r.trim())
+  const valid = rungs.filter((r): r is "1" | "2" | "3" => r === "1" || r === "2" || r === "3")
+  if (rungs.length === 0 || valid.length !== rungs.length || new Set(valid).size !== valid.length)
+    throw new Error(
+      `--rungs takes 1, 2 and 3 separated by commas, got ${JSON.stringify(raw)}\n${USAGE}`,
+    )
+  return valid.map((r) => Number(r) as Rung)
+}
+
 const main = Effect.gen(function* () {
   const { values } = parseArgs({
     options: {
@@ -377,6 +391,7 @@ const main = Effect.gen(function* () {
       "first-seed": { type: "string" },
       demos: { type: "string" },
       "train-per-family": { type: "string" },
+      rungs: { type: "string" },
       "eval-per-family": { type: "string" },
       "seen-per-family": { type: "string" },
       "ppo-epochs": { type: "string" },
@@ -430,6 +445,7 @@ const main = Effect.gen(function* () {
         D.demoPool ? "demo" : "train",
       ) === "demo",
     trainPerFamily: num("train-per-family", D.trainPerFamily, 2),
+    rungs: rungsOf(values.rungs, D.rungs),
     evalPerFamily: num("eval-per-family", D.evalPerFamily, 1),
     seenPerFamily: num("seen-per-family", 3, 1),
     learner: {

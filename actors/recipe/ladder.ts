@@ -32,7 +32,7 @@ import { EpisodePurpose, type Task as TaskMessage, type Trajectory } from "../..
 import { Bus, type BusShape, type Subjects, subjectsFor } from "../../services/bus/index.ts"
 import type { Metrics } from "../../services/metrics/index.ts"
 import { loadTasks, type Task } from "../../tasks/index.ts"
-import { type LadderTask, writeLadder } from "../../tasks/ladder/index.ts"
+import { type LadderTask, type Rung, writeLadder } from "../../tasks/ladder/index.ts"
 import { resolvedWireTask, taskToWire } from "../../tasks/wire.ts"
 import { runBuffer } from "../buffer/index.ts"
 import { runLearner, type StepReport } from "../learner/actor.ts"
@@ -55,6 +55,8 @@ export interface LadderRecipeOptions {
   /** Demonstrations per train family for the warm start (the family's first train tasks). */
   readonly demos: number
   readonly trainPerFamily: number
+  /** The ladder rungs trained and evaluated (the OOD families of those rungs included). */
+  readonly rungs: ReadonlyArray<Rung>
   /**
    * The demonstrations draw their names from the ladder's demo pool (true: one train name in four
    * is met only by RL, tasks/synth/ladder-pools.ts) or from the whole train pool (false, the
@@ -107,6 +109,7 @@ export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   seed: 0,
   demos: 8,
   trainPerFamily: 64,
+  rungs: [1, 2, 3],
   demoPool: false,
   evalPerFamily: 6,
   sftSteps: 600,
@@ -329,6 +332,7 @@ export const openLadderRecipe = (
         seed,
         trainPerFamily: o.trainPerFamily,
         evalPerFamily: o.evalPerFamily,
+        rungs: o.rungs,
         demosPerFamily: o.demoPool ? o.demos : 0,
       })
       remember([...ladder.splits.train, ...ladder.splits.eval, ...ladder.splits.ood])
