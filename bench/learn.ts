@@ -65,6 +65,8 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --tasks-per-step N     tasks per RL update (default ${D.tasksPerStep})
   --samples N            episodes per task in an RL update: the group (default ${D.samples})
   --eval-samples N       episodes per held-out task (default ${D.evalSamples})
+  --eval-temperature X   sampling temperature of the evaluations (default ${D.evalTemperature}; 0 is
+                         greedy; RL samples at 1)
   --ppo-epochs N         passes over each RL batch (default ${EMBEDDED_RL_CONFIG.ppoEpochs})
   --minibatches N        optimiser steps per pass (default ${EMBEDDED_RL_CONFIG.minibatches})
   --lr X                 RL learning rate (default ${D.lr})
@@ -404,6 +406,7 @@ const main = Effect.gen(function* () {
       "tasks-per-step": { type: "string" },
       samples: { type: "string" },
       "eval-samples": { type: "string" },
+      "eval-temperature": { type: "string" },
       lr: { type: "string" },
       turns: { type: "string" },
       concurrency: { type: "string" },
@@ -460,6 +463,7 @@ const main = Effect.gen(function* () {
     tasksPerStep: num("tasks-per-step", D.tasksPerStep, 1),
     samples: num("samples", D.samples, 2),
     evalSamples: num("eval-samples", D.evalSamples, 1),
+    evalTemperature: num("eval-temperature", D.evalTemperature, 0, false),
     lr: num("lr", D.lr, 0, false),
     turns: num("turns", D.turns, 1),
     concurrency: num("concurrency", D.concurrency, 1),

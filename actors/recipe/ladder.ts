@@ -74,6 +74,11 @@ export interface LadderRecipeOptions {
   readonly samples: number
   /** Episodes per held-out task in an evaluation. */
   readonly evalSamples: number
+  /**
+   * Sampling temperature of evaluation episodes (RL samples at 1): 1 measures the policy RL
+   * trains; 0 is greedy, what the policy would do at its most likely.
+   */
+  readonly evalTemperature: number
   readonly lr: number
   readonly turns: number
   readonly concurrency: number
@@ -119,6 +124,7 @@ export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   tasksPerStep: 8,
   samples: 8,
   evalSamples: 2,
+  evalTemperature: 1,
   lr: 3e-4,
   turns: 5,
   concurrency: 6,
@@ -421,7 +427,7 @@ export const openLadderRecipe = (
           groups: tasks.map((p) => ({ task: p.wire, samples: o.evalSamples })),
           purpose: EpisodePurpose.EVAL,
           policyVersion: version,
-          sampling: SAMPLING,
+          sampling: { ...SAMPLING, temperature: o.evalTemperature },
           limits: recipeLimits(o.turns),
           seedBase: seed * 1_000_000 + 500_000 + runs++ * 10_000,
         },

@@ -99,6 +99,7 @@ export const upCommand = (args: ReadonlyArray<string>): Effect.Effect<void, unkn
     trainPerFamily,
     demoPool: D.demoPool,
     rungs: D.rungs,
+    evalTemperature: D.evalTemperature,
     evalPerFamily: intFlag("eval-per-family", values["eval-per-family"], D.evalPerFamily, usage, 1),
     sftSteps: intFlag("sft-steps", values["sft-steps"], D.sftSteps, usage, 1),
     sftBatch: D.sftBatch,
