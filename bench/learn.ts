@@ -42,7 +42,7 @@ import { Rng } from "../model/index.ts"
 import type { Trajectory } from "../proto/index.ts"
 import { type Bus, MemoryBusLive } from "../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"
-import { type Rung, writeLadder } from "../tasks/ladder/index.ts"
+import { parseRungs, type Rung, writeLadder } from "../tasks/ladder/index.ts"
 
 const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [options]
 
@@ -374,13 +374,11 @@ const choiceOf = <C extends string>(
 /** `--rungs 1,3`: ladder rungs 1 to 3, each at most once. */
 const rungsOf = (raw: string | undefined, fallback: ReadonlyArray<Rung>): ReadonlyArray<Rung> => {
   if (raw === undefined) return fallback
-  const rungs = raw.split(",").map((r) => r.trim())
-  const valid = rungs.filter((r): r is "1" | "2" | "3" => r === "1" || r === "2" || r === "3")
-  if (rungs.length === 0 || valid.length !== rungs.length || new Set(valid).size !== valid.length)
-    throw new Error(
-      `--rungs takes 1, 2 and 3 separated by commas, got ${JSON.stringify(raw)}\n${USAGE}`,
-    )
-  return valid.map((r) => Number(r) as Rung)
+  try {
+    return parseRungs(raw, [1, 2, 3])
+  } catch (e) {
+    throw new Error(`${e instanceof Error ? e.message : String(e)}\n${USAGE}`)
+  }
 }
 
 const main = Effect.gen(function* () {

@@ -23,7 +23,7 @@ import { loadBundledTokenizer } from "../model/bundled/bundled.ts"
 import { type Generated, generateBatch, Rng, TinyMoe } from "../model/index.ts"
 import { selectKernels } from "../model/kernels/select.ts"
 import { Sequence } from "../model/moe/sequence.ts"
-import { type LadderTask, ladderSplits, RUNGS } from "../tasks/ladder/index.ts"
+import { type LadderTask, ladderSplits, parseRungs } from "../tasks/ladder/index.ts"
 
 const USAGE = `usage: npm run exp:toy -- [options]
 
@@ -95,13 +95,14 @@ const main = async () => {
     return
   }
   const seed = num("seed", 0, 0)
-  const rungs = new Set(
-    (values.rungs ?? "1").split(",").map((r) => {
-      const n = Number(r)
-      if (!RUNGS.some((x) => x === n && x !== 4))
-        throw new UsageError(`--rungs takes 1, 2 and 3, got ${JSON.stringify(r)}`)
-      return n
-    }),
+  const rungs = new Set<number>(
+    (() => {
+      try {
+        return parseRungs(values.rungs ?? "1", [1, 2, 3])
+      } catch (e) {
+        throw new UsageError(e instanceof Error ? e.message : String(e))
+      }
+    })(),
   )
   const demoNames = values["demo-names"] ?? "train"
   if (demoNames !== "demo" && demoNames !== "train")

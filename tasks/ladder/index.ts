@@ -43,6 +43,23 @@ import {
 export type Rung = 1 | 2 | 3 | 4
 export const RUNGS: ReadonlyArray<Rung> = [1, 2, 3, 4]
 
+/**
+ * `--rungs 1,3` as rungs, each at most once and each one of `allowed`; a RangeError names what
+ * was wrong.
+ */
+export const parseRungs = (raw: string, allowed: ReadonlyArray<Rung> = RUNGS): Array<Rung> => {
+  const rungs: Array<Rung> = []
+  for (const r of raw.split(",")) {
+    const rung = allowed.find((x) => String(x) === r.trim())
+    if (rung === undefined || rungs.includes(rung))
+      throw new RangeError(
+        `--rungs takes ${allowed.join(", ")} separated by commas, got ${JSON.stringify(raw)}`,
+      )
+    rungs.push(rung)
+  }
+  return rungs
+}
+
 /** Which set a task belongs to: train, in-distribution eval, or eval of a held-out family. */
 export type LadderSet = "train" | "eval" | "ood"
 export const LADDER_SETS: ReadonlyArray<LadderSet> = ["train", "eval", "ood"]

@@ -37,6 +37,7 @@ import {
   type LadderTask,
   ladderDecontam,
   ladderSplits,
+  parseRungs,
   rungOf,
   writeLadder,
 } from "./index.ts"
@@ -402,6 +403,15 @@ describe("ladderSplits", () => {
     expect(withDemos.ood).toEqual(plain.ood)
     expect(withDemos.train.map((t) => t.id)).toEqual(plain.train.map((t) => t.id))
     expect(() => ladderSplits({ ...OPTIONS, demosPerFamily: 13 })).toThrow(/demosPerFamily/)
+  })
+
+  it("parses --rungs: each allowed rung once, anything else refused", () => {
+    expect(parseRungs("1,3")).toEqual([1, 3])
+    expect(parseRungs("4")).toEqual([4])
+    expect(() => parseRungs("4", [1, 2, 3])).toThrow(/takes 1, 2, 3/)
+    expect(() => parseRungs("1,1")).toThrow(RangeError)
+    expect(() => parseRungs("")).toThrow(RangeError)
+    expect(() => parseRungs("x")).toThrow(RangeError)
   })
 
   it("refuses options it cannot honour", () => {

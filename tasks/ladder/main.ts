@@ -11,7 +11,7 @@
 import { parseArgs } from "node:util"
 import { Effect } from "effect"
 import { DIFFICULTIES, type Difficulty } from "../synth/index.ts"
-import { LADDER_SETS, type LadderSet, RUNGS, type Rung, writeLadder } from "./index.ts"
+import { LADDER_SETS, type LadderSet, parseRungs, RUNGS, writeLadder } from "./index.ts"
 
 const USAGE =
   "usage: tsx tasks/ladder/main.ts --out DIR [--seed S] [--train-per-family N] [--demos-per-family N] [--eval-per-family N] [--ood-per-family N] [--rungs 1,2,3] [--difficulty D] [--ood F,F] [--json]"
@@ -40,12 +40,14 @@ const main = async () => {
     },
   })
   if (values.out === undefined) throw new Error(USAGE)
-  const rungs = values.rungs?.split(",").map((r) => {
-    const n = Number(r)
-    const rung = RUNGS.find((x) => x === n)
-    if (rung === undefined) throw new Error(`--rungs: no rung ${r}\n${USAGE}`)
-    return rung
-  })
+  const rungs = (() => {
+    if (values.rungs === undefined) return undefined
+    try {
+      return parseRungs(values.rungs)
+    } catch (e) {
+      throw new Error(`${e instanceof Error ? e.message : String(e)}\n${USAGE}`)
+    }
+  })()
   const difficulty = values.difficulty
   if (difficulty !== undefined && !DIFFICULTIES.some((d) => d === difficulty))
     throw new Error(`--difficulty must be one of ${DIFFICULTIES.join(", ")}`)
@@ -57,7 +59,7 @@ const main = async () => {
       demosPerFamily: int("demos-per-family", values["demos-per-family"], 0),
       evalPerFamily,
       oodPerFamily: int("ood-per-family", values["ood-per-family"], evalPerFamily),
-      ...(rungs === undefined ? {} : { rungs: rungs as ReadonlyArray<Rung> }),
+      ...(rungs === undefined ? {} : { rungs }),
       ...(difficulty === undefined ? {} : { difficulty: difficulty as Difficulty }),
       ...(values.ood === undefined ? {} : { oodFamilies: values.ood.split(",") }),
     }),
