@@ -1,17 +1,20 @@
 /**
  * A fast loop for the learning question of `npm run exp:learn`: the same ladder tasks, policy,
- * warm start and PPO update, without the actors — one shell command per task, checked as a
- * string against the reference command instead of by the task's tests, prompts without the
- * system prompt or chat template. An RL update takes ~2 s here against ~20 s through the actors,
+ * warm start and PPO update, without the actors — one reply per task, checked as a string
+ * against the reference commands instead of by the task's tests. `--format chat` (the default)
+ * lays the prompt out as the episode loop does (system prompt, chat template) and asks for the
+ * reply in the episode's action format (one ```bash block, then <|done|>), so the format tokens
+ * are trained as they are through the actors; `--format plain` is the bare instruction and a `$`. An RL update takes ~2 s here against ~20 s through the actors,
  * so hundreds of updates fit in minutes. Figures are for choosing what to run through the real
  * recipe, not for reporting RL gains (exp:learn is that).
  *
- *   npm run exp:toy -- [--seed S] [--rungs 1] [--demos N] [--demo-names demo|train]
- *     [--sft-steps N] [--updates N] [--tasks N] [--samples N] [--lr X] [--ppo-epochs N]
- *     [--minibatches N] [--every N] [--json]
+ *   npm run exp:toy -- [--seed S] [--rungs 1] [--format chat|plain] [--demos N]
+ *     [--demo-names demo|train] [--sft-steps N] [--updates N] [--tasks N] [--samples N] [--lr X]
+ *     [--ppo-epochs N] [--minibatches N] [--every N] [--eval-temperature X] [--eval-samples N]
+ *     [--json]
  *
- * Evaluation is greedy, one episode per task, on the held-out tasks (unseen names), on unseen
- * tasks with train names ("seen") and on up to 200 RL-pool tasks ("train").
+ * Evaluation (greedy by default, one episode per task) runs on the held-out tasks (unseen names),
+ * on unseen tasks with train names ("seen") and on up to 200 RL-pool tasks ("train").
  */
 import { parseArgs } from "node:util"
 import { Effect } from "effect"
@@ -19,16 +22,22 @@ import type { TrainingSequence } from "../actors/learner/decode.ts"
 import { EMBEDDED_MODEL_CONFIG, EMBEDDED_RL_CONFIG } from "../actors/learner/embedded.ts"
 import { DEFAULT_LEARNER_CONFIG, Trainer } from "../actors/learner/trainer.ts"
 import { LADDER_RECIPE_DEFAULTS as D, sftUpdates } from "../actors/recipe/index.ts"
+import { parseShellBlock, shellBlockShort } from "../actors/sampler/actions/shell-block.ts"
+import { episodeSystemPrompt } from "../actors/sampler/episode.ts"
 import { loadBundledTokenizer } from "../model/bundled/bundled.ts"
 import { type Generated, generateBatch, Rng, TinyMoe } from "../model/index.ts"
 import { selectKernels } from "../model/kernels/select.ts"
 import { Sequence } from "../model/moe/sequence.ts"
+import { ChatTemplate } from "../model/tokenizer/chat.ts"
 import { type LadderTask, ladderSplits, parseRungs } from "../tasks/ladder/index.ts"
 
 const USAGE = `usage: npm run exp:toy -- [options]
 
   --seed S               ladder, model and sampling seed (default 0)
   --rungs 1,2,3          ladder rungs (default 1: one command per task)
+  --format chat|plain    chat: the episode's system prompt and chat template, the reply one
+                         \`\`\`bash block and <|done|> (a task's commands as one block); plain:
+                         the instruction, a $ and the commands (default chat)
   --demos N              demonstrations per train family (default ${D.demos})
   --demo-names demo|train
                          demonstrations from the ladder's demo pool or the whole train pool
@@ -41,6 +50,8 @@ const USAGE = `usage: npm run exp:toy -- [options]
   --ppo-epochs N         (default ${EMBEDDED_RL_CONFIG.ppoEpochs})
   --minibatches N        (default ${EMBEDDED_RL_CONFIG.minibatches})
   --every N              evaluate every N updates (default 50)
+  --eval-temperature X   sampling temperature of evaluations (default 0: greedy)
+  --eval-samples N       episodes per task in an evaluation (default 1)
   --json                 print one JSON object last: held, seen and train rates per evaluation`
 
 class UsageError extends Error {}
@@ -59,6 +70,9 @@ const { values } = parseArgs({
     "ppo-epochs": { type: "string" },
     minibatches: { type: "string" },
     every: { type: "string" },
+    format: { type: "string" },
+    "eval-temperature": { type: "string" },
+    "eval-samples": { type: "string" },
     json: { type: "boolean" },
     help: { type: "boolean", short: "h" },
   },
@@ -114,19 +128,53 @@ const main = async () => {
   const samples = num("samples", D.samples, 2)
   const lr = num("lr", D.lr, 0, false)
   const every = num("every", 50, 1)
+  const evalTemperature = num("eval-temperature", 0, 0, false)
+  const evalSamples = num("eval-samples", 1, 1)
+  const format = values.format ?? "chat"
+  if (format !== "chat" && format !== "plain")
+    throw new UsageError(`--format must be chat or plain, got ${JSON.stringify(format)}`)
 
   const tokenizer = loadBundledTokenizer()
   const end = tokenizer.specialId("<|end|>")
-  // Commands after a prompt sign, one per line: the answer a shell transcript would show.
+  const template = new ChatTemplate(tokenizer)
+  const system = episodeSystemPrompt(shellBlockShort)
+  // plain: commands after a prompt sign, one per line, as a shell transcript would show them;
+  // chat: the first turn of an episode, as the sampler lays it out.
   const toToy = (t: LadderTask): ToyTask => ({
     id: t.id,
-    prompt: [...tokenizer.encode(`${t.generated.instruction}\n$`)],
+    prompt:
+      format === "chat"
+        ? [
+            ...template.render(
+              [
+                { role: "system", content: system },
+                { role: "user", content: t.generated.instruction },
+              ],
+              { addGenerationPrompt: true },
+            ).ids,
+          ]
+        : [...tokenizer.encode(`${t.generated.instruction}\n$`)],
     answer: (t.generated.solution ?? "").trim(),
   })
-  const answerIds = (t: ToyTask) => [
-    ...tokenizer.encode(` ${t.answer.replace(/\n/g, "\n$ ")}\n`),
-    end,
-  ]
+  const answerIds = (t: ToyTask) =>
+    format === "chat"
+      ? [
+          ...tokenizer.encode(`\`\`\`bash\n${t.answer}\n\`\`\`\n<|done|>`, { allowSpecial: true }),
+          end,
+        ]
+      : [...tokenizer.encode(` ${t.answer.replace(/\n/g, "\n$ ")}\n`), end]
+  /** 1 when the reply runs exactly the reference commands (and, in chat, completes the task). */
+  const score = (t: ToyTask, tokens: ArrayLike<number>): number => {
+    const ids = Array.from(tokens).filter((x) => x !== end)
+    if (format === "plain")
+      return tokenizer.decode(ids).trim().replace(/\n\$ /g, "\n") === t.answer ? 1 : 0
+    const action = parseShellBlock(tokenizer.decode(ids))
+    return action.kind === "commands" &&
+      action.taskComplete &&
+      action.commands[0]?.keystrokes.trim() === t.answer
+      ? 1
+      : 0
+  }
   const splits = ladderSplits({
     seed,
     trainPerFamily: D.trainPerFamily,
@@ -185,7 +233,12 @@ const main = async () => {
           task: t,
           request: {
             sequence: s,
-            params: { temperature, topP: 1, maxTokens: 48, stopTokenIds: new Set([end]) },
+            params: {
+              temperature,
+              topP: 1,
+              maxTokens: format === "chat" ? 64 : 48,
+              stopTokenIds: new Set([end]),
+            },
             rng,
           },
         }
@@ -197,15 +250,11 @@ const main = async () => {
     )
     return requests.map((r, i) => {
       const g = generated[i] as Generated
-      const text = tokenizer
-        .decode(g.tokens.filter((x) => x !== end))
-        .trim()
-        .replace(/\n\$ /g, "\n")
-      return { task: r.task, generated: g, reward: text === r.task.answer ? 1 : 0 }
+      return { task: r.task, generated: g, reward: score(r.task, g.tokens) }
     })
   }
   const rate = (tasks: ReadonlyArray<ToyTask>) => {
-    const r = sample(tasks, 1, 0, new Rng(1))
+    const r = sample(tasks, evalSamples, evalTemperature, new Rng(1))
     return r.reduce((a, b) => a + b.reward, 0) / Math.max(1, r.length)
   }
   const t0 = Date.now()
@@ -216,7 +265,7 @@ const main = async () => {
     const e = { update, held: rate(held), seen: rate(seen), train: rate(pool.slice(0, 200)) }
     evaluations.push(e)
     log(
-      `update ${update}: held-out ${(100 * e.held).toFixed(1)}%, seen names ${(100 * e.seen).toFixed(1)}%, train ${(100 * e.train).toFixed(1)}% (greedy)`,
+      `update ${update}: held-out ${(100 * e.held).toFixed(1)}%, seen names ${(100 * e.seen).toFixed(1)}%, train ${(100 * e.train).toFixed(1)}% (${evalTemperature === 0 ? "greedy" : `temperature ${evalTemperature}`})`,
     )
   }
 

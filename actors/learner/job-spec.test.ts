@@ -74,6 +74,7 @@ describe("jobLearnerPlan", () => {
           ppoSteps: 20,
           advantageMode: AdvantageMode.GROUP_CRITIC,
           normalizeAdvantages: false,
+          centerAdvantages: true,
           dropZeroVarianceGroups: false,
           lrSchedule: LrSchedule.COSINE,
           lrWarmupSteps: 2,
@@ -92,6 +93,7 @@ describe("jobLearnerPlan", () => {
       minibatches: 3,
       advantageMode: "group+critic",
       normalizeAdvantages: false,
+      centerAdvantages: true,
       dropZeroVarianceGroups: false,
       lrSchedule: "cosine",
       lrWarmupSteps: 2,
@@ -115,6 +117,7 @@ describe("jobLearnerPlan", () => {
       criticLr: 2e-4,
       advantageMode: "group",
       dropZeroVarianceGroups: undefined,
+      centerAdvantages: undefined,
       lrDecaySteps: 9,
     })
   })

@@ -95,6 +95,7 @@ export const jobLearnerPlan = (spec: JobSpec): JobLearnerPlan => {
     advantageMode:
       ADVANTAGE_MODES[l?.advantageMode ?? AdvantageMode.UNSPECIFIED] ?? d.advantageMode,
     normalizeAdvantages: l?.normalizeAdvantages ?? d.normalizeAdvantages,
+    centerAdvantages: l?.centerAdvantages,
     dropZeroVarianceGroups: l?.dropZeroVarianceGroups,
     lrSchedule: LR_SCHEDULES[l?.lrSchedule ?? LrSchedule.UNSPECIFIED] ?? d.lrSchedule,
     lrWarmupSteps: l?.lrWarmupSteps ?? 0,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest"
 import { generateBatch, Rng, Sequence, TinyMoe } from "../../model/index.ts"
 import type { TrainingSequence } from "./decode.ts"
-import { DEFAULT_LEARNER_CONFIG, Trainer } from "./trainer.ts"
+import { centersAdvantages, DEFAULT_LEARNER_CONFIG, Trainer } from "./trainer.ts"
 
 const config = {
   vocabSize: 8,
@@ -354,6 +354,43 @@ describe("PPO update", () => {
       episode(trainer, 3, { reward: 0, groupId: "g", weight: 0 }),
     ])
     expect(none.policyLoss).toBe(0)
+  })
+
+  it("whitening re-centres only in critic mode by default: a group's long failure keeps its push", () => {
+    const failure = (t: Trainer): TrainingSequence => {
+      const s: TrainingSequence = {
+        episodeId: "long",
+        groupId: "g",
+        ids: Uint32Array.from([...PROMPT, 3, 4, 6]),
+        lossMask: Uint8Array.from([0, 0, 1, 1, 1]),
+        logprobs: new Float32Array(5),
+        routing: undefined,
+        reward: 0,
+        resolved: false,
+        staleness: 0n,
+      }
+      const lp = t.score(s)
+      return { ...s, logprobs: Float32Array.from([0, 0, ...Array.from(lp).slice(1, 4)]) }
+    }
+    const run = (centerAdvantages: boolean | undefined) => {
+      const t = new Trainer(TinyMoe.create({ config, seed: 4 }), {
+        ...ppoConfig,
+        advantageMode: "group",
+        centerAdvantages,
+        ppoEpochs: 1,
+        minibatches: 1,
+        entropyCoef: 0,
+      })
+      return t.ppoStep([episode(t, GOOD, { reward: 1, groupId: "g" }), failure(t)]).policyLoss
+    }
+    // RLOO: +1 on the success's token, −1 on the failure's three; std over the 4 tokens √0.75.
+    // Ratio 1: policy loss = −Σ A / 4. Centred: Σ A = 0. Scaled only: −(1 − 3)/√0.75/4.
+    const scaled = 2 / Math.sqrt(0.75) / 4
+    expect(run(undefined)).toBeCloseTo(scaled, 5)
+    expect(run(false)).toBeCloseTo(scaled, 5)
+    expect(run(true)).toBeCloseTo(0, 5)
+    expect(centersAdvantages({ ...ppoConfig, advantageMode: "critic" })).toBe(true)
+    expect(centersAdvantages({ ...ppoConfig, advantageMode: "group+critic" })).toBe(false)
   })
 
   it("keeps zero-variance groups when the filter is off, and never drops in critic mode by default", () => {

@@ -105,6 +105,14 @@ export interface LearnerConfig {
   /** Whiten advantages over the batch's generated tokens (mean 0, std 1). */
   readonly normalizeAdvantages: boolean
   /**
+   * With normalizeAdvantages: subtract the mean over generated tokens (true) or only scale by the
+   * std (false); undefined: centre exactly when the advantage mode has no group baseline. A group
+   * (RLOO) baseline already centres each group; subtracting the token-weighted mean again moves
+   * every advantage by an amount set by episode lengths (long failures drag it down and so lift
+   * themselves towards 0).
+   */
+  readonly centerAdvantages: boolean | undefined
+  /**
    * Drop groups of ≥ 2 trajectories whose rewards are all equal (here and, through the take
    * request, in the buffer); undefined: on exactly when the advantage mode uses a group baseline.
    */
@@ -148,6 +156,7 @@ export const DEFAULT_LEARNER_CONFIG: LearnerConfig = {
   minibatches: DEFAULT_MINIBATCHES,
   advantageMode: DEFAULT_ADVANTAGE_MODE,
   normalizeAdvantages: true,
+  centerAdvantages: undefined,
   dropZeroVarianceGroups: undefined,
   lrSchedule: "constant",
   lrWarmupSteps: 0,
@@ -164,6 +173,10 @@ export const trainedReward = (
   s: Pick<TrainingSequence, "reward" | "testsTotal" | "resolved">,
   kind: RewardKind,
 ): number => (kind === "binary" ? (s.resolved ? 1 : 0) : rewardPerTest(s.reward, s.testsTotal))
+
+/** Whether whitening subtracts the mean under `config` (see centerAdvantages). */
+export const centersAdvantages = (config: LearnerConfig): boolean =>
+  config.centerAdvantages ?? config.advantageMode === "critic"
 
 /** Whether zero-variance groups are dropped under `config` (see dropZeroVarianceGroups). */
 export const dropsZeroVarianceGroups = (config: LearnerConfig): boolean =>
@@ -661,6 +674,7 @@ export class Trainer {
         actorLambda: c.actorLambda,
         criticLambda: c.criticLambda,
         normalize: c.normalizeAdvantages,
+        center: centersAdvantages(c),
       },
     )
     prepared.forEach((p, i) => {

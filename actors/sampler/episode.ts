@@ -80,6 +80,10 @@ export class CommandRejected extends Data.TaggedError("CommandRejected")<{
 const SYSTEM_PROMPT =
   "You are an agent operating a Linux shell to complete a task. Each command you send runs in the same persistent bash session; you then see its output."
 
+/** The system prompt of every episode: the agent's role, then the action format's instructions. */
+export const episodeSystemPrompt = (format: ActionFormat): string =>
+  `${SYSTEM_PROMPT}\n\n${format.systemPrompt}`
+
 const CTRL_C = String.fromCharCode(3)
 const SETUP_DIR = "/tmp/t1-setup"
 const SETUP_IN_WORKDIR = ".t1-setup"
@@ -370,7 +374,7 @@ const turnLoop = (
 ) =>
   Effect.gen(function* () {
     const task = item.task as Task
-    const system = `${SYSTEM_PROMPT}\n\n${ports.format.systemPrompt}`
+    const system = episodeSystemPrompt(ports.format)
     builder.startTurn()
     builder.appendContext(conversation.prompt(system, task.instruction))
     const sampling = item.sampling

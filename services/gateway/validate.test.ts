@@ -38,6 +38,13 @@ describe("validateJobSpec: learner settings", () => {
     ).toEqual([])
   })
 
+  it("refuses center_advantages where no whitening happens", () => {
+    expect(problems({ normalizeAdvantages: false, centerAdvantages: false })).toEqual([
+      "spec.learner.center_advantages: only applies when the advantages are whitened: leave it unset or set normalize_advantages",
+    ])
+    expect(problems({ centerAdvantages: true })).toEqual([])
+  })
+
   it("refuses periodic evaluation, which nothing runs", () => {
     expect(problems({ evalEverySteps: 2 })).toEqual([
       expect.stringMatching(/^spec\.learner\.eval_every_steps: periodic evaluation .* got 2$/),

@@ -160,6 +160,12 @@ const validateLearner = (c: Collector, l: LearnerConfig, samplesPerTask: number)
       `a group baseline needs spec.samples_per_task >= 2 (rollouts per task to compare), got ${samplesPerTask}`,
     )
   }
+  if (l.centerAdvantages !== undefined && l.normalizeAdvantages === false) {
+    c.add(
+      `${p}.center_advantages`,
+      "only applies when the advantages are whitened: leave it unset or set normalize_advantages",
+    )
+  }
   if (LrSchedule[l.lrSchedule] === undefined) {
     c.add(`${p}.lr_schedule`, `must be an LrSchedule value, got ${l.lrSchedule}`)
   }

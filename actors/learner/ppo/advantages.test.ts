@@ -105,4 +105,32 @@ describe("batchAdvantages", () => {
     expect(m).toBeCloseTo(0, 12)
     expect(v).toBeCloseTo(1, 6)
   })
+
+  it("center false: scales by the std and keeps the mean, so a group's signs survive lengths", () => {
+    // Group g: a success of 1 generated token and a failure of 3. RLOO: c = +1 and −1. Over the
+    // 4 generated tokens the mean is (1 − 3)/4 = −0.5 and the std √(1 − 0.25) = 0.866.
+    const long = {
+      rewards: [0, 0, 0, 0],
+      rewardRow: 3,
+      action: [0, 1, 1, 1],
+      values: [0, 0, 0, 0],
+      reward: 0,
+      groupId: "g",
+    }
+    const items = [oneAction(1, [0, 0], "g"), long]
+    const std = Math.sqrt(0.75)
+    const centred = batchAdvantages(items, { ...options, mode: "group", normalize: true })
+    // Centred, the failure's tokens become (−1 + 0.5)/0.866 = −0.577: a third of the push the
+    // success gets (+1.732).
+    close(centred.advantages[0], [1, 1.5 / std], 6)
+    close(centred.advantages[1], [-1, -0.5 / std, -0.5 / std, -0.5 / std], 6)
+    const scaled = batchAdvantages(items, {
+      ...options,
+      mode: "group",
+      normalize: true,
+      center: false,
+    })
+    close(scaled.advantages[0], [1, 1 / std], 6)
+    close(scaled.advantages[1], [-1, -1 / std, -1 / std, -1 / std], 6)
+  })
 })

@@ -37,6 +37,11 @@ export interface AdvantageOptions {
   readonly criticLambda: number
   /** Whiten the advantages over every generated token of the batch (mean 0, std 1). */
   readonly normalize: boolean
+  /**
+   * With `normalize`: subtract the token mean (true) or only divide by the std (false). Default
+   * true.
+   */
+  readonly center?: boolean
 }
 
 export interface BatchAdvantages {
@@ -112,7 +117,7 @@ export const batchAdvantages = (
       for (let r = 0; r < a.length; r++) mask[at + r] = (it.action[r] as number) === 0 ? 0 : 1
       at += a.length
     })
-    const whitened = normalizeAdvantages(all, mask)
+    const whitened = normalizeAdvantages(all, mask, 1e-8, o.center ?? true)
     at = 0
     out = advantages.map((a) => {
       const part = whitened.slice(at, at + a.length)

@@ -108,12 +108,14 @@ export const decoupledGae = (input: DecoupledGaeInput): GaeResult => {
  * Advantages whitened over the action rows: (A − mean) / (std + eps), mean and (population) std
  * taken over the rows with mask ≠ 0 only, since only those rows carry a policy loss. Rows with
  * mask 0 are copied unchanged. Apply it to the whole (global) batch, after GAE per trajectory;
- * with no action rows the input is returned as a copy.
+ * with no action rows the input is returned as a copy. `center` false keeps the mean: A / (std +
+ * eps), std still taken about the mean (for advantages a group baseline has already centred).
  */
 export const normalizeAdvantages = (
   advantages: ArrayLike<number>,
   mask: ArrayLike<number>,
   eps = 1e-8,
+  center = true,
 ): Float64Array => {
   requireLength("mask", mask, advantages.length, "advantages")
   if (!(eps >= 0)) fail("eps", `must be non-negative, got ${eps}`)
@@ -135,7 +137,7 @@ export const normalizeAdvantages = (
   }
   const scale = 1 / (Math.sqrt(sq / count) + eps)
   for (let r = 0; r < out.length; r++) {
-    if ((mask[r] as number) !== 0) out[r] = ((out[r] as number) - mean) * scale
+    if ((mask[r] as number) !== 0) out[r] = ((out[r] as number) - (center ? mean : 0)) * scale
   }
   return out
 }
