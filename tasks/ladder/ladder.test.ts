@@ -112,7 +112,8 @@ describe("the ladder families", () => {
           const names = [...task.tests.matchAll(/^def (test_\w+)\(\):/gm)].map((m) => m[1])
           expect(names.length, what).toBe(task.expectedTests)
           expect(new Set(names).size, what).toBe(names.length)
-          expect(task.expectedTests, what).toBeGreaterThanOrEqual(3)
+          // delete-file has one test (the file is gone); the others one per checked aspect.
+          expect(task.expectedTests, what).toBeGreaterThanOrEqual(f.name === "delete-file" ? 1 : 2)
           for (const text of [task.instruction, task.setup, task.solution, task.tests])
             expect(text, what).not.toMatch(/undefined|NaN|\[object Object\]/)
           expect(task.setup.startsWith("#!/usr/bin/env bash\nset -euo pipefail\n")).toBe(true)
@@ -211,10 +212,13 @@ describe("the ladder families", () => {
 /**
  * Every ladder family at every difficulty, with train and eval names, run on this host (bash,
  * python3, pytest) in a temporary workdir: the reference solution, played one command per turn,
- * passes every test; a no-op agent resolves nothing and passes at most half of them.
+ * passes every test; a no-op agent passes none (nothing is paid for doing nothing); the reference
+ * plus a stray file passes none; the first step alone of a multi-step task passes some, not all.
  */
 describe("every ladder task, run locally", () => {
   const runs = new Map<string, { expected: number; turns: number; run: TaskRun }>()
+  const stray = new Map<string, TaskRun>()
+  const firstStep = new Map<string, TaskRun>()
 
   beforeAll(async () => {
     const planned: Array<{ key: string; expected: number; dir: string; turns: string[] }> = []
@@ -238,14 +242,21 @@ describe("every ladder task, run locally", () => {
             turns: [...solutionCommands(task.generated.solution)],
           })
         }
-    const results = await runTasksLocally(planned.map(({ dir, turns }) => ({ dir, turns })))
+    const results = await runTasksLocally([
+      ...planned.map(({ dir, turns }) => ({ dir, turns })),
+      ...planned.map(({ dir, turns }) => ({ dir, turns: [...turns, "echo x > stray9.txt"] })),
+      ...planned.map(({ dir, turns }) => ({ dir, turns: turns.slice(0, 1) })),
+    ])
+    const n = planned.length
     planned.forEach((p, i) => {
       runs.set(p.key, { expected: p.expected, turns: p.turns.length, run: results[i] as TaskRun })
+      stray.set(p.key, results[n + i] as TaskRun)
+      firstStep.set(p.key, results[2 * n + i] as TaskRun)
     })
   }, 300_000)
 
   for (const f of LADDER_FAMILIES)
-    it(`${f.name}: the reference passes every test, a no-op at most half`, () => {
+    it(`${f.name}: the reference passes every test; a no-op or a stray file none`, () => {
       for (const d of DIFFICULTIES)
         for (const seed of [7, 1_000_007]) {
           const key = `${f.name}/${d}/${seed}`
@@ -264,13 +275,15 @@ describe("every ladder task, run locally", () => {
           })
           expect(run.solved.passed.length, key).toBe(expected)
           expect(run.noop.passed.length + run.noop.failed.length, key).toBe(expected)
-          expect(run.noop.failed.length, `${key}: no-op passes ${run.noop.passed}`).toBeGreaterThan(
-            0,
-          )
-          expect(
-            run.noop.passed.length * 2,
-            `${key}: no-op passes ${run.noop.passed}`,
-          ).toBeLessThanOrEqual(expected)
+          expect(run.noop.passed, `${key}: no-op`).toEqual([])
+          expect(stray.get(key)?.solved.passed, `${key}: reference + stray file`).toEqual([])
+          const first = firstStep.get(key)?.solved.passed.length ?? -1
+          if (f.rung === 1) expect(first, `${key}: first step`).toBe(expected)
+          else {
+            // dir-write-move's first step writes a file the task's end state has moved away.
+            if (f.name !== "dir-write-move") expect(first, `${key}: first step`).toBeGreaterThan(0)
+            expect(first, `${key}: first step`).toBeLessThan(expected)
+          }
         }
     })
 })
@@ -349,7 +362,8 @@ describe("ladderSplits", () => {
     const check = ladderDecontam(big)
     expect(check.split.violations).toEqual([])
     expect(check.report.passed).toBe(true)
-    expect(check.report.max).toBeLessThan(0.35)
+    // Every test file shares its imports and guard: the one-test tasks (delete-file) reach ~0.44.
+    expect(check.report.max).toBeLessThan(0.46)
     expect(check.split.heldOutFamilies).toEqual([...DEFAULT_OOD_FAMILIES].sort())
   })
 
@@ -446,7 +460,7 @@ describe("writeLadder", () => {
         t.tags.some((tag) => /^rung-[1-3]$/.test(tag)),
         t.id,
       ).toBe(true)
-      expect(t.verifier.expectedTests).toBeGreaterThanOrEqual(3)
+      expect(t.verifier.expectedTests).toBeGreaterThanOrEqual(1)
     }
     // Writing again replaces the sets: no stale task survives a smaller ladder.
     const small = await Effect.runPromise(

@@ -46,7 +46,7 @@ export interface Step {
   readonly sentence: string
   /** One line of bash, run in the workdir. */
   readonly command: string
-  /** Paths the step reads without changing them (their tests say they must stay unchanged). */
+  /** Paths the step reads without changing them (the guard of every test keeps them unchanged). */
   readonly reads: ReadonlyArray<string>
   readonly apply: (tree: Tree) => void
 }
@@ -328,6 +328,8 @@ const slug = (path: string) => path.replace(/[^A-Za-z0-9]+/g, "_").toLowerCase()
 const PREAMBLE = `import glob
 from pathlib import Path
 
+import pytest
+
 APP = Path("/app")
 `
 
@@ -416,15 +418,14 @@ const fileTests = (
   return tests
 }
 
-/** The tests: what changed (several per path), what must not change, and nothing else exists. */
-const testsFor = (
-  before: Tree,
-  after: Tree,
-  reads: ReadonlySet<string>,
-  traps: ReadonlySet<string>,
-): Array<TestCase> => {
+/**
+ * The tests: several per changed path, each behind the task's guard (see guardHelpers). Nothing
+ * is tested on its own that the untouched workdir already satisfies: such a test pays an agent
+ * for doing nothing, more than for a wrong attempt that leaves a stray file, and RL on the
+ * dense reward then drifts towards replies that run nothing (issue 14, session 10).
+ */
+const testsFor = (before: Tree, after: Tree): Array<TestCase> => {
   const tests: Array<TestCase> = []
-  const unchanged: Array<string> = []
   for (const path of sortedPaths(after)) {
     const entry = after.get(path) as Entry
     const old = before.get(path)
@@ -444,16 +445,7 @@ const testsFor = (
         })
       continue
     }
-    if (old?.kind === "file" && old.content === entry.content) {
-      if (reads.has(path) || traps.has(path))
-        tests.push({
-          name: `${slug(path)}_unchanged`,
-          doc: `${path} is still there, unchanged`,
-          body: [`assert ${read(path)} == ${py(entry.content)}`],
-        })
-      else unchanged.push(path)
-      continue
-    }
+    if (old?.kind === "file" && old.content === entry.content) continue
     tests.push(...fileTests(path, entry, old === undefined))
   }
   for (const path of sortedPaths(before))
@@ -463,23 +455,36 @@ const testsFor = (
         doc: `${path} no longer exists`,
         body: [`assert not (APP / ${py(path)}).exists()`],
       })
-  if (unchanged.length > 0)
-    tests.push({
-      name: "other_files_unchanged",
-      doc: `${unchanged.join(", ")} ${unchanged.length === 1 ? "is" : "are"} unchanged`,
-      body: unchanged.map((p) => {
-        const entry = after.get(p) as Entry & { kind: "file" }
-        return `assert ${read(p)} == ${py(entry.content)}`
-      }),
-    })
-  tests.push({
-    name: "no_other_files",
-    doc: `the workdir holds ${sortedPaths(after).join(", ")} and nothing else`,
-    body: [
-      `assert sorted(glob.glob("**", root_dir=APP, recursive=True)) == ${py(sortedPaths(after))}`,
-    ],
-  })
   return tests
+}
+
+/**
+ * `guard`, an autouse fixture, so it runs before every test (a failed guard fails the test): the
+ * files the task leaves alone are unchanged, and the workdir holds no path that no stage of the
+ * task (before, after each step) has. A stray file or a
+ * clobbered one fails every test; each partial stage of a multi-step task passes the guard, so
+ * every step done right still earns its own tests; with the tests passing, the workdir is exactly
+ * what the task asks for.
+ */
+const guardHelpers = (before: Tree, after: Tree, staged: ReadonlySet<string>): Array<string> => {
+  const kept: Record<string, string> = {}
+  for (const path of sortedPaths(after)) {
+    const entry = after.get(path) as Entry
+    const old = before.get(path)
+    if (entry.kind === "file" && old?.kind === "file" && old.content === entry.content)
+      kept[path] = entry.content
+  }
+  const allowed = [...staged].sort()
+  return [
+    `KEPT = ${py(kept)}`,
+    `ALLOWED = set(${py(allowed)})`,
+    "",
+    "",
+    "@pytest.fixture(autouse=True)",
+    "def guard():",
+    "    assert all((APP / p).read_text() == c for p, c in KEPT.items())",
+    '    assert set(glob.glob("**", root_dir=APP, recursive=True)) <= ALLOWED',
+  ]
 }
 
 /** The agent timeout of a ladder task: a few one-line commands. */
@@ -498,15 +503,18 @@ export const ladderTask = (
 ): GeneratedTask => {
   const draw = new Draw(rng, pool)
   const steps = build(draw)
-  const trap = draw.distractors(difficulty, draw.bindings.files[0])
-  const traps = new Set(trap === undefined ? [] : [trap])
+  draw.distractors(difficulty, draw.bindings.files[0])
   const before: Tree = new Map()
   for (const dir of draw.initialDirs) before.set(dir, { kind: "dir" })
   for (const [path, content] of draw.initialFiles)
     before.set(path, { kind: "file", content, made: { by: "setup" } })
   const after: Tree = new Map(before)
-  for (const step of steps) step.apply(after)
-  const reads = new Set(steps.flatMap((s) => s.reads))
+  // Every path of every stage: a partial stage (a file written before it is moved) is no stray.
+  const staged = new Set(before.keys())
+  for (const step of steps) {
+    step.apply(after)
+    for (const path of after.keys()) staged.add(path)
+  }
   const files = [...draw.initialFiles].map(([path, content]) => ({ path, content }))
   const setup = bashScript([
     ...(draw.initialDirs.length > 0 ? [`mkdir -p ${draw.initialDirs.join(" ")}`] : []),
@@ -522,7 +530,7 @@ export const ladderTask = (
     instruction: steps.map((s) => s.sentence).join("\n"),
     setup,
     solution: bashScript(steps.map((s) => s.command)),
-    ...pytestFile(testsFor(before, after, reads, traps), [], PREAMBLE),
+    ...pytestFile(testsFor(before, after), guardHelpers(before, after, staged), PREAMBLE),
     agentTimeoutSec: LADDER_AGENT_TIMEOUT_SEC,
     bindings,
   }
