@@ -82,18 +82,39 @@ export const readSandboxFile = (
 ): Effect.Effect<FileRead, VerifierInfraError> =>
   Effect.gen(function* () {
     const file = shellQuote(path)
-    const probe = yield* runBookkeeping(
+    // One exec for the size and the first chunk (most reports fit in it): every exec is a few
+    // processes, and a verification reads at least one file.
+    const first = Math.max(0, Math.min(CHUNK_BYTES, maxBytes))
+    const { a, b } = markers()
+    const script = [
+      `printf '\\n%s%s\\n' ${a} ${b}`,
+      `if [ -f ${file} ]; then size=$(wc -c < ${file}); echo "$size"; if [ "$size" -le ${maxBytes} ] 2>/dev/null; then head -c ${first} -- ${file} | base64 -w0; fi; else echo missing; fi`,
+      `printf '\\n%s%s\\n' ${b} ${a}`,
+    ].join("; ")
+    const result = yield* runBookkeeping(
       sandbox,
       `reading ${path}`,
-      `if [ -f ${file} ]; then wc -c < ${file}; else echo missing; fi`,
+      script,
+      Math.ceil((first * 4) / 3) + 128 * 1024,
     )
-    const answer = probe.text.trim().split(/\s+/).at(-1) ?? ""
+    const body = between(result.text, a, b)
+    if (body === undefined)
+      return { kind: "unreadable", reason: result.text.slice(-200) || "no answer" } as const
+    const newline = body.indexOf("\n")
+    const answer = (newline < 0 ? body : body.slice(0, newline)).trim()
     if (answer === "missing") return { kind: "missing" }
     const size = Number(answer)
-    if (!/^\d+$/.test(answer)) return { kind: "unreadable", reason: probe.text.slice(-200) }
+    if (!/^\d+$/.test(answer)) return { kind: "unreadable", reason: body.slice(0, 200) }
     if (size > maxBytes) return { kind: "too-large", size }
     const parts: Uint8Array[] = []
-    for (let offset = 0; offset < size; offset += CHUNK_BYTES) {
+    const head =
+      newline < 0 ? undefined : decodeChunk(body.slice(newline + 1), Math.min(first, size))
+    let offset = 0
+    if (head !== undefined && !result.truncated) {
+      parts.push(head)
+      offset = head.byteLength
+    }
+    for (; offset < size; offset += CHUNK_BYTES) {
       const length = Math.min(CHUNK_BYTES, size - offset)
       const chunk = yield* readChunk(sandbox, path, offset, length).pipe(
         Effect.flatMap((c) =>
@@ -107,11 +128,30 @@ export const readSandboxFile = (
     return { kind: "read", bytes: new Uint8Array(Buffer.concat(parts)) }
   })
 
+/** A random marker in two halves, printed so that no echo of the command line contains it. */
+const markers = () => {
+  const marker = randomBytes(8).toString("hex")
+  return { a: marker.slice(0, 8), b: marker.slice(8) }
+}
+
+/** The text between the last `\n<a><b>\n` and the next `\n<b><a>\n`. */
+const between = (text: string, a: string, b: string): string | undefined => {
+  const start = text.lastIndexOf(`\n${a}${b}\n`)
+  const end = text.indexOf(`\n${b}${a}\n`, start + 1)
+  if (start < 0 || end < 0) return undefined
+  return text.slice(start + a.length + b.length + 2, end)
+}
+
+/** base64 of exactly `length` bytes, else undefined. */
+const decodeChunk = (payload: string, length: number): Uint8Array | undefined => {
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(payload)) return undefined
+  const bytes = Buffer.from(payload, "base64")
+  return bytes.byteLength === length ? new Uint8Array(bytes) : undefined
+}
+
 const readChunk = (sandbox: VerifierSandbox, path: string, offset: number, length: number) =>
   Effect.gen(function* () {
-    const marker = randomBytes(8).toString("hex")
-    const [a, b] = [marker.slice(0, 8), marker.slice(8)]
-    // The marker is printed in halves so that no echo of the command line contains it.
+    const { a, b } = markers()
     const script = [
       `printf '\\n%s%s\\n' ${a} ${b}`,
       `tail -c +${offset + 1} -- ${shellQuote(path)} | head -c ${length} | base64 -w0`,
@@ -123,11 +163,7 @@ const readChunk = (sandbox: VerifierSandbox, path: string, offset: number, lengt
       script,
       Math.ceil((length * 4) / 3) + 128 * 1024,
     )
-    const start = result.text.lastIndexOf(`\n${a}${b}\n`)
-    const end = result.text.indexOf(`\n${b}${a}\n`, start + 1)
-    if (start < 0 || end < 0 || result.truncated) return undefined
-    const payload = result.text.slice(start + marker.length + 2, end)
-    if (!/^[A-Za-z0-9+/]*={0,2}$/.test(payload)) return undefined
-    const bytes = Buffer.from(payload, "base64")
-    return bytes.byteLength === length ? new Uint8Array(bytes) : undefined
+    const payload = between(result.text, a, b)
+    if (payload === undefined || result.truncated) return undefined
+    return decodeChunk(payload, length)
   })
