@@ -2,14 +2,21 @@ import type { Floats } from "../kernels/kernels.ts"
 import type { TinyMoeConfig } from "./config.ts"
 import { allocFloats, type Precision } from "./params.ts"
 
+/** Positions a cache holds at first; it grows (doubling, up to its capacity) as they fill. */
+const INITIAL_POSITIONS = 256
+
 /**
  * Keys (after RoPE) and values of every processed position, per layer, for one sequence. Its
- * length is the number of positions already pushed through the model.
+ * length is the number of positions already pushed through the model. Storage grows on demand
+ * (`reserve`) up to `capacity`: most sequences (an episode's turns) use a small part of the
+ * context, and allocating and faulting in the whole of it per sequence cost a sampler ~30 ms.
  */
 export class KvCache {
   readonly keys: Floats[]
   readonly values: Floats[]
   length = 0
+  /** Positions the arrays hold now (≤ capacity). */
+  private allocated: number
 
   constructor(
     readonly config: TinyMoeConfig,
@@ -18,10 +25,30 @@ export class KvCache {
   ) {
     this.keys = []
     this.values = []
+    this.allocated = Math.min(capacity, INITIAL_POSITIONS)
     for (let l = 0; l < config.nLayers; l++) {
-      this.keys.push(allocFloats(precision, capacity * config.dModel))
-      this.values.push(allocFloats(precision, capacity * config.dModel))
+      this.keys.push(allocFloats(precision, this.allocated * config.dModel))
+      this.values.push(allocFloats(precision, this.allocated * config.dModel))
     }
+  }
+
+  /** Makes room for `positions` positions (at most capacity); earlier contents are kept. */
+  reserve(positions: number): void {
+    if (positions <= this.allocated) return
+    if (positions > this.capacity)
+      throw new RangeError(`sequence exceeds the cache capacity of ${this.capacity} positions`)
+    const next = Math.min(this.capacity, Math.max(positions, this.allocated * 2))
+    const d = this.config.dModel
+    const used = this.length * d
+    for (let l = 0; l < this.keys.length; l++) {
+      const keys = allocFloats(this.precision, next * d)
+      const values = allocFloats(this.precision, next * d)
+      keys.set((this.keys[l] as Floats).subarray(0, used))
+      values.set((this.values[l] as Floats).subarray(0, used))
+      this.keys[l] = keys
+      this.values[l] = values
+    }
+    this.allocated = next
   }
 
   /** Forgets positions from `length` on (e.g. to re-sample from a shared prompt). */
@@ -38,6 +65,7 @@ export class KvCache {
         `cannot fork ${length} of ${this.length} positions into a cache of ${capacity}`,
       )
     const copy = new KvCache(this.config, this.precision, capacity)
+    copy.reserve(length)
     const n = length * this.config.dModel
     for (let l = 0; l < this.keys.length; l++) {
       ;(copy.keys[l] as Floats).set((this.keys[l] as Floats).subarray(0, n))

@@ -59,3 +59,41 @@ describe.each([
     })
   },
 )
+
+describe("a cache that grows as it fills", () => {
+  const big = { ...config, maxSeqLen: 700 }
+  const model = TinyMoe.create({ config: big, seed: 12, kernels: selectKernels("auto") })
+  const rng = new Rng(6)
+  const ids = Array.from({ length: 600 }, () => Math.floor(rng.next() * big.vocabSize))
+
+  it("gives the same logits row by row (grown 256 → 512 → 700) as in one prefill, bit for bit", () => {
+    const grown = model.newCache(700)
+    const rows: number[] = []
+    for (const token of ids) rows.push(...model.forward([{ cache: grown, token }], {}).logits)
+    const once = model.newCache(700)
+    const whole = model.forward(
+      ids.map((token) => ({ cache: once, token })),
+      {},
+    )
+    expect(grown.length).toBe(600)
+    expect(Float32Array.from(rows)).toEqual(Float32Array.from(whole.logits))
+    // And as the training path's forward with a tape, whose activations are fresh arrays.
+    const tapedCache = model.newCache(700)
+    const taped = model.forward(
+      ids.map((token) => ({ cache: tapedCache, token })),
+      { tape: true },
+    )
+    expect(Float32Array.from(taped.logits)).toEqual(Float32Array.from(whole.logits))
+  })
+
+  it("refuses positions past its capacity", () => {
+    const cache = model.newCache(300)
+    expect(() =>
+      model.forward(
+        ids.slice(0, 301).map((token) => ({ cache, token })),
+        {},
+      ),
+    ).toThrow(/exceeds the cache capacity of 300 positions/)
+    expect(() => cache.reserve(301)).toThrow(/capacity of 300/)
+  })
+})

@@ -289,6 +289,12 @@ export const forwardRows = (
   const H = c.nHeads
   const alloc = (n: number) => allocFloats(precision, n)
   const scratch = scratchFor(model)
+  // Activations a tape keeps are fresh arrays; without a tape they are the model's scratch
+  // (allocating and faulting in ~1 MB per prefill was a tenth of a sampler's time). The final
+  // logits and values, which the caller keeps, are always fresh.
+  const buf = options.tape
+    ? (_name: string, n: number) => alloc(n)
+    : (name: string, n: number) => scratch.view(`fw.${name}`, n)
   const silu = siluOf(kern)
 
   if (options.replay && options.replay.length !== R * c.nLayers * K) {
@@ -310,6 +316,7 @@ export const forwardRows = (
     positions[r] = pos
     pending.set(row.cache, offset + 1)
   }
+  for (const [cache, count] of pending) cache.reserve(cache.length + count)
   // Runs of rows of one cache at consecutive positions: [runs[i], runs[i + 1]).
   const runs: number[] = [0]
   for (let r = 1; r < R; r++) {
@@ -321,7 +328,7 @@ export const forwardRows = (
   }
   runs.push(R)
 
-  let x = alloc(R * d)
+  let x = buf("x", R * d)
   for (let r = 0; r < R; r++)
     x.set(p.embed.subarray((rows[r] as Row).token * d, ((rows[r] as Row).token + 1) * d), r * d)
 
@@ -333,10 +340,10 @@ export const forwardRows = (
   for (let l = 0; l < c.nLayers; l++) {
     const lp = p.layers[l] as (typeof p.layers)[number]
     const xIn = x
-    const a = alloc(R * d)
-    const inv1 = alloc(R)
+    const a = buf("a", R * d)
+    const inv1 = buf("inv1", R)
     kern.rmsNorm(xIn, lp.attnNorm, R, d, c.normEps, a, inv1)
-    const q = alloc(R * d)
+    const q = buf("q", R * d)
     // k and v live on in the caches, proj and ffn only until the residual adds: scratch.
     const k = scratch.view("k", R * d)
     const v = scratch.view("v", R * d)
@@ -351,7 +358,7 @@ export const forwardRows = (
       ;(cache.keys[l] as Floats).set(k.subarray(r * d, (r + 1) * d), pos * d)
       ;(cache.values[l] as Floats).set(v.subarray(r * d, (r + 1) * d), pos * d)
     }
-    const attn = alloc(R * d)
+    const attn = buf("attn", R * d)
     for (let i = 0; i + 1 < runs.length; i++) {
       const r0 = runs[i] as number
       const r1 = runs[i + 1] as number
@@ -367,13 +374,13 @@ export const forwardRows = (
     }
     const proj = scratch.view("proj", R * d)
     kern.matmul(attn, lp.wo, R, d, d, proj)
-    const xMid = alloc(R * d)
+    const xMid = buf("xMid", R * d)
     for (let i = 0; i < R * d; i++) xMid[i] = (xIn[i] as number) + (proj[i] as number)
 
-    const b = alloc(R * d)
-    const inv2 = alloc(R)
+    const b = buf("b", R * d)
+    const inv2 = buf("inv2", R)
     kern.rmsNorm(xMid, lp.ffnNorm, R, d, c.normEps, b, inv2)
-    const routerLogits = alloc(R * E)
+    const routerLogits = buf("router", R * E)
     kern.matmul(b, lp.router, R, d, E, routerLogits)
     const experts = new Int32Array(R * K)
     const gates = new Float64Array(R * K)
@@ -396,9 +403,9 @@ export const forwardRows = (
       }
     }
 
-    const act1 = alloc(R * K * F)
-    const sig1 = alloc(R * K * F)
-    const y = alloc(R * K * d)
+    const act1 = buf("act1", R * K * F)
+    const sig1 = buf("sig1", R * K * F)
+    const y = buf("y", R * K * d)
     const ffn = scratch.zeros("ffn", R * d)
     const { start, members } = groupByExpert(experts, R * K, E)
     for (let e = 0; e < E; e++) {
@@ -425,7 +432,7 @@ export const forwardRows = (
           ffn[r * d + j] = (ffn[r * d + j] as number) + g * (ye[i * d + j] as number)
       }
     }
-    const xOut = alloc(R * d)
+    const xOut = buf(`xOut${l % 2}`, R * d)
     for (let i = 0; i < R * d; i++) xOut[i] = (xMid[i] as number) + (ffn[i] as number)
     if (options.tape)
       layers.push({
@@ -448,8 +455,8 @@ export const forwardRows = (
   }
   for (const [cache, count] of pending) cache.length += count
 
-  const f = alloc(R * d)
-  const invF = alloc(R)
+  const f = buf("f", R * d)
+  const invF = buf("invF", R)
   kern.rmsNorm(x, p.finalNorm, R, d, c.normEps, f, invF)
   const values = new Float64Array(R)
   const bias = p.valueBias[0] as number
