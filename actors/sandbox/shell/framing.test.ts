@@ -165,8 +165,9 @@ describe("CappedOutput", () => {
   it("keeps everything under the cap and exactly head + marker + tail over it", () => {
     fc.assert(
       fc.property(
-        fc.array(fc.uint8Array({ maxLength: 300 }), { maxLength: 20 }),
-        fc.integer({ min: 0, max: 700 }),
+        // Limits past the 4 KiB a head starts with, so that its growth is exercised too.
+        fc.array(fc.uint8Array({ maxLength: 3000 }), { maxLength: 20 }),
+        fc.integer({ min: 0, max: 20_000 }),
         (chunks, limit) => {
           const capped = new CappedOutput(limit)
           for (const c of chunks) capped.append(c)
