@@ -11,6 +11,13 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
  * only zombies are left, and orphans' zombies may wait long for a busy init to reap them.)
  */
 const groupHasLiveMembers = async (pgid: number): Promise<boolean> => {
+  // The cheap answer first: no member at all (zombies included). Only a group that still has
+  // one is looked for in /proc, a read of every process's stat.
+  try {
+    process.kill(-pgid, 0)
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ESRCH") return false
+  }
   const entries = await readdir("/proc").catch(() => [])
   const stats = await Promise.all(
     entries
