@@ -4,8 +4,9 @@
  * against the reference commands instead of by the task's tests. `--format chat` (the default)
  * lays the prompt out as the episode loop does (system prompt, chat template) and asks for the
  * reply in the episode's action format (one ```bash block, then <|done|>), so the format tokens
- * are trained as they are through the actors; `--format plain` is the bare instruction and a `$`. An RL update takes ~2 s here against ~20 s through the actors,
- * so hundreds of updates fit in minutes. Figures are for choosing what to run through the real
+ * are trained as they are through the actors; `--format plain` is the bare instruction and a `$`.
+ * An RL update takes ~2–4 s here against ~40 s through the actors, so hundreds of updates fit in
+ * minutes. Figures are for choosing what to run through the real
  * recipe, not for reporting RL gains (exp:learn is that).
  *
  *   npm run exp:toy -- [--seed S] [--rungs 1] [--format chat|plain] [--demos N]
@@ -22,7 +23,11 @@ import type { TrainingSequence } from "../actors/learner/decode.ts"
 import { EMBEDDED_MODEL_CONFIG, EMBEDDED_RL_CONFIG } from "../actors/learner/embedded.ts"
 import { DEFAULT_LEARNER_CONFIG, Trainer } from "../actors/learner/trainer.ts"
 import { LADDER_RECIPE_DEFAULTS as D, sftUpdates } from "../actors/recipe/index.ts"
-import { parseShellBlock, shellBlockShort } from "../actors/sampler/actions/shell-block.ts"
+import {
+  DONE_TOKEN,
+  parseShellBlock,
+  shellBlockShort,
+} from "../actors/sampler/actions/shell-block.ts"
 import { episodeSystemPrompt } from "../actors/sampler/episode.ts"
 import { loadBundledTokenizer } from "../model/bundled/bundled.ts"
 import { type Generated, generateBatch, Rng, TinyMoe } from "../model/index.ts"
@@ -159,7 +164,9 @@ const main = async () => {
   const answerIds = (t: ToyTask) =>
     format === "chat"
       ? [
-          ...tokenizer.encode(`\`\`\`bash\n${t.answer}\n\`\`\`\n<|done|>`, { allowSpecial: true }),
+          ...tokenizer.encode(`\`\`\`bash\n${t.answer}\n\`\`\`\n${DONE_TOKEN}`, {
+            allowSpecial: true,
+          }),
           end,
         ]
       : [...tokenizer.encode(` ${t.answer.replace(/\n/g, "\n$ ")}\n`), end]

@@ -46,8 +46,6 @@ export interface Step {
   readonly sentence: string
   /** One line of bash, run in the workdir. */
   readonly command: string
-  /** Paths the step reads without changing them (the guard of every test keeps them unchanged). */
-  readonly reads: ReadonlyArray<string>
   readonly apply: (tree: Tree) => void
 }
 
@@ -84,7 +82,6 @@ const carried = (made: Made, from: string): Made =>
 export const touch = (file: string): Step => ({
   sentence: `Create an empty file named ${file}.`,
   command: `touch ${file}`,
-  reads: [],
   apply: (tree) => {
     fresh(tree, file)
     tree.set(file, { kind: "file", content: "", made: { by: "touch" } })
@@ -94,7 +91,6 @@ export const touch = (file: string): Step => ({
 export const mkdir = (dir: string): Step => ({
   sentence: `Make a folder named ${dir}.`,
   command: `mkdir ${dir}`,
-  reads: [],
   apply: (tree) => {
     fresh(tree, dir)
     tree.set(dir, { kind: "dir" })
@@ -104,7 +100,6 @@ export const mkdir = (dir: string): Step => ({
 export const write = (file: string, value: string): Step => ({
   sentence: `Write ${value} to the file ${file}.`,
   command: `echo ${value} > ${file}`,
-  reads: [],
   apply: (tree) => {
     if (tree.get(file)?.kind === "dir") throw new StepError(`${file} is a folder`)
     tree.set(file, { kind: "file", content: `${value}\n`, made: { by: "write", value } })
@@ -114,7 +109,6 @@ export const write = (file: string, value: string): Step => ({
 export const append = (file: string, value: string): Step => ({
   sentence: `Add the line ${value} to ${file}.`,
   command: `echo ${value} >> ${file}`,
-  reads: [],
   apply: (tree) => {
     const base = fileAt(tree, file).content
     if (base !== "" && !base.endsWith("\n")) throw new StepError(`${file} lacks a final newline`)
@@ -129,7 +123,6 @@ export const append = (file: string, value: string): Step => ({
 export const copy = (from: string, to: string): Step => ({
   sentence: `Copy ${from} to ${to}.`,
   command: `cp ${from} ${to}`,
-  reads: [from],
   apply: (tree) => {
     const source = fileAt(tree, from)
     fresh(tree, to)
@@ -140,7 +133,6 @@ export const copy = (from: string, to: string): Step => ({
 export const rename = (from: string, to: string): Step => ({
   sentence: `Rename ${from} to ${to}.`,
   command: `mv ${from} ${to}`,
-  reads: [],
   apply: (tree) => {
     const source = fileAt(tree, from)
     fresh(tree, to)
@@ -152,7 +144,6 @@ export const rename = (from: string, to: string): Step => ({
 export const remove = (file: string): Step => ({
   sentence: `Delete the file ${file}.`,
   command: `rm ${file}`,
-  reads: [],
   apply: (tree) => {
     fileAt(tree, file)
     tree.delete(file)
@@ -162,7 +153,6 @@ export const remove = (file: string): Step => ({
 export const count = (from: string, to: string): Step => ({
   sentence: `Write the number of lines in ${from} to ${to}.`,
   command: `wc -l < ${from} > ${to}`,
-  reads: [from],
   apply: (tree) => {
     const n = linesOf(fileAt(tree, from).content).length
     fresh(tree, to)
@@ -173,7 +163,6 @@ export const count = (from: string, to: string): Step => ({
 export const grep = (word: string, from: string, to: string): Step => ({
   sentence: `Write the lines of ${from} that contain ${word} to ${to}.`,
   command: `grep ${word} ${from} > ${to}`,
-  reads: [from],
   apply: (tree) => {
     const lines = linesOf(fileAt(tree, from).content).filter((l) => l.includes(word))
     if (lines.length === 0) throw new StepError(`no line of ${from} contains ${word}`)
@@ -189,7 +178,6 @@ export const grep = (word: string, from: string, to: string): Step => ({
 export const copyInto = (from: string, dir: string): Step => ({
   sentence: `Copy ${from} into the folder ${dir}.`,
   command: `cp ${from} ${dir}`,
-  reads: [from],
   apply: (tree) => {
     const source = fileAt(tree, from)
     dirAt(tree, dir)
@@ -202,7 +190,6 @@ export const copyInto = (from: string, dir: string): Step => ({
 export const moveInto = (from: string, dir: string): Step => ({
   sentence: `Move ${from} into the folder ${dir}.`,
   command: `mv ${from} ${dir}`,
-  reads: [],
   apply: (tree) => {
     const source = fileAt(tree, from)
     dirAt(tree, dir)
