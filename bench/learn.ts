@@ -43,6 +43,7 @@ import type { Trajectory } from "../proto/index.ts"
 import { type Bus, MemoryBusLive } from "../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"
 import { parseRungs, type Rung, writeLadder } from "../tasks/ladder/index.ts"
+import { mean, stratifiedPairedInterval, tInterval, wilson } from "./stats.ts"
 
 const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [options]
 
@@ -57,7 +58,8 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --train-per-family N   ladder train tasks per family (default ${D.trainPerFamily})
   --rungs 1,2,3          ladder rungs trained and evaluated (default ${D.rungs.join(",")})
   --eval-per-family N    held-out tasks per family, in-distribution and OOD (default ${D.evalPerFamily})
-  --seen-per-family N    unseen tasks with train names per family (default 3)
+  --seen-per-family N    unseen tasks with train names per family, evaluated before and after
+                         RL and in the control arm (default 0: not evaluated)
   --sft-steps N          warm-start SFT steps (default ${D.sftSteps})
   --sft-batch N          sequences per SFT step (default ${D.sftBatch})
   --sft-lr X             SFT learning rate (default ${D.sftLr})
@@ -170,19 +172,22 @@ const runSeed = (
         `seed ${seed}: ladder of ${recipe.train.length} train, ${recipe.heldIn.length} held-out and ${recipe.heldOut.length} OOD tasks in ${recipe.dir}`,
       )
       // Unseen tasks with seen names: the train families and name pools at another seed, none
-      // with an instruction of a train task; what RL learns where it trains.
-      const seenLadder = yield* writeLadder(join(recipe.dir, "seen"), {
-        seed: seed + SEEN_SEED_OFFSET,
-        trainPerFamily: o.seenPerFamily,
-        evalPerFamily: 0,
-        rungs: o.rungs,
-        oodPerFamily: 0,
-      })
-      recipe.remember(seenLadder.splits.train)
-      const trainInstructions = new Set(recipe.train.map((p) => p.task.instruction))
-      const seen = (yield* recipe.load(seenLadder.dirs.train)).filter(
-        (p) => !trainInstructions.has(p.task.instruction),
-      )
+      // with an instruction of a train task; what RL learns where it trains (off at 0).
+      let seen: RecipeTask[] = []
+      if (o.seenPerFamily > 0) {
+        const seenLadder = yield* writeLadder(join(recipe.dir, "seen"), {
+          seed: seed + SEEN_SEED_OFFSET,
+          trainPerFamily: o.seenPerFamily,
+          evalPerFamily: 0,
+          rungs: o.rungs,
+          oodPerFamily: 0,
+        })
+        recipe.remember(seenLadder.splits.train)
+        const trainInstructions = new Set(recipe.train.map((p) => p.task.instruction))
+        seen = (yield* recipe.load(seenLadder.dirs.train)).filter(
+          (p) => !trainInstructions.has(p.task.instruction),
+        )
+      }
 
       // 1. Warm start.
       log(`seed ${seed}: playing ${recipe.demos.length} demonstrations`)
@@ -194,17 +199,19 @@ const runSeed = (
       // 2. Samplers on the warm start; evaluation before RL.
       const policy = yield* recipe.startSamplers(warm.model)
       const evaluate = (name: string, version: bigint, tasks: ReadonlyArray<RecipeTask>) =>
-        Effect.map(recipe.evaluate(name, version, tasks), (ts) => {
-          if (o.dump !== undefined) dumpEpisodes(o.dump, `seed${seed}-${name}`, ts, recipe)
-          return scoreTrajectories(ts, recipe.rungOf)
-        })
+        tasks.length === 0
+          ? Effect.succeed(scoreTrajectories([], recipe.rungOf))
+          : Effect.map(recipe.evaluate(name, version, tasks), (ts) => {
+              if (o.dump !== undefined) dumpEpisodes(o.dump, `seed${seed}-${name}`, ts, recipe)
+              return scoreTrajectories(ts, recipe.rungOf)
+            })
       const before = {
         id: yield* evaluate("eval-before", 0n, recipe.heldIn),
         ood: yield* evaluate("ood-before", 0n, recipe.heldOut),
         seen: yield* evaluate("seen-before", 0n, seen),
       }
       log(
-        `seed ${seed}: before RL: held-out ${(rate(before.id) * 100).toFixed(1)}%, OOD ${(rate(before.ood) * 100).toFixed(1)}%, seen names ${(rate(before.seen) * 100).toFixed(1)}%`,
+        `seed ${seed}: before RL: held-out ${(rate(before.id) * 100).toFixed(1)}%, OOD ${(rate(before.ood) * 100).toFixed(1)}%, seen names ${pctOf(before.seen)}`,
       )
 
       // 3. RL through the buffer and the learner.
@@ -220,7 +227,7 @@ const runSeed = (
         seen: yield* evaluate("seen-after", rl.version, seen),
       }
       log(
-        `seed ${seed}: after RL: held-out ${(rate(after.id) * 100).toFixed(1)}%, OOD ${(rate(after.ood) * 100).toFixed(1)}%, seen names ${(rate(after.seen) * 100).toFixed(1)}%`,
+        `seed ${seed}: after RL: held-out ${(rate(after.id) * 100).toFixed(1)}%, OOD ${(rate(after.ood) * 100).toFixed(1)}%, seen names ${pctOf(after.seen)}`,
       )
 
       // 4. The SFT-only control: RL's optimiser steps spent on more SFT of the same demonstrations.
@@ -239,7 +246,7 @@ const runSeed = (
       const controlScore = yield* evaluate("eval-control", controlVersion, recipe.heldIn)
       const controlSeen = yield* evaluate("seen-control", controlVersion, seen)
       log(
-        `seed ${seed}: SFT control (+${controlSteps} steps): held-out ${(rate(controlScore) * 100).toFixed(1)}%, seen names ${(rate(controlSeen) * 100).toFixed(1)}%`,
+        `seed ${seed}: SFT control (+${controlSteps} steps): held-out ${(rate(controlScore) * 100).toFixed(1)}%, seen names ${pctOf(controlSeen)}`,
       )
       return {
         seed,
@@ -255,28 +262,12 @@ const runSeed = (
     }),
   )
 
-/** Student's t quantile at 0.975 for n − 1 degrees of freedom (n ≤ 11; else the normal's). */
-const T975 = [Number.NaN, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
-const mean = (xs: ReadonlyArray<number>) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length)
-const interval = (xs: ReadonlyArray<number>): [number, number] => {
-  const m = mean(xs)
-  if (xs.length < 2) return [m, m]
-  const sd = Math.sqrt(xs.reduce((a, x) => a + (x - m) ** 2, 0) / (xs.length - 1))
-  const t = T975[xs.length - 1] ?? 1.96
-  return [m - (t * sd) / Math.sqrt(xs.length), m + (t * sd) / Math.sqrt(xs.length)]
-}
-/** Wilson 95% interval of a binomial rate. */
-const wilson = (k: number, n: number): [number, number] => {
-  if (n === 0) return [0, 1]
-  const z = 1.96
-  const p = k / n
-  const d = 1 + (z * z) / n
-  const c = p + (z * z) / (2 * n)
-  const h = z * Math.sqrt((p * (1 - p)) / n + (z * z) / (4 * n * n))
-  return [Math.max(0, (c - h) / d), Math.min(1, (c + h) / d)]
-}
-
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`
+/** A set's resolved rate, "–" when it was not evaluated (the seen names at 0 per family). */
+const pctOf = (s: Score) => (s.episodes === 0 ? "–" : pct(rate(s)))
+/** The mean resolved rate over seeds of a set, null when it was not evaluated. */
+const meanRateOf = (scores: ReadonlyArray<Score>): number | null =>
+  scores.every((s) => s.episodes === 0) ? null : mean(scores.map(rate))
 
 const table = (results: ReadonlyArray<SeedResult>): string => {
   const rows = [
@@ -286,7 +277,7 @@ const table = (results: ReadonlyArray<SeedResult>): string => {
   for (const r of results) {
     const w = wilson(r.after.id.resolved, r.after.id.episodes)
     rows.push(
-      `| ${r.seed} | ${pct(rate(r.before.id))} | ${pct(rate(r.after.id))} | ${pct(w[0])}–${pct(w[1])} | ${pct(rate(r.control))} | ${pct(rate(r.before.ood))} | ${pct(rate(r.after.ood))} | ${pct(rate(r.before.seen))} | ${pct(rate(r.after.seen))} | ${pct(rate(r.controlSeen))} | ${r.minutes.toFixed(1)} |`,
+      `| ${r.seed} | ${pct(rate(r.before.id))} | ${pct(rate(r.after.id))} | ${pct(w[0])}–${pct(w[1])} | ${pct(rate(r.control))} | ${pct(rate(r.before.ood))} | ${pct(rate(r.after.ood))} | ${pctOf(r.before.seen)} | ${pctOf(r.after.seen)} | ${pctOf(r.controlSeen)} | ${r.minutes.toFixed(1)} |`,
     )
   }
   const rungs = [...new Set(results.flatMap((r) => Object.keys(r.before.id.rungs)))].sort()
@@ -307,6 +298,15 @@ const table = (results: ReadonlyArray<SeedResult>): string => {
   return rows.join("\n")
 }
 
+/** Each held-out task's after − before resolved rate (the same tasks are evaluated twice). */
+const taskGains = (r: SeedResult): number[] =>
+  Object.entries(r.before.id.tasks).flatMap(([id, b]) => {
+    const a = r.after.id.tasks[id]
+    return a === undefined || a.episodes === 0 || b.episodes === 0
+      ? []
+      : [a.resolved / a.episodes - b.resolved / b.episodes]
+  })
+
 const summary = (results: ReadonlyArray<SeedResult>) => {
   const gains = results.map((r) => rate(r.after.id) - rate(r.before.id))
   return {
@@ -316,13 +316,14 @@ const summary = (results: ReadonlyArray<SeedResult>) => {
     reward_before: mean(results.map((r) => r.before.id.reward)),
     reward_after: mean(results.map((r) => r.after.id.reward)),
     gain: mean(gains),
-    gain_ci95: interval(gains),
+    gain_ci95: stratifiedPairedInterval(results.map(taskGains)),
+    gain_ci95_seeds: tInterval(gains),
     ood_resolved_before: mean(results.map((r) => rate(r.before.ood))),
     ood_resolved_after: mean(results.map((r) => rate(r.after.ood))),
     sft_control_resolved: mean(results.map((r) => rate(r.control))),
-    seen_names_resolved_before: mean(results.map((r) => rate(r.before.seen))),
-    seen_names_resolved_after: mean(results.map((r) => rate(r.after.seen))),
-    seen_names_sft_control_resolved: mean(results.map((r) => rate(r.controlSeen))),
+    seen_names_resolved_before: meanRateOf(results.map((r) => r.before.seen)),
+    seen_names_resolved_after: meanRateOf(results.map((r) => r.after.seen)),
+    seen_names_sft_control_resolved: meanRateOf(results.map((r) => r.controlSeen)),
     steps: mean(results.map((r) => r.steps)),
     episodes: results.reduce((a, r) => a + r.episodes, 0),
     minutes: results.reduce((a, r) => a + r.minutes, 0),
@@ -448,7 +449,7 @@ const main = Effect.gen(function* () {
     trainPerFamily: num("train-per-family", D.trainPerFamily, 2),
     rungs: rungsOf(values.rungs, D.rungs),
     evalPerFamily: num("eval-per-family", D.evalPerFamily, 1),
-    seenPerFamily: num("seen-per-family", 3, 1),
+    seenPerFamily: num("seen-per-family", 0, 0),
     learner: {
       ppoEpochs: num("ppo-epochs", EMBEDDED_RL_CONFIG.ppoEpochs, 1),
       minibatches: num("minibatches", EMBEDDED_RL_CONFIG.minibatches, 1),
@@ -489,7 +490,7 @@ const main = Effect.gen(function* () {
   console.log(table(results))
   const figures = summary(results)
   console.log(
-    `\nresolved ${pct(figures.resolved_before)} → ${pct(figures.resolved_after)} (gain ${pct(figures.gain)}, 95% ${pct(figures.gain_ci95[0])}–${pct(figures.gain_ci95[1])}); SFT control ${pct(figures.sft_control_resolved)}; OOD ${pct(figures.ood_resolved_before)} → ${pct(figures.ood_resolved_after)}; ${figures.minutes.toFixed(1)} min`,
+    `\nresolved ${pct(figures.resolved_before)} → ${pct(figures.resolved_after)} (gain ${pct(figures.gain)}, 95% over held-out tasks ${pct(figures.gain_ci95[0])}–${pct(figures.gain_ci95[1])}, over seeds ${pct(figures.gain_ci95_seeds[0])}–${pct(figures.gain_ci95_seeds[1])}); SFT control ${pct(figures.sft_control_resolved)}; OOD ${pct(figures.ood_resolved_before)} → ${pct(figures.ood_resolved_after)}; ${figures.minutes.toFixed(1)} min`,
   )
   if (values.ablate) {
     const rows = ["| variant | before | after | gain |", "|---|--:|--:|--:|"]

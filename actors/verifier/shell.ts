@@ -28,19 +28,24 @@ const HAZARDS = [
 /**
  * `script` run by a fresh bash rather than in the episode's shell itself, whose aliases,
  * functions, options and traps the agent set: `\command /usr/bin/env` sidesteps an alias or
- * function named env, `-p` keeps the first bash from importing exported functions, and that bash
- * drops them (BASH_FUNC_* variables) from the environment before it starts the one that runs
- * `script`, so neither a test script nor anything it starts sees them. Best effort only: the
- * agent was root in this sandbox and could have replaced any program.
+ * function named env and drops HAZARDS, and `-p` keeps that bash from importing exported
+ * functions or reading SHELLOPTS, ENV and BASH_ENV. It reads its own environment from
+ * /proc/$$/environ (`env -0` where /proc is missing): when the agent exported no function it runs
+ * `script` itself; else it drops the BASH_FUNC_* variables and starts one more bash for `script`,
+ * so that neither a test script nor anything it starts sees them. (Always starting that second
+ * bash cost three more processes per call, about a tenth of a short episode's CPU.) Best effort
+ * only: the agent was root in this sandbox and could have replaced any program.
  */
 export const inFreshShell = (script: string): string => {
-  const dropFunctions = [
-    "__t1_u=()",
-    `while IFS= read -r -d '' __t1_kv; do case $__t1_kv in BASH_FUNC_*) __t1_u+=(-u "\${__t1_kv%%=*}");; esac; done < <(env -0 2>/dev/null)`,
-    `exec env "\${__t1_u[@]}" bash --noprofile --norc -c ${shellQuote(script)}`,
-  ].join("; ")
+  const scan = `while IFS= read -r -d '' __t1_kv; do case $__t1_kv in BASH_FUNC_*) __t1_u+=(-u "\${__t1_kv%%=*}");; esac; done`
+  const driver = [
+    `__t1_s=$1; __t1_u=()`,
+    `if [ -r /proc/$$/environ ]; then ${scan} < /proc/$$/environ; else ${scan} < <(env -0 2>/dev/null); fi`,
+    `if [ "\${#__t1_u[@]}" -gt 0 ]; then exec env "\${__t1_u[@]}" bash --noprofile --norc -c "$__t1_s"; fi`,
+    `unset __t1_u __t1_kv; set --; eval -- "$__t1_s"`,
+  ].join("\n")
   const unset = HAZARDS.map((v) => `-u ${v}`).join(" ")
-  return `\\command /usr/bin/env ${unset} bash --noprofile --norc -p -c ${shellQuote(dropFunctions)}`
+  return `\\command /usr/bin/env ${unset} bash --noprofile --norc -p -c ${shellQuote(driver)} t1-verify ${shellQuote(script)}`
 }
 
 /** Short bookkeeping commands (mkdir, reading files back) get this long. */
