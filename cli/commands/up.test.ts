@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest"
 import { UsageError } from "../flags.ts"
 import { summaryTable, type UpReport } from "../up/report.ts"
-import { UP_DEFAULTS, upCommand, upUsage } from "./up.ts"
+import { UP_DEFAULTS, upCommand, upOptions, upUsage } from "./up.ts"
 
 const summary = (resolved: number, rungs: Record<string, [number, number]>) => ({
   episodes: 100,
@@ -38,6 +38,17 @@ describe("t1 up", () => {
     expect(() => upCommand(["extra"])).toThrow(/unexpected argument "extra"/)
     expect(() => upCommand(["--train", "a", "--eval", "b", "--train-per-family", "10"])).toThrow(
       /--train-per-family sizes the ladder; it does not apply with --train\/--eval/,
+    )
+  })
+
+  it("trains and evaluates the rungs --rungs names (rung 1 by default)", () => {
+    expect(upOptions([])?.options.rungs).toEqual(UP_DEFAULTS.rungs)
+    expect(UP_DEFAULTS.rungs).toEqual([1])
+    expect(upOptions(["--rungs", "1,3"])?.options.rungs).toEqual([1, 3])
+    expect(() => upOptions(["--rungs", "5"])).toThrow(/--rungs takes 1, 2, 3, 4/)
+    expect(() => upOptions(["--rungs", "1,1"])).toThrow(UsageError)
+    expect(() => upOptions(["--train", "a", "--eval", "b", "--rungs", "2"])).toThrow(
+      /--rungs sizes the ladder; it does not apply with --train\/--eval/,
     )
   })
 

@@ -1,5 +1,6 @@
 import { Effect, Layer } from "effect"
 import { LADDER_RECIPE_DEFAULTS } from "../../actors/recipe/index.ts"
+import { parseRungs } from "../../tasks/ladder/index.ts"
 import { MemoryBusLive, NatsBusLive, withBusMetrics } from "../../services/bus/index.ts"
 import { MetricsLive, serveMetrics } from "../../services/metrics/index.ts"
 import { natsFlagSpec, natsOptionsFrom } from "../bus-flags.ts"
@@ -9,7 +10,7 @@ import { runUp, summaryTable, type UpOptions, writeReport } from "../up/run.ts"
 
 /**
  * `t1 up`'s defaults: the recipe's (actors/recipe), with 24 RL updates instead of 40 so that the
- * whole run stays within 15 minutes on 2 cores (13 min 47 s measured).
+ * whole run stays within 15 minutes on 2 cores.
  */
 export const UP_DEFAULTS = { ...LADDER_RECIPE_DEFAULTS, rlSteps: 24 } as const
 
@@ -17,8 +18,8 @@ export const upUsage = () => `Usage: t1 up [options]
 
 Runs the whole system in this process on the embedded default and shows RL improving a policy:
 a sandbox host and a verifier, samplers with the embedded TinyMoE, the buffer and the learner,
-on an in-memory bus (or NATS with --nats). On the task ladder (synthetic file tasks of one, two
-and three commands, written for this run) it warm-starts TinyMoE on a few demonstrations (SFT),
+on an in-memory bus (or NATS with --nats). On the task ladder (synthetic file tasks written for
+this run: rung 1 has one command each, rungs 2 and 3 two and three) it warm-starts TinyMoE on a few demonstrations (SFT),
 evaluates on held-out tasks (unseen names and values) and on held-out families, runs RL updates
 (group-relative PPO), evaluates again, prints the before/after table and writes an HTML report
 with PNG charts.
@@ -28,6 +29,7 @@ Options:
   --demos N               demonstrations per train family (default ${UP_DEFAULTS.demos})
   --train-per-family N    ladder train tasks per family (default ${UP_DEFAULTS.trainPerFamily})
   --eval-per-family N     held-out tasks per family (default ${UP_DEFAULTS.evalPerFamily})
+  --rungs 1,2,3,4         ladder rungs trained and evaluated (default ${UP_DEFAULTS.rungs.join(",")})
   --sft-steps N           warm-start steps (default ${UP_DEFAULTS.sftSteps})
   --rounds N              RL updates, one batch of episodes each (default ${UP_DEFAULTS.rlSteps})
   --tasks-per-round N     training tasks per update (default ${UP_DEFAULTS.tasksPerStep})
@@ -52,6 +54,7 @@ const spec = {
   demos: { type: "string" },
   "train-per-family": { type: "string" },
   "eval-per-family": { type: "string" },
+  rungs: { type: "string" },
   "sft-steps": { type: "string" },
   rounds: { type: "string" },
   "tasks-per-round": { type: "string" },
@@ -65,15 +68,15 @@ const spec = {
   ...natsFlagSpec,
 } as const
 
-export const upCommand = (args: ReadonlyArray<string>): Effect.Effect<void, unknown> | string => {
-  const usage = upUsage()
+/** The run `args` ask for (a UsageError when they cannot be honoured); undefined for --help. */
+export const upOptions = (args: ReadonlyArray<string>, usage = upUsage()) => {
   const { values, positionals } = parseFlags(args, spec, usage)
-  if (values.help === true) return usage
+  if (values.help === true) return undefined
   if (positionals.length > 0)
     throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}`, usage)
   if ((values.train === undefined) !== (values.eval === undefined))
     throw new UsageError("--train and --eval go together", usage)
-  for (const flag of ["train-per-family", "eval-per-family"] as const)
+  for (const flag of ["train-per-family", "eval-per-family", "rungs"] as const)
     if (values.train !== undefined && values[flag] !== undefined)
       throw new UsageError(
         `--${flag} sizes the ladder; it does not apply with --train/--eval`,
@@ -98,7 +101,7 @@ export const upCommand = (args: ReadonlyArray<string>): Effect.Effect<void, unkn
     demos,
     trainPerFamily,
     demoPool: D.demoPool,
-    rungs: D.rungs,
+    rungs: rungsFlag(values.rungs, D.rungs, usage),
     evalTemperature: D.evalTemperature,
     evalPerFamily: intFlag("eval-per-family", values["eval-per-family"], D.evalPerFamily, usage, 1),
     sftSteps: intFlag("sft-steps", values["sft-steps"], D.sftSteps, usage, 1),
@@ -119,6 +122,27 @@ export const upCommand = (args: ReadonlyArray<string>): Effect.Effect<void, unkn
       : {}),
   }
   const metricsPort = intFlag("metrics-port", values["metrics-port"], 0, usage, 0)
+  return { options, metricsPort, values }
+}
+
+const rungsFlag = (
+  raw: string | undefined,
+  fallback: UpOptions["rungs"],
+  usage: string,
+): UpOptions["rungs"] => {
+  if (raw === undefined) return fallback
+  try {
+    return parseRungs(raw)
+  } catch (e) {
+    throw new UsageError(e instanceof Error ? e.message : String(e), usage)
+  }
+}
+
+export const upCommand = (args: ReadonlyArray<string>): Effect.Effect<void, unknown> | string => {
+  const usage = upUsage()
+  const parsed = upOptions(args, usage)
+  if (parsed === undefined) return usage
+  const { options, metricsPort, values } = parsed
   const bus =
     values.nats !== undefined
       ? withBusMetrics(NatsBusLive(natsOptionsFrom(values, usage, "t1-up")))
