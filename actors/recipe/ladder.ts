@@ -110,9 +110,9 @@ export interface LadderRecipeOptions {
  * steps at 2e-3, then RL steps of 8 tasks × 4 samples at 3e-4 (1e-3 with a fresh optimiser
  * collapsed the train reward within 8 updates; 8 × 8, which gained +10.8 and +26.7 points on
  * two seeds, made a seed take ~30 minutes: pytest's start-up and the sandbox's processes cost
- * most of an episode). 64 train tasks per family leave 56 per family to RL, so 40 updates rarely meet a
- * task twice: with 16 the train reward climbed on tasks seen before while held-out rates did
- * not move.
+ * most of an episode). 64 train tasks per family leave 56 per family to RL, so 40 updates
+ * rarely meet a task twice: with 16 the train reward climbed on tasks seen before while
+ * held-out rates did not move.
  */
 export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   seed: 0,

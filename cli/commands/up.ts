@@ -19,10 +19,10 @@ export const upUsage = () => `Usage: t1 up [options]
 Runs the whole system in this process on the embedded default and shows RL improving a policy:
 a sandbox host and a verifier, samplers with the embedded TinyMoE, the buffer and the learner,
 on an in-memory bus (or NATS with --nats). On the task ladder (synthetic file tasks written for
-this run: rung 1 has one command each, rungs 2 and 3 two and three) it warm-starts TinyMoE on a few demonstrations (SFT),
-evaluates on held-out tasks (unseen names and values) and on held-out families, runs RL updates
-(group-relative PPO), evaluates again, prints the before/after table and writes an HTML report
-with PNG charts.
+this run: rung 1 has one command each, rungs 2-4 two, three and more) it warm-starts TinyMoE on
+a few demonstrations (SFT), evaluates on held-out tasks (unseen names and values) and on
+held-out families, runs RL updates (group-relative PPO), evaluates again, prints the
+before/after table and writes an HTML report with PNG charts.
 
 Options:
   --seed N                ladder, initialisation and sampling seed (default ${UP_DEFAULTS.seed})
