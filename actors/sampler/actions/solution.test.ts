@@ -22,7 +22,14 @@ afterAll(() => rmSync(root, { recursive: true, force: true }))
 
 const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", LANG: "C.UTF-8", HOME: tmpdir() }
 
-/** Every file under `dir` with its content, sorted. */
+const tarred = (file: string, flag: string) =>
+  execFileSync("tar", [flag, file], { encoding: "utf8" })
+
+/**
+ * Every file under `dir` with its content, sorted; a tar archive by its member list and its
+ * members' contents (its bytes hold the members' mtimes, which differ whenever the two runs
+ * straddle a second).
+ */
 const tree = (dir: string): Array<string> => {
   const out: Array<string> = []
   const walk = (d: string) => {
@@ -31,7 +38,9 @@ const tree = (dir: string): Array<string> => {
       if (statSync(p).isDirectory()) {
         out.push(`${relative(dir, p)}/`)
         walk(p)
-      } else out.push(`${relative(dir, p)}: ${readFileSync(p, "utf8")}`)
+      } else if (name.endsWith(".tar"))
+        out.push(`${relative(dir, p)}: ${tarred(p, "-tf")}${tarred(p, "-xOf")}`)
+      else out.push(`${relative(dir, p)}: ${readFileSync(p, "utf8")}`)
     }
   }
   walk(dir)
