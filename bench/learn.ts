@@ -66,7 +66,12 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --rl-steps N           RL updates (default ${D.rlSteps})
   --tasks-per-step N     tasks per RL update (default ${D.tasksPerStep})
   --samples N            episodes per task in an RL update: the group (default ${D.samples})
+  --waves N              dynamic sampling: an update admits further waves of fresh tasks until
+                         --tasks-per-step of its groups have a varying reward, at most N
+                         waves (default ${D.waves}; 1: off)
   --eval-samples N       episodes per held-out task (default ${D.evalSamples})
+  --rl-temperature X     sampling temperature of RL episodes, trained at the same temperature
+                         (default ${D.rlTemperature})
   --eval-temperature X   sampling temperature of the evaluations (default ${D.evalTemperature}; 0 is
                          greedy; RL samples at 1)
   --ppo-epochs N         passes over each RL batch (default ${EMBEDDED_RL_CONFIG.ppoEpochs})
@@ -404,7 +409,9 @@ const main = Effect.gen(function* () {
       "rl-steps": { type: "string" },
       "tasks-per-step": { type: "string" },
       samples: { type: "string" },
+      waves: { type: "string" },
       "eval-samples": { type: "string" },
+      "rl-temperature": { type: "string" },
       "eval-temperature": { type: "string" },
       lr: { type: "string" },
       turns: { type: "string" },
@@ -461,8 +468,10 @@ const main = Effect.gen(function* () {
     rlSteps: num("rl-steps", D.rlSteps, 1),
     tasksPerStep: num("tasks-per-step", D.tasksPerStep, 1),
     samples: num("samples", D.samples, 2),
+    waves: num("waves", D.waves, 1),
     evalSamples: num("eval-samples", D.evalSamples, 1),
     evalTemperature: num("eval-temperature", D.evalTemperature, 0, false),
+    rlTemperature: num("rl-temperature", D.rlTemperature, 0.1, false),
     lr: num("lr", D.lr, 0, false),
     turns: num("turns", D.turns, 1),
     concurrency: num("concurrency", D.concurrency, 1),

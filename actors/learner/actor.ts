@@ -35,6 +35,12 @@ export interface LearnerOptions {
   readonly initialVersion?: bigint
   /** Trajectories per update. */
   readonly batchSize: number
+  /**
+   * Sizes each update's batch (trajectories) just before it is taken, in place of `batchSize`:
+   * for a driver that admits a varying number of episodes per update (the recipe's dynamic
+   * sampling). Asked once per update, however many takes the update needs.
+   */
+  readonly nextBatchSize?: Effect.Effect<number>
   readonly maxBatchTokens?: number
   /** η: trajectories admitted more than this many versions ago are dropped by the buffer. */
   readonly maxStaleness: number
@@ -178,10 +184,14 @@ export const runLearner = (
     const publishEvery = Math.max(1, options.config.publishEverySteps)
     // Episodes trained on since this process resumed (what a restart rolls back is trained again).
     const trainedOn = new Set<string>()
+    // The size of the update being gathered: kept across takes that come back empty.
+    let size: number | undefined
     while (options.maxSteps === undefined || trainer.step < options.maxSteps) {
+      if (size === undefined)
+        size = options.nextBatchSize ? yield* options.nextBatchSize : options.batchSize
       const batch = yield* takeBatch(bus, options.subjects, {
         jobId: options.jobId,
-        maxTrajectories: options.batchSize,
+        maxTrajectories: size,
         maxTokens: options.maxBatchTokens ?? 0,
         policyVersion: version,
         maxStaleness: options.maxStaleness,
@@ -240,6 +250,7 @@ export const runLearner = (
             )
           : trainer.ppoStep(sequences)
       for (const { t } of fresh) trainedOn.add(t.episodeId)
+      size = undefined
       version += 1n
       lastBatchId = batch.batchId
       m.steps.inc({ phase: metrics.phase })

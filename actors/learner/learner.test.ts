@@ -295,6 +295,39 @@ describe("learner actor: warm start, publication, filters and weights (in-memory
     expect(reports[1]?.episodeIds).toHaveLength(4)
   }, 60_000)
 
+  it("sizes each update by nextBatchSize when given, asked once per update", async () => {
+    const subjects = subjectsFor("learnersize")
+    const job = "job-size"
+    const initial = TinyMoe.create({ config, seed: 4 })
+    const reports: StepReport[] = []
+    const sizes = [3, 6, 2]
+    let asked = 0
+    await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const bus = yield* Bus
+          yield* ensureSamplerStreams(bus, subjects)
+          yield* Effect.forkScoped(runBuffer({ subjects, jobId: job }))
+          yield* publishEpisodes(bus, subjects, job, initial, 0, 11, 0n)
+          return yield* runLearner({
+            subjects,
+            jobId: job,
+            config: { ...DEFAULT_LEARNER_CONFIG, criticWarmupSteps: 0 },
+            initial,
+            batchSize: 4,
+            nextBatchSize: Effect.sync(() => sizes[asked++] ?? 0),
+            maxStaleness: 4,
+            maxSteps: 3,
+            batchWaitMs: 5_000,
+            onStep: (r) => Effect.sync(() => void reports.push(r)),
+          })
+        }),
+      ).pipe(Effect.provide(layers)),
+    )
+    expect(reports.map((r) => r.sequences)).toEqual([3, 6, 2])
+    expect(asked).toBe(3)
+  }, 60_000)
+
   it("multiplies the policy loss of stale trajectories by the buffer's weight", async () => {
     const subjects = subjectsFor("learnerstale")
     const job = "job-stale"

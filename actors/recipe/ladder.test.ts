@@ -4,8 +4,11 @@ import { TinyMoe } from "../../model/index.ts"
 import type { Trajectory } from "../../proto/index.ts"
 import { MemoryBusLive } from "../../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
-import { EMBEDDED_MODEL_CONFIG } from "../learner/embedded.ts"
-import { LADDER_RECIPE_DEFAULTS, openLadderRecipe } from "./ladder.ts"
+import { trainingSequence } from "../learner/decode.ts"
+import { EMBEDDED_MODEL_CONFIG, EMBEDDED_RL_CONFIG } from "../learner/embedded.ts"
+import { temperedLogprobs } from "../learner/ppo/loss.ts"
+import { Trainer } from "../learner/trainer.ts"
+import { informativeGroups, LADDER_RECIPE_DEFAULTS, openLadderRecipe } from "./ladder.ts"
 
 /** Per task, whether its evaluation samples wrote the same token ids. */
 const samplesAgree = (trajectories: ReadonlyArray<Trajectory>): boolean[] => {
@@ -60,4 +63,107 @@ describe("ladder recipe evaluation", () => {
     expect(sampled).toHaveLength(6)
     expect(samplesAgree(sampled)).toEqual([false, false, false])
   }, 120_000)
+})
+
+const layers = () =>
+  Layer.mergeAll(MemoryBusLive(), Layer.succeed(Metrics, makeMetrics({ defaultMetrics: false })))
+
+describe("ladder recipe RL: dynamic sampling", () => {
+  it("counts the groups whose verified rewards differ", () => {
+    const t = (groupId: string, reward: number, infraFailed = false) =>
+      ({ end: { groupId, reward, infraFailed, unverifiable: false } }) as unknown as Trajectory
+    expect(
+      informativeGroups([
+        t("a", 0),
+        t("a", 1),
+        t("b", 0),
+        t("b", 0),
+        t("c", 1),
+        t("c", 0, true),
+        t("d", 0.5),
+        t("d", 0.25),
+      ]),
+    ).toBe(2)
+  })
+
+  /** One RL update of 2 tasks × 2 samples from an untrained policy (which resolves nothing). */
+  const run = (waves: number, rlTemperature = 1) =>
+    Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const recipe = yield* openLadderRecipe({
+            ...LADDER_RECIPE_DEFAULTS,
+            rungs: [1],
+            trainPerFamily: 2,
+            demos: 1,
+            evalPerFamily: 1,
+            rlSteps: 1,
+            tasksPerStep: 2,
+            samples: 2,
+            waves,
+            rlTemperature,
+            turns: 1,
+            concurrency: 4,
+            driver: "local",
+          })
+          const model = TinyMoe.create({
+            config: { ...EMBEDDED_MODEL_CONFIG, vocabSize: recipe.tokenizer.vocabSize },
+            seed: 3,
+          })
+          const policy = yield* recipe.startSamplers(model)
+          const reports: number[] = []
+          const episodes: Trajectory[] = []
+          const rl = yield* recipe.reinforce(
+            {
+              model,
+              trainer: new Trainer(model, EMBEDDED_RL_CONFIG),
+              config: EMBEDDED_RL_CONFIG,
+              sequences: [],
+              losses: [],
+              skipped: [],
+            },
+            policy,
+            {
+              onStep: (_, __, report) => void reports.push(report.sequences),
+              onEpisode: (_, t) => void episodes.push(t),
+            },
+          )
+          return { episodes: rl.episodes, trained: reports, sampled: episodes, model }
+        }),
+      ).pipe(Effect.provide(layers())),
+    )
+
+  it("admits further waves until enough groups vary, and trains on every episode of the step", async () => {
+    // No group varies, so every wave allowed is admitted.
+    // One wave: 2 tasks × 2 samples. Three: the first, then two more of the same size (the
+    // share of informative groups is at its floor of one in four).
+    expect(await run(1)).toMatchObject({ episodes: 4, trained: [4] })
+    expect(await run(3)).toMatchObject({ episodes: 12, trained: [12] })
+  }, 180_000)
+
+  it("samples RL episodes at rlTemperature", async () => {
+    const { sampled, model } = await run(1, 1.5)
+    // The behaviour log-probs of the sampled tokens are the model's at 1.5, not at 1.
+    const gap = (temperature: number) => {
+      let worst = 0
+      for (const t of sampled) {
+        const s = trainingSequence(t, 0n)
+        if (s === undefined) continue
+        const scored = model.score(s.ids.subarray(0, s.ids.length - 1), { tape: false })
+        const lp = temperedLogprobs(
+          scored.logits,
+          model.config.vocabSize,
+          s.ids.subarray(1),
+          temperature,
+        )
+        for (let r = 0; r < lp.length; r++)
+          if (s.lossMask[r + 1] === 1)
+            worst = Math.max(worst, Math.abs((lp[r] as number) - (s.logprobs[r + 1] as number)))
+      }
+      return worst
+    }
+    expect(sampled.length).toBe(4)
+    expect(gap(1.5)).toBeLessThan(1e-3)
+    expect(gap(1)).toBeGreaterThan(0.05)
+  }, 180_000)
 })

@@ -72,6 +72,14 @@ export interface LadderRecipeOptions {
   readonly tasksPerStep: number
   /** Episodes per task in an RL update: the group of the group-relative baseline. */
   readonly samples: number
+  /**
+   * Dynamic sampling (DAPO): an update admits further waves of fresh tasks, at the same policy
+   * version, until `tasksPerStep` of its groups have a reward that varies (a group whose
+   * episodes all score the same teaches a group baseline nothing), at most this many waves in
+   * all (1: one wave, whatever it holds). Each further wave is sized by the run's share of
+   * informative groups so far; the update trains on every episode of the step.
+   */
+  readonly waves: number
   /** Episodes per held-out task in an evaluation. */
   readonly evalSamples: number
   /**
@@ -79,6 +87,11 @@ export interface LadderRecipeOptions {
    * trains; 0 is greedy, what the policy would do at its most likely.
    */
   readonly evalTemperature: number
+  /**
+   * Sampling temperature of RL episodes; the learner trains the log-probs at the same
+   * temperature (above 1: more of a group's samples differ, so fewer groups teach nothing).
+   */
+  readonly rlTemperature: number
   readonly lr: number
   readonly turns: number
   readonly concurrency: number
@@ -127,8 +140,10 @@ export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   rlSteps: 40,
   tasksPerStep: 8,
   samples: 4,
+  waves: 1,
   evalSamples: 2,
   evalTemperature: 1,
+  rlTemperature: 1,
   lr: 3e-4,
   turns: 5,
   concurrency: 6,
@@ -199,6 +214,24 @@ export const scoreTrajectories = (
     reward += end.testsTotal > 0 ? end.testsPassed / end.testsTotal : 0
   }
   return { episodes, resolved, reward: episodes === 0 ? 0 : reward / episodes, rungs, tasks }
+}
+
+/**
+ * Groups of `trajectories` whose verified rewards differ (the learner's zero-variance filter keeps
+ * exactly these; infra failures and unverifiable episodes carry no reward and are left out).
+ */
+export const informativeGroups = (trajectories: ReadonlyArray<Trajectory>): number => {
+  const rewards = new Map<string, Set<number>>()
+  for (const t of trajectories) {
+    const end = t.end
+    if (end === undefined || end.infraFailed || end.unverifiable) continue
+    const seen = rewards.get(end.groupId) ?? new Set<number>()
+    rewards.set(end.groupId, seen)
+    seen.add(end.reward)
+  }
+  let n = 0
+  for (const r of rewards.values()) if (r.size > 1) n++
+  return n
 }
 
 /** A copy of the model's weights in f32 on the same kernels, for a trainer or policy of its own. */
@@ -459,10 +492,13 @@ export const openLadderRecipe = (
           ...EMBEDDED_RL_CONFIG,
           lr: o.lr,
           criticLr: o.lr,
+          temperature: o.rlTemperature,
           ...o.learner,
         }
         yield* Effect.forkScoped(runBuffer({ subjects, jobId: job, groupSize: o.samples }))
         const reports = yield* Queue.unbounded<StepReport>()
+        // Each update trains on every episode its waves admitted: the learner asks for the size.
+        const sizes = yield* Queue.unbounded<number>()
         const learner = yield* Effect.forkScoped(
           runLearner({
             subjects,
@@ -472,7 +508,8 @@ export const openLadderRecipe = (
             ...(o.continueOptimizer ? { initialOptimizer: warm.trainer.optimizer.state() } : {}),
             batchWaitMs: 30 * 60_000,
             batchSize: o.tasksPerStep * o.samples,
-            // Each step admits exactly one batch: the buffer serves it whole and the trainer drops
+            nextBatchSize: Queue.take(sizes),
+            // Each step's episodes make one batch: the buffer serves it whole and the trainer drops
             // zero-variance groups itself (a buffer-side drop would leave the batch short for ever).
             dropZeroVarianceGroups: false,
             maxStaleness: 1,
@@ -484,31 +521,53 @@ export const openLadderRecipe = (
         const rng = new Rng(seed * 7919 + 3)
         const curve: Array<{ score: RecipeScore; report: StepReport }> = []
         let episodes = 0
+        // The run's informative groups and groups so far (a prior of one in two): the share
+        // that sizes a further wave.
+        let informative = 1
+        let groups = 2
         for (let step = 0; step < o.rlSteps; step++) {
-          // Distinct tasks (episode ids name the task): a partial Fisher–Yates draw.
+          const ts: Trajectory[] = []
+          // Distinct tasks within the step (episode ids name the task): a partial Fisher–Yates
+          // draw over the pool, continued by each wave.
           const order = [...pool]
-          const picked: TaskMessage[] = []
-          for (let i = 0; i < Math.min(o.tasksPerStep, order.length); i++) {
-            const j = i + Math.floor(rng.next() * (order.length - i))
-            ;[order[i], order[j]] = [order[j] as TaskMessage, order[i] as TaskMessage]
-            picked.push(order[i] as TaskMessage)
+          let drawn = 0
+          let useful = 0
+          for (let wave = 0; wave < Math.max(1, o.waves) && useful < o.tasksPerStep; wave++) {
+            const share = Math.max(0.25, informative / groups)
+            const want =
+              wave === 0
+                ? o.tasksPerStep
+                : Math.min(o.tasksPerStep, Math.ceil((o.tasksPerStep - useful) / share))
+            const picked: TaskMessage[] = []
+            for (; picked.length < want && drawn < order.length; drawn++) {
+              const j = drawn + Math.floor(rng.next() * (order.length - drawn))
+              ;[order[drawn], order[j]] = [order[j] as TaskMessage, order[drawn] as TaskMessage]
+              picked.push(order[drawn] as TaskMessage)
+            }
+            if (picked.length === 0) break
+            const wavesOf = yield* runEpisodeBatch(
+              bus,
+              subjects,
+              {
+                job,
+                tag: `r${step}`,
+                groups: picked.map((task) => ({ task, samples: o.samples })),
+                purpose: EpisodePurpose.TRAIN,
+                policyVersion: BigInt(step),
+                sampling: { ...SAMPLING, temperature: o.rlTemperature },
+                limits: recipeLimits(o.turns),
+                seedBase: seed * 1_000_000 + step * 1000 + (drawn - picked.length) * o.samples,
+              },
+              (t) => hooks.onEpisode?.(step, t),
+            )
+            const found = informativeGroups(wavesOf)
+            useful += found
+            informative += found
+            groups += picked.length
+            ts.push(...wavesOf)
           }
-          const ts = yield* runEpisodeBatch(
-            bus,
-            subjects,
-            {
-              job,
-              tag: `r${step}`,
-              groups: picked.map((task) => ({ task, samples: o.samples })),
-              purpose: EpisodePurpose.TRAIN,
-              policyVersion: BigInt(step),
-              sampling: SAMPLING,
-              limits: recipeLimits(o.turns),
-              seedBase: seed * 1_000_000 + step * 1000,
-            },
-            (t) => hooks.onEpisode?.(step, t),
-          )
           episodes += ts.length
+          yield* Queue.offer(sizes, ts.length)
           const report = yield* Queue.take(reports)
           const score = scoreTrajectories(ts, rungOf)
           curve.push({ score, report })

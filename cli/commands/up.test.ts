@@ -34,11 +34,17 @@ describe("t1 up", () => {
       /--demos \(8\) must be below --train-per-family \(8\)/,
     )
     expect(() => upCommand(["--samples", "1"])).toThrow(/--samples must be an integer >= 2/)
+    expect(() => upCommand(["--waves", "0"])).toThrow(/--waves must be an integer >= 1/)
     expect(() => upCommand(["--rounds", "0"])).toThrow(UsageError)
     expect(() => upCommand(["extra"])).toThrow(/unexpected argument "extra"/)
     expect(() => upCommand(["--train", "a", "--eval", "b", "--train-per-family", "10"])).toThrow(
       /--train-per-family sizes the ladder; it does not apply with --train\/--eval/,
     )
+  })
+
+  it("passes --waves to the recipe's dynamic sampling", () => {
+    expect(upOptions([])?.options.waves).toBe(UP_DEFAULTS.waves)
+    expect(upOptions(["--waves", "3"])?.options.waves).toBe(3)
   })
 
   it("trains and evaluates the rungs --rungs names (rung 1 by default)", () => {

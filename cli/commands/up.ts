@@ -34,6 +34,9 @@ Options:
   --rounds N              RL updates, one batch of episodes each (default ${UP_DEFAULTS.rlSteps})
   --tasks-per-round N     training tasks per update (default ${UP_DEFAULTS.tasksPerStep})
   --samples N             rollouts per task: the group (default ${UP_DEFAULTS.samples})
+  --waves N               dynamic sampling: an update admits further waves of fresh tasks until
+                          --tasks-per-round of its groups have a varying reward, at most N
+                          waves (default ${UP_DEFAULTS.waves}; 1: off)
   --eval-samples N        rollouts per held-out task (default ${UP_DEFAULTS.evalSamples})
   --turns N               agent turns per episode (default ${UP_DEFAULTS.turns})
   --concurrency N         episodes at once (default ${UP_DEFAULTS.concurrency})
@@ -59,6 +62,7 @@ const spec = {
   rounds: { type: "string" },
   "tasks-per-round": { type: "string" },
   samples: { type: "string" },
+  waves: { type: "string" },
   "eval-samples": { type: "string" },
   turns: { type: "string" },
   concurrency: { type: "string" },
@@ -103,6 +107,7 @@ export const upOptions = (args: ReadonlyArray<string>, usage = upUsage()) => {
     demoPool: D.demoPool,
     rungs: rungsFlag(values.rungs, D.rungs, usage),
     evalTemperature: D.evalTemperature,
+    rlTemperature: D.rlTemperature,
     evalPerFamily: intFlag("eval-per-family", values["eval-per-family"], D.evalPerFamily, usage, 1),
     sftSteps: intFlag("sft-steps", values["sft-steps"], D.sftSteps, usage, 1),
     sftBatch: D.sftBatch,
@@ -110,6 +115,7 @@ export const upOptions = (args: ReadonlyArray<string>, usage = upUsage()) => {
     rlSteps: intFlag("rounds", values.rounds, D.rlSteps, usage, 1),
     tasksPerStep: intFlag("tasks-per-round", values["tasks-per-round"], D.tasksPerStep, usage, 1),
     samples: intFlag("samples", values.samples, D.samples, usage, 2),
+    waves: intFlag("waves", values.waves, D.waves, usage, 1),
     evalSamples: intFlag("eval-samples", values["eval-samples"], D.evalSamples, usage, 1),
     lr: D.lr,
     continueOptimizer: D.continueOptimizer,
