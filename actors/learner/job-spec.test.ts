@@ -1,4 +1,4 @@
-import { create } from "@bufbuild/protobuf"
+import { create, fromJson } from "@bufbuild/protobuf"
 import { describe, expect, it } from "vitest"
 import { AdvantageMode, JobKind, JobSpecSchema, LrSchedule, TrainPhase } from "../../proto/index.ts"
 import { jobLearnerPlan, learnerStepBudget, trainStepReport } from "./job-spec.ts"
@@ -56,6 +56,20 @@ describe("jobLearnerPlan", () => {
       criticWarmupSteps: 2,
     })
     expect(plan).toMatchObject({ batchSize: 8, maxStaleness: 1, maxSteps: 7, groupSize: 4 })
+  })
+
+  it("tis_threshold: unset keeps the default cap, 0 turns truncated importance sampling off", () => {
+    const tis = (learner: { tisThreshold?: number }) =>
+      jobLearnerPlan(create(JobSpecSchema, { kind: JobKind.TRAIN, learner })).config.tisThreshold
+    expect(tis({})).toBe(DEFAULT_LEARNER_CONFIG.tisThreshold)
+    expect(tis({ tisThreshold: 0 })).toBeUndefined()
+    expect(tis({ tisThreshold: 4 })).toBe(4)
+    // From a job file's JSON form, as `t1 submit` reads it.
+    const fromFile = fromJson(JobSpecSchema, {
+      kind: "JOB_KIND_TRAIN",
+      learner: { tisThreshold: 0 },
+    })
+    expect(jobLearnerPlan(fromFile).config.tisThreshold).toBeUndefined()
   })
 
   it("takes every PPO, advantage, schedule and warm-start field", () => {

@@ -66,7 +66,7 @@ export const jobLearnerPlan = (spec: JobSpec): JobLearnerPlan => {
   const l = spec.learner
   const d = DEFAULT_LEARNER_CONFIG
   const clip = l?.clipEps ?? 0
-  const tis = l?.tisThreshold ?? 0
+  const tis = l?.tisThreshold
   const lr = or(l?.lr, d.lr)
   const ppoSteps = l?.ppoSteps ?? 0
   const config: LearnerConfig = {
@@ -82,7 +82,8 @@ export const jobLearnerPlan = (spec: JobSpec): JobLearnerPlan => {
     valueClip: or(l?.valueClipEps, d.valueClip ?? 0) || undefined,
     entropyCoef: or(l?.entropyCoef, d.entropyCoef),
     maxGradNorm: or(l?.maxGradNorm, d.maxGradNorm),
-    tisThreshold: tis > 0 ? tis : d.tisThreshold,
+    // Unset: the default; 0: no truncated importance sampling.
+    tisThreshold: tis === undefined ? d.tisThreshold : tis > 0 ? tis : undefined,
     // The samplers' temperature: log-probs are compared and trained at it (0, greedy, is 1 here).
     temperature: or(spec.sampling?.temperature, 1),
     replayRouting: l?.r3 ?? true,

@@ -38,6 +38,15 @@ describe("validateJobSpec: learner settings", () => {
     ).toEqual([])
   })
 
+  it("tis_threshold: unset or 0 (off) or at least 1", () => {
+    expect(problems({})).toEqual([])
+    expect(problems({ tisThreshold: 0 })).toEqual([])
+    expect(problems({ tisThreshold: 1.5 })).toEqual([])
+    expect(problems({ tisThreshold: 0.5 })).toEqual([
+      "spec.learner.tis_threshold: must be 0 (disabled) or >= 1, got 0.5",
+    ])
+  })
+
   it("refuses center_advantages where no whitening happens", () => {
     expect(problems({ normalizeAdvantages: false, centerAdvantages: false })).toEqual([
       "spec.learner.center_advantages: only applies when the advantages are whitened: leave it unset or set normalize_advantages",

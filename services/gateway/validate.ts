@@ -114,7 +114,11 @@ const validateLearner = (c: Collector, l: LearnerConfig, samplesPerTask: number)
   c.closed(`${p}.critic_lambda`, l.criticLambda, 0, 1)
   c.openOrDefault(`${p}.lr`, l.lr, 0, 1)
   c.openOrDefault(`${p}.critic_lr`, l.criticLr, 0, 1)
-  if (c.finite(`${p}.tis_threshold`, l.tisThreshold) && l.tisThreshold !== 0) {
+  if (
+    l.tisThreshold !== undefined &&
+    c.finite(`${p}.tis_threshold`, l.tisThreshold) &&
+    l.tisThreshold !== 0
+  ) {
     if (l.tisThreshold < 1) {
       c.add(`${p}.tis_threshold`, `must be 0 (disabled) or >= 1, got ${l.tisThreshold}`)
     }
