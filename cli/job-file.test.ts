@@ -63,7 +63,6 @@ learner:
   ppo_steps: 10
 labels: { team: research, "a.b/c": "1" }
 max_episode_attempts: 3
-eval_task_set: held-out
 seed: 18446744073709551615
 `,
       "job.yml",
@@ -87,7 +86,6 @@ seed: 18446744073709551615
       learner: { lr: 1e-5, clipEps: 0.2, r3: true, ppoSteps: 10 },
       labels: { team: "research", "a.b/c": "1" },
       maxEpisodeAttempts: 3,
-      evalTaskSet: "held-out",
       seed: 18446744073709551615n,
     })
   })
@@ -202,6 +200,12 @@ seed: 18446744073709551615
     ["task_set", "kind: eval\ntask_set: a b\n", "must not contain whitespace", 2],
     ['labels["bad key"]', `${BASE}labels: { "bad key": x }\n`, "key must match", 3],
     [
+      "eval_task_set",
+      `${BASE}eval_task_set: tasks/bundled/eval\n`,
+      "periodic evaluation during training is not run",
+      3,
+    ],
+    [
       "limits.command_timeout_ms",
       `${BASE}limits: { wall_clock_sec: 10s, command_timeout_ms: 1m }\n`,
       "must be <= spec.limits.wall_clock_sec × 1000 (10000), got 60000",
@@ -313,11 +317,11 @@ learner: { r3: maybe }
 
   it("resolves YAML anchors", () => {
     const { spec, problems: found } = parseJobFile(
-      "kind: eval\ntask_set: &dir tasks/bundled/eval\neval_task_set: *dir\n",
+      "kind: eval\ntask_set: &dir tasks/bundled/eval\nname: *dir\n",
       "job.yaml",
     )
     expect(found).toEqual([])
-    expect(spec.evalTaskSet).toBe("tasks/bundled/eval")
+    expect(spec.name).toBe("tasks/bundled/eval")
   })
 
   it("prints a normalised spec that reads back as the same spec", () => {

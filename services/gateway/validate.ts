@@ -232,7 +232,12 @@ export const validateJobSpec = (spec: JobSpec | undefined): Violation[] => {
     }
   }
   c.atMost("spec.max_episode_attempts", spec.maxEpisodeAttempts, MAX_EPISODE_ATTEMPTS)
-  c.name("spec.eval_task_set", spec.evalTaskSet, false)
+  if (spec.evalTaskSet !== "") {
+    c.add(
+      "spec.eval_task_set",
+      `periodic evaluation during training is not run by the learner or the coordinator: leave it empty and submit a JOB_KIND_EVAL job on that task set with policy_ref set to a published version, got ${JSON.stringify(spec.evalTaskSet)}`,
+    )
+  }
   if (c.violations.length === 0) {
     const bytes = toBinary(JobSpecSchema, spec).byteLength
     if (bytes > MAX_SPEC_BYTES) {

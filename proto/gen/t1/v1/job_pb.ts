@@ -353,7 +353,8 @@ export type JobSpec = Message<"t1.v1.JobSpec"> & {
   maxEpisodeAttempts: number;
 
   /**
-   * Task set used for periodic evaluation during training; empty means `task_set` (eval split).
+   * Reserved for periodic evaluation during training, which nothing runs: must be empty (the
+   * gateway refuses it). Evaluate a published version with a JOB_KIND_EVAL job instead.
    *
    * @generated from field: string eval_task_set = 14;
    */
