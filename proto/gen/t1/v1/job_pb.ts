@@ -339,7 +339,8 @@ export type JobSpec = Message<"t1.v1.JobSpec"> & {
   maxConcurrentEpisodes: number;
 
   /**
-   * Free-form labels, copied to sandboxes and metrics.
+   * Free-form labels for the submitter's own bookkeeping: stored with the job and returned in
+   * its JobStatus (GetJob, ListJobs, WatchJob); t1 does not otherwise interpret them.
    *
    * @generated from field: map<string, string> labels = 12;
    */
@@ -361,7 +362,8 @@ export type JobSpec = Message<"t1.v1.JobSpec"> & {
   evalTaskSet: string;
 
   /**
-   * Seed for task order and sampling; 0 means random.
+   * Seed for the order in which a train job draws its tasks each round and for the learner's
+   * minibatch shuffles; 0 means random. Sampling draws follow sampling.seed.
    *
    * @generated from field: uint64 seed = 15;
    */
