@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest"
 import { generateBatch, Rng, Sequence, TinyMoe } from "../../model/index.ts"
 import type { TrainingSequence } from "./decode.ts"
+import { temperedLogprobs } from "./ppo/loss.ts"
 import { centersAdvantages, DEFAULT_LEARNER_CONFIG, Trainer } from "./trainer.ts"
 
 const config = {
@@ -270,6 +271,54 @@ describe("PPO update", () => {
     expect(actorOnly).not.toContain("valueHead")
     expect(actorOnly).not.toContain("valueBias")
     expect(actorOnly).toContain("layers.0.wq")
+  })
+
+  it("r3 on: the learner's forward replays the recorded routing; off: it routes itself", () => {
+    const model = TinyMoe.create({ config, seed: 4 })
+    const [sampled] = rollouts(model, new Rng(3), 1)
+    if (sampled?.routing === undefined) throw new Error("no routing recorded")
+    // A recorded routing the learner would not choose: each row's other two experts of four.
+    const forged = Uint8Array.from(sampled.routing)
+    for (let r = 0; r < forged.length; r += 2) {
+      const others = [0, 1, 2, 3].filter((e) => e !== forged[r] && e !== forged[r + 1])
+      forged[r] = others[0] as number
+      forged[r + 1] = others[1] as number
+    }
+    const seq = { ...sampled, routing: forged }
+    const ids = seq.ids.subarray(0, seq.ids.length - 1)
+    const logprobs = (replay?: Uint8Array) =>
+      Array.from(
+        temperedLogprobs(
+          model.score(ids, { tape: false, ...(replay ? { replay } : {}) }).logits,
+          config.vocabSize,
+          seq.ids.subarray(1),
+        ),
+      )
+    const on = Array.from(new Trainer(model, { ...ppoConfig, replayRouting: true }).score(seq))
+    const off = Array.from(new Trainer(model, { ...ppoConfig, replayRouting: false }).score(seq))
+    expect(on).toEqual(logprobs(forged))
+    expect(off).toEqual(logprobs())
+    expect(on).not.toEqual(off)
+  })
+
+  it("clips the gradient to max_grad_norm before the optimiser step (0: no clipping)", () => {
+    const batch = rollouts(TinyMoe.create({ config, seed: 4 }), new Rng(6), 8)
+    /** The largest change of any query-projection weight after one update. */
+    const moved = (maxGradNorm: number) => {
+      const model = TinyMoe.create({ config, seed: 4 })
+      const before = Float64Array.from(
+        model.entries().find((e) => e.name === "layers.0.wq")?.data ?? [],
+      )
+      new Trainer(model, { ...ppoConfig, maxGradNorm, ppoEpochs: 1, minibatches: 1 }).ppoStep(batch)
+      const after = model.entries().find((e) => e.name === "layers.0.wq")?.data ?? []
+      return before.reduce((m, v, i) => Math.max(m, Math.abs((after[i] as number) - v)), 0)
+    }
+    // AdamW divides by the gradient's own scale, so a clip only shows where the clipped gradient
+    // falls under its ε: clipped to 1e-12, the step is a small fraction of the unclipped one.
+    const free = moved(0)
+    expect(free).toBeGreaterThan(0)
+    expect(moved(1e-12)).toBeLessThan(free * 0.05)
+    expect(moved(1e6)).toBe(free)
   })
 
   it("group mode trains the critic as a probe: its value loss never moves the policy's trunk", () => {

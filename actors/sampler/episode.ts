@@ -138,6 +138,8 @@ const capTokens = (
 ): { ids: Uint32Array; cut: boolean } => {
   if (ids.length <= max) return { ids, cut: false }
   const marker = template.content(`\n[... ${ids.length - max} tokens omitted ...]\n`)
+  // A cap shorter than the marker: the head alone, so the cap still holds.
+  if (marker.length >= max) return { ids: ids.slice(0, max), cut: true }
   const keep = Math.max(0, max - marker.length)
   const head = Math.ceil(keep / 2)
   const tail = keep - head

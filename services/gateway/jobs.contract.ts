@@ -54,6 +54,24 @@ export const jobStoreContract = (name: string, layer: () => Layer.Layer<Bus, Bus
         }),
       ))
 
+    it("keeps the spec's labels with the job: get and list return them", () =>
+      run((store) =>
+        Effect.gen(function* () {
+          const labelled = create(JobSpecSchema, {
+            ...spec("labelled"),
+            labels: { team: "research", "run.id": "42" },
+          })
+          const { status } = yield* store.create(labelled)
+          const got = yield* store.get(status.jobId)
+          expect(got.spec?.labels).toEqual({ team: "research", "run.id": "42" })
+          const listed = yield* store.list({})
+          expect(listed.jobs.find((j) => j.jobId === status.jobId)?.spec?.labels).toEqual({
+            team: "research",
+            "run.id": "42",
+          })
+        }),
+      ))
+
     it("numbers concurrent events 1..n without gaps, in order", () =>
       run((store) =>
         Effect.gen(function* () {
