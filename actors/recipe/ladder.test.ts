@@ -21,6 +21,24 @@ const samplesAgree = (trajectories: ReadonlyArray<Trajectory>): boolean[] => {
   return [...byTask.values()].map((ids) => ids.length > 1 && ids.every((x) => x === ids[0]))
 }
 
+/** The smallest rung-1 ladder on local sandboxes: a few tasks per family, one turn each. */
+const TINY = {
+  ...LADDER_RECIPE_DEFAULTS,
+  rungs: [1],
+  trainPerFamily: 2,
+  demos: 1,
+  evalPerFamily: 1,
+  turns: 1,
+  driver: "local",
+} as const
+
+/** An untrained policy: at temperature 1 its replies vary, and it resolves nothing. */
+const untrained = (vocabSize: number) =>
+  TinyMoe.create({ config: { ...EMBEDDED_MODEL_CONFIG, vocabSize }, seed: 3 })
+
+const layers = () =>
+  Layer.mergeAll(MemoryBusLive(), Layer.succeed(Metrics, makeMetrics({ defaultMetrics: false })))
+
 describe("ladder recipe evaluation", () => {
   it("samples at evalTemperature: greedy samples of a task agree, temperature-1 samples do not", async () => {
     const run = (evalTemperature: number) =>
@@ -28,33 +46,15 @@ describe("ladder recipe evaluation", () => {
         Effect.scoped(
           Effect.gen(function* () {
             const recipe = yield* openLadderRecipe({
-              ...LADDER_RECIPE_DEFAULTS,
-              rungs: [1],
-              trainPerFamily: 2,
-              demos: 1,
-              evalPerFamily: 1,
+              ...TINY,
               evalSamples: 2,
               evalTemperature,
-              turns: 1,
               concurrency: 2,
-              driver: "local",
             })
-            // An untrained policy: at temperature 1 its replies are far from deterministic.
-            const model = TinyMoe.create({
-              config: { ...EMBEDDED_MODEL_CONFIG, vocabSize: recipe.tokenizer.vocabSize },
-              seed: 3,
-            })
-            yield* recipe.startSamplers(model)
+            yield* recipe.startSamplers(untrained(recipe.tokenizer.vocabSize))
             return yield* recipe.evaluate("t", 0n, recipe.heldIn.slice(0, 3))
           }),
-        ).pipe(
-          Effect.provide(
-            Layer.mergeAll(
-              MemoryBusLive(),
-              Layer.succeed(Metrics, makeMetrics({ defaultMetrics: false })),
-            ),
-          ),
-        ),
+        ).pipe(Effect.provide(layers())),
       )
     const greedy = await run(0)
     expect(greedy).toHaveLength(6)
@@ -64,9 +64,6 @@ describe("ladder recipe evaluation", () => {
     expect(samplesAgree(sampled)).toEqual([false, false, false])
   }, 120_000)
 })
-
-const layers = () =>
-  Layer.mergeAll(MemoryBusLive(), Layer.succeed(Metrics, makeMetrics({ defaultMetrics: false })))
 
 describe("ladder recipe RL: dynamic sampling", () => {
   it("counts the groups whose verified rewards differ", () => {
@@ -92,24 +89,15 @@ describe("ladder recipe RL: dynamic sampling", () => {
       Effect.scoped(
         Effect.gen(function* () {
           const recipe = yield* openLadderRecipe({
-            ...LADDER_RECIPE_DEFAULTS,
-            rungs: [1],
-            trainPerFamily: 2,
-            demos: 1,
-            evalPerFamily: 1,
+            ...TINY,
             rlSteps: 1,
             tasksPerStep: 2,
             samples: 2,
             waves,
             rlTemperature,
-            turns: 1,
             concurrency: 4,
-            driver: "local",
           })
-          const model = TinyMoe.create({
-            config: { ...EMBEDDED_MODEL_CONFIG, vocabSize: recipe.tokenizer.vocabSize },
-            seed: 3,
-          })
+          const model = untrained(recipe.tokenizer.vocabSize)
           const policy = yield* recipe.startSamplers(model)
           const reports: number[] = []
           const episodes: Trajectory[] = []
