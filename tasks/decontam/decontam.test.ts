@@ -105,6 +105,37 @@ describe("decontaminate", () => {
     expect(report.sharedFamilies).toEqual(["csv-aggregate"])
   })
 
+  it("does not count scaffold found in half the train families or more, and only with four or more", () => {
+    const runner =
+      "for t in tests do run the test in a subshell and write its status to the report file now done"
+    const withRunner = (t: TaskTexts): TaskTexts => ({ ...t, tests: `${t.tests}\n${runner}` })
+    const held = withRunner(texts("json-merge", 1_000_000))
+    const four = ["csv-aggregate", "text-search", "permissions-fix", "log-report"]
+    // In two of four families: scaffold, so the held-out family's overlap is what it was.
+    const trainFour = four.map((f, i) => (i < 2 ? withRunner(texts(f, 0)) : texts(f, 0)))
+    const plain = decontaminate(
+      four.map((f) => texts(f, 0)),
+      [texts("json-merge", 1_000_000)],
+    )
+    const report = decontaminate(trainFour, [held])
+    expect(report.scaffold).toBeGreaterThanOrEqual(plain.scaffold + ngrams(runner, 8).size)
+    expect(report.max).toBeCloseTo(plain.max, 6)
+    // In one of four: not scaffold, so it counts as overlap.
+    const once = decontaminate(
+      four.map((f, i) => (i < 1 ? withRunner(texts(f, 0)) : texts(f, 0))),
+      [held],
+    )
+    expect(once.scaffold).toBe(plain.scaffold)
+    expect(once.max).toBeGreaterThan(plain.max + 0.02)
+    // Three families are too few to tell scaffold from a copied template.
+    const three = decontaminate(
+      four.slice(0, 3).map((f) => withRunner(texts(f, 0))),
+      [held],
+    )
+    expect(three.scaffold).toBe(0)
+    expect(formatReport(report)).toContain("scaffold n-grams")
+  })
+
   it("passes on the bundled splits", async () => {
     const trainSet = await Effect.runPromise(readTaskSet([bundled("train")]))
     const evalSet = await Effect.runPromise(readTaskSet([bundled("eval")]))

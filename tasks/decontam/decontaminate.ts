@@ -31,6 +31,12 @@ export interface DecontamReport {
   readonly threshold: number
   readonly trainTasks: number
   readonly evalTasks: number
+  /**
+   * Word n-grams found in train tasks of at least half the train families (with four or more
+   * families): the scaffold every task carries (a test runner, shebangs, imports). They
+   * say nothing about which task an eval task copies, so no overlap counts them.
+   */
+  readonly scaffold: number
   readonly max: number
   readonly mean: number
   /** Per eval task, highest overlap first. */
@@ -69,11 +75,18 @@ export const decontaminate = (
       else postings.push(i)
     }
   })
+  const families = [...new Set(train.map((t) => t.family))]
+  const scaffold = new Set<string>()
+  if (families.length >= 4)
+    for (const [g, postings] of index) {
+      const seen = new Set(postings.map((i) => (train[i] as TaskTexts).family))
+      if (seen.size * 2 >= families.length) scaffold.add(g)
+    }
+  for (const g of scaffold) index.delete(g)
   const tasks: Array<TaskOverlap> = evalTasks.map((task) => {
-    const perField = Object.fromEntries(FIELDS.map((f) => [f, ngrams(task[f], n)])) as Record<
-      (typeof FIELDS)[number],
-      Set<string>
-    >
+    const perField = Object.fromEntries(
+      FIELDS.map((f) => [f, new Set([...ngrams(task[f], n)].filter((g) => !scaffold.has(g)))]),
+    ) as Record<(typeof FIELDS)[number], Set<string>>
     const all = new Set(FIELDS.flatMap((f) => [...perField[f]]))
     const shared = new Map<number, number>()
     let hits = 0
@@ -118,6 +131,7 @@ export const decontaminate = (
     threshold,
     trainTasks: train.length,
     evalTasks: evalTasks.length,
+    scaffold: scaffold.size,
     max,
     mean,
     tasks,
@@ -138,7 +152,7 @@ export const formatReport = (report: DecontamReport): string => {
         `${t.id.padEnd(width)}  ${pct(t.overlap)}${t.overlap > report.threshold ? "!" : " "} ${pct(t.fields.instruction)}  ${pct(t.fields.solution)}  ${pct(t.fields.tests)}  ${t.nearest === undefined ? "-" : `${t.nearest.id} (${pct(t.nearest.overlap).trim()})`}`,
     ),
     "",
-    `${report.evalTasks} eval vs ${report.trainTasks} train tasks, word ${report.n}-grams: max ${pct(report.max).trim()}, mean ${pct(report.mean).trim()}, threshold ${pct(report.threshold).trim()}`,
+    `${report.evalTasks} eval vs ${report.trainTasks} train tasks, word ${report.n}-grams: max ${pct(report.max).trim()}, mean ${pct(report.mean).trim()}, threshold ${pct(report.threshold).trim()} (${report.scaffold} scaffold n-grams, in half the train families or more, not counted)`,
     report.sharedFamilies.length === 0
       ? "families in both sets: none"
       : `families in both sets: ${report.sharedFamilies.join(", ")}`,

@@ -19,12 +19,17 @@ import {
   LADDER_FAMILIES,
   LADDER_TRAP_EXT,
   LADDER_WORDS,
+  ladderPytest,
+  ladderTask,
+  makeRng,
   namePool,
   nameWord,
   poolFileNames,
+  poolOfSeed,
   rlOnlyPair,
   synthesize,
   type TaskBindings,
+  writeTask,
 } from "../synth/index.ts"
 import {
   dockerAvailable,
@@ -109,7 +114,8 @@ describe("the ladder families", () => {
             `#!/usr/bin/env bash\nset -euo pipefail\n${commands.join("\n")}\n`,
           )
           for (const c of commands) expect(c, what).not.toContain("\n")
-          const names = [...task.tests.matchAll(/^def (test_\w+)\(\):/gm)].map((m) => m[1])
+          expect(task.testsFormat, what).toBe("script")
+          const names = [...task.tests.matchAll(/^(test_\w+)\(\) \{$/gm)].map((m) => m[1])
           expect(names.length, what).toBe(task.expectedTests)
           expect(new Set(names).size, what).toBe(names.length)
           // delete-file has one test (the file is gone); the others one per checked aspect.
@@ -286,6 +292,132 @@ describe("every ladder task, run locally", () => {
           }
         }
     })
+})
+
+/**
+ * The bash tests ladder tasks ship (tests/test.sh) against the same checks rendered as pytest:
+ * every family at every difficulty with train and eval names, on the workdirs a policy leaves
+ * (nothing done, the reference, the reference with a stray or hidden file, the first step alone)
+ * and on the reference's files perturbed in the ways the checks tell apart (no final newline,
+ * trailing spaces, an extra blank line, emptied, removed, a folder in its place). Both report
+ * the same tests passed.
+ */
+describe("ladder tests in bash agree with pytest", () => {
+  const results: Array<{ key: string; bash: TaskRun; pytest: TaskRun }> = []
+
+  beforeAll(async () => {
+    const planned: Array<{ key: string; bash: string; pytest: string; turns: string[][] }> = []
+    for (const f of LADDER_FAMILIES)
+      for (const [n, d] of DIFFICULTIES.entries()) {
+        // Train names at easy and hard, eval names at medium.
+        for (const seed of [n % 2 === 0 ? 11 : 1_000_011]) {
+          const plan = f.plan(makeRng(`t1-synth/${f.name}/${seed}/0/${d}`), d, {
+            pool: poolOfSeed(seed),
+          })
+          const task = ladderTask(plan)
+          const key = `${f.name}/${d}/${seed}`
+          const meta = {
+            id: key.replaceAll("/", "-"),
+            taskSet: "agree",
+            family: f.name,
+            difficulty: d,
+            split: "train" as const,
+            tags: [],
+          }
+          const bashDir = join(scratch, "agree", "bash", meta.id)
+          const pytestDir = join(scratch, "agree", "pytest", meta.id)
+          await Effect.runPromise(writeTask(bashDir, task, meta))
+          await Effect.runPromise(
+            writeTask(
+              pytestDir,
+              { ...task, ...ladderPytest(plan.tests, plan.guard), testsFormat: "pytest" },
+              meta,
+            ),
+          )
+          const reference = [...solutionCommands(task.solution)]
+          const [file] = (plan.bindings.files.length > 0 ? plan.bindings.files : ["x9.txt"]).slice(
+            -1,
+          )
+          const f1 = file as string
+          const perturbed = [
+            `printf '%s' "$(cat ${f1})" > t1.tmp && mv t1.tmp ${f1}`,
+            `sed -i 's/$/  /' ${f1}`,
+            `echo >> ${f1}`,
+            `: > ${f1}`,
+            `rm -rf ${f1}`,
+            `rm -rf ${f1} && mkdir ${f1}`,
+            `printf '\\n%s\\n' "$(cat ${f1})" > t1.tmp && mv t1.tmp ${f1}`,
+          ]
+          planned.push({
+            key,
+            bash: bashDir,
+            pytest: pytestDir,
+            // The reference, and four of the twelve workdirs per difficulty in turn, so each
+            // family meets every one (a bash run per test is too many forks for all twelve).
+            turns: [
+              reference,
+              [],
+              [...reference, "echo x > stray9.txt"],
+              [...reference, "touch .hidden9"],
+              reference.slice(0, 1),
+              ...perturbed.map((p) => [...reference, p]),
+            ].filter((_, v) => v === 0 || Math.floor(v / 4) === n),
+          })
+        }
+      }
+    const jobs = planned.flatMap((p) =>
+      p.turns.flatMap((turns) => [
+        { dir: p.bash, turns },
+        { dir: p.pytest, turns },
+      ]),
+    )
+    const runs = await runTasksLocally(jobs)
+    let at = 0
+    for (const p of planned)
+      for (const turns of p.turns) {
+        results.push({
+          key: `${p.key} [${turns.join(" ; ")}]`,
+          bash: runs[at] as TaskRun,
+          pytest: runs[at + 1] as TaskRun,
+        })
+        at += 2
+      }
+  }, 300_000)
+
+  it("pass and fail the same tests on every workdir", () => {
+    expect(results.length).toBe(LADDER_FAMILIES.length * (12 + DIFFICULTIES.length - 1))
+    let differing = 0
+    const sorted = (xs: ReadonlyArray<string>) => [...xs].sort()
+    for (const { key, bash, pytest } of results) {
+      expect(bash.problems, key).toBe("")
+      expect(pytest.problems, key).toBe("")
+      for (const phase of ["noop", "solved"] as const) {
+        const same =
+          JSON.stringify(sorted(bash[phase].passed)) ===
+            JSON.stringify(sorted(pytest[phase].passed)) &&
+          JSON.stringify(sorted(bash[phase].failed)) ===
+            JSON.stringify(sorted(pytest[phase].failed))
+        if (!same) differing++
+        expect({
+          key,
+          phase,
+          passed: sorted(bash[phase].passed),
+          failed: sorted(bash[phase].failed),
+        }).toEqual({
+          key,
+          phase,
+          passed: sorted(pytest[phase].passed),
+          failed: sorted(pytest[phase].failed),
+        })
+      }
+    }
+    expect(differing).toBe(0)
+    // The perturbations matter: some pass and some fail tests the reference passes.
+    const partly = results.filter(
+      (r) => r.pytest.solved.passed.length > 0 && r.pytest.solved.failed.length > 0,
+    )
+    expect(partly.length).toBeGreaterThan(LADDER_FAMILIES.length / 4)
+  })
 })
 
 describe("ladderSplits", () => {

@@ -25,6 +25,9 @@ export const NATIVE_FIELDS = [
   "expected_tests",
 ] as const
 
+/** The test script of a script-verified native task, in tests/. */
+const TEST_SCRIPT = "test.sh"
+
 /** Native tasks carry no storage setting; this is what their sandboxes get. */
 const STORAGE_MB = 10240
 
@@ -70,6 +73,9 @@ export const loadNative = (ctx: TaskContext): Effect.Effect<Task, TaskLoadError>
 
     const instruction = yield* readInstruction(ctx.shown("instruction.md"))
     yield* requireDirectory(ctx.shown("tests"), "a directory with the task's tests")
+    // tests/test.sh, when there, is the verifier (as in the Harbor layout): it writes a CTRF
+    // report or a reward file; else pytest runs the test files.
+    const script = yield* optionalFile(ctx.path("tests", TEST_SCRIPT))
     return {
       id,
       taskSet,
@@ -95,9 +101,9 @@ export const loadNative = (ctx: TaskContext): Effect.Effect<Task, TaskLoadError>
       verifier: {
         testsDir: ctx.path("tests"),
         testDir: "/tests",
-        kind: "pytest",
-        script: undefined,
-        scriptPath: undefined,
+        ...(script === undefined
+          ? { kind: "pytest" as const, script: undefined, scriptPath: undefined }
+          : { kind: "script" as const, script: TEST_SCRIPT, scriptPath: script }),
         parser: undefined,
         timeoutSec: verifierTimeoutSec,
         expectedTests,

@@ -11,9 +11,14 @@ export interface GeneratedTask {
   readonly setup: string
   /** Bash, run with cwd /app: the reference solution. */
   readonly solution: string
-  /** A pytest file (tests/test_outputs.py); each test function checks one aspect. */
+  /**
+   * The tests, each checking one aspect: a pytest file (tests/test_outputs.py) or, with
+   * `testsFormat: "script"`, a bash script writing a CTRF report (tests/test.sh).
+   */
   readonly tests: string
-  /** Number of test functions in `tests`. */
+  /** Default "pytest". */
+  readonly testsFormat?: "pytest" | "script"
+  /** Number of tests in `tests`. */
   readonly expectedTests: number
   /** Overrides the default agent timeout for the difficulty (long-horizon families). */
   readonly agentTimeoutSec?: number

@@ -8,6 +8,7 @@ export {
   LADDER_RUNG_2,
   LADDER_RUNG_3,
 } from "./families/index.ts"
+export type { LadderFamily } from "./families/ladder.ts"
 export {
   DIFFICULTIES,
   type Difficulty,
@@ -17,6 +18,13 @@ export {
   type TaskBindings,
   type TaskFamily,
 } from "./family.ts"
+export {
+  type Check,
+  type LadderGuard,
+  type LadderTest,
+  ladderBash,
+  ladderPytest,
+} from "./ladder-checks.ts"
 export {
   CONTENT_WORDS,
   evalPair,
@@ -31,6 +39,7 @@ export {
   poolFileNames,
   rlOnlyPair,
 } from "./ladder-pools.ts"
+export { type LadderPlan, ladderPlan, ladderTask } from "./ladder-world.ts"
 export { makeRng, type Rng } from "./rng.ts"
 export {
   difficultyFor,

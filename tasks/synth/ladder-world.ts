@@ -7,6 +7,7 @@
  * changed path, so that every step done right earns its own tests (dense reward).
  */
 import type { Difficulty, GeneratedTask, Pool, TaskBindings } from "./family.ts"
+import { type LadderGuard, type LadderTest, ladderBash } from "./ladder-checks.ts"
 import {
   CONTENT_WORDS,
   LADDER_EXT,
@@ -15,7 +16,6 @@ import {
   namePool,
   nameWord,
 } from "./ladder-pools.ts"
-import { py, pytestFile, type TestCase } from "./pytest.ts"
 import type { Rng } from "./rng.ts"
 import { bashScript, createFiles } from "./shell.ts"
 
@@ -305,22 +305,8 @@ export class Draw {
   }
 }
 
-/** A Python identifier piece for a path: `delta/lemon.log` -> `delta_lemon_log`. */
+/** A test-name piece for a path: `delta/lemon.log` -> `delta_lemon_log`. */
 const slug = (path: string) => path.replace(/[^A-Za-z0-9]+/g, "_").toLowerCase()
-
-/**
- * Tests reach the workdir only through APP. `glob` lists it without hidden entries, where a
- * harness may keep its own files (`t1 tasks check --driver local` puts `.t1-check/` there).
- */
-const PREAMBLE = `import glob
-from pathlib import Path
-
-import pytest
-
-APP = Path("/app")
-`
-
-const read = (path: string) => `(APP / ${py(path)}).read_text()`
 
 const sortedPaths = (tree: Tree) => [...tree.keys()].sort()
 
@@ -328,15 +314,14 @@ const fileTests = (
   path: string,
   entry: Entry & { kind: "file" },
   isNew: boolean,
-): Array<TestCase> => {
+): Array<LadderTest> => {
   const s = slug(path)
-  const at = py(path)
-  const tests: Array<TestCase> = []
+  const tests: Array<LadderTest> = []
   if (isNew)
     tests.push({
       name: `${s}_exists`,
       doc: `${path} exists and is a file`,
-      body: [`assert (APP / ${at}).is_file()`],
+      check: { kind: "isFile", path },
     })
   const made = entry.made
   switch (made.by) {
@@ -344,28 +329,28 @@ const fileTests = (
       tests.push({
         name: `${s}_is_empty`,
         doc: `${path} is empty`,
-        body: [`assert ${read(path)} == ""`],
+        check: { kind: "isEmptyFile", path },
       })
       return tests
     case "write":
       tests.push({
         name: `${s}_holds_value`,
         doc: `${path} holds ${made.value}`,
-        body: [`assert ${read(path)}.strip() == ${py(made.value)}`],
+        check: { kind: "holds", path, value: made.value },
       })
       break
     case "append": {
       tests.push({
         name: `${s}_ends_with_line`,
         doc: `the last line of ${path} is ${made.value}`,
-        body: [`assert ${read(path)}.splitlines()[-1:] == [${py(made.value)}]`],
+        check: { kind: "endsWithLine", path, line: made.value },
       })
       const before = linesOf(made.base)
       if (before.length > 0)
         tests.push({
           name: `${s}_keeps_earlier_lines`,
           doc: `${path} keeps the lines it had before, in front of the new one`,
-          body: [`assert ${read(path)}.splitlines()[:-1] == ${py(before)}`],
+          check: { kind: "linesBeforeLast", path, lines: before },
         })
       break
     }
@@ -373,7 +358,7 @@ const fileTests = (
       tests.push({
         name: `${s}_holds_count`,
         doc: `${path} holds the number of lines of ${made.of}`,
-        body: [`assert ${read(path)}.split()[0] == ${py(String(made.count))}`],
+        check: { kind: "firstWord", path, word: String(made.count) },
       })
       break
     case "grep":
@@ -381,15 +366,12 @@ const fileTests = (
         {
           name: `${s}_lines_contain_word`,
           doc: `every line of ${path} contains ${made.word}`,
-          body: [
-            `lines = ${read(path)}.splitlines()`,
-            `assert lines and all(${py(made.word)} in line for line in lines)`,
-          ],
+          check: { kind: "everyLineHas", path, word: made.word },
         },
         {
           name: `${s}_has_every_match`,
           doc: `${path} has every line of ${made.of} that contains ${made.word}`,
-          body: [`assert set(${py(made.lines)}) <= set(${read(path)}.splitlines())`],
+          check: { kind: "hasLines", path, lines: made.lines },
         },
       )
       break
@@ -400,19 +382,19 @@ const fileTests = (
   tests.push({
     name: `${s}_content`,
     doc: `${path} has exactly the expected content`,
-    body: [`assert ${read(path)} == ${py(entry.content)}`],
+    check: { kind: "content", path, content: entry.content },
   })
   return tests
 }
 
 /**
- * The tests: several per changed path, each behind the task's guard (see guardHelpers). Nothing
- * is tested on its own that the untouched workdir already satisfies: such a test pays an agent
- * for doing nothing, more than for a wrong attempt that leaves a stray file, and RL on the
- * dense reward then drifts towards replies that run nothing (issue 14, session 10).
+ * The tests: several per changed path, each behind the task's guard (see guardOf). Nothing is
+ * tested on its own that the untouched workdir already satisfies: such a test pays an agent for
+ * doing nothing, more than for a wrong attempt that leaves a stray file, and RL on the dense
+ * reward then drifts towards replies that run nothing (issue 14, session 10).
  */
-const testsFor = (before: Tree, after: Tree): Array<TestCase> => {
-  const tests: Array<TestCase> = []
+const testsFor = (before: Tree, after: Tree): Array<LadderTest> => {
+  const tests: Array<LadderTest> = []
   for (const path of sortedPaths(after)) {
     const entry = after.get(path) as Entry
     const old = before.get(path)
@@ -422,13 +404,13 @@ const testsFor = (before: Tree, after: Tree): Array<TestCase> => {
       tests.push({
         name: `${s}_is_folder`,
         doc: `${path} is a folder`,
-        body: [`assert (APP / ${py(path)}).is_dir()`],
+        check: { kind: "isDir", path },
       })
       if (!sortedPaths(after).some((p) => p.startsWith(`${path}/`)))
         tests.push({
           name: `${s}_is_empty`,
           doc: `the folder ${path} is empty`,
-          body: [`assert list((APP / ${py(path)}).iterdir()) == []`],
+          check: { kind: "emptyDir", path },
         })
       continue
     }
@@ -440,20 +422,19 @@ const testsFor = (before: Tree, after: Tree): Array<TestCase> => {
       tests.push({
         name: `${slug(path)}_is_gone`,
         doc: `${path} no longer exists`,
-        body: [`assert not (APP / ${py(path)}).exists()`],
+        check: { kind: "gone", path },
       })
   return tests
 }
 
 /**
- * `guard`, an autouse fixture, so it runs before every test (a failed guard fails the test): the
- * files the task leaves alone are unchanged, and the workdir holds no path that no stage of the
- * task (before, after each step) has. A stray file or a
- * clobbered one fails every test; each partial stage of a multi-step task passes the guard, so
- * every step done right still earns its own tests; with the tests passing, the workdir is exactly
- * what the task asks for.
+ * The guard, run before every test (a failed guard fails the test): the files the task leaves
+ * alone are unchanged, and the workdir holds no path that no stage of the task (before, after
+ * each step) has. A stray file or a clobbered one fails every test; each partial stage of a
+ * multi-step task passes the guard, so every step done right still earns its own tests; with the
+ * tests passing, the workdir is exactly what the task asks for.
  */
-const guardHelpers = (before: Tree, after: Tree, staged: ReadonlySet<string>): Array<string> => {
+const guardOf = (before: Tree, after: Tree, staged: ReadonlySet<string>): LadderGuard => {
   const kept: Record<string, string> = {}
   for (const path of sortedPaths(after)) {
     const entry = after.get(path) as Entry
@@ -461,33 +442,33 @@ const guardHelpers = (before: Tree, after: Tree, staged: ReadonlySet<string>): A
     if (entry.kind === "file" && old?.kind === "file" && old.content === entry.content)
       kept[path] = entry.content
   }
-  const allowed = [...staged].sort()
-  return [
-    `KEPT = ${py(kept)}`,
-    `ALLOWED = set(${py(allowed)})`,
-    "",
-    "",
-    "@pytest.fixture(autouse=True)",
-    "def guard():",
-    "    assert all((APP / p).read_text() == c for p, c in KEPT.items())",
-    '    assert set(glob.glob("**", root_dir=APP, recursive=True)) <= ALLOWED',
-  ]
+  return { kept, allowed: [...staged].sort() }
 }
 
 /** The agent timeout of a ladder task: a few one-line commands. */
 export const LADDER_AGENT_TIMEOUT_SEC = 120
 
+/** A ladder task before its tests are rendered in a language (ladder-checks.ts). */
+export interface LadderPlan {
+  readonly instruction: string
+  readonly setup: string
+  readonly solution: string
+  readonly tests: ReadonlyArray<LadderTest>
+  readonly guard: LadderGuard
+  readonly bindings: TaskBindings
+}
+
 /**
- * Renders a ladder task: `build` draws names from `draw` and returns the steps in order; then
+ * Plans a ladder task: `build` draws names from `draw` and returns the steps in order; then
  * distractor files are added by difficulty (easy 1, medium 2, hard 2 plus a trap named like the
  * task's first file with another extension).
  */
-export const ladderTask = (
+export const ladderPlan = (
   rng: Rng,
   difficulty: Difficulty,
   pool: Pool,
   build: (draw: Draw) => ReadonlyArray<Step>,
-): GeneratedTask => {
+): LadderPlan => {
   const draw = new Draw(rng, pool)
   const steps = build(draw)
   draw.distractors(difficulty, draw.bindings.files[0])
@@ -503,22 +484,31 @@ export const ladderTask = (
     for (const path of after.keys()) staged.add(path)
   }
   const files = [...draw.initialFiles].map(([path, content]) => ({ path, content }))
-  const setup = bashScript([
-    ...(draw.initialDirs.length > 0 ? [`mkdir -p ${draw.initialDirs.join(" ")}`] : []),
-    ...createFiles(files),
-  ])
-  const bindings: TaskBindings = {
-    files: [...draw.bindings.files],
-    dirs: [...draw.bindings.dirs],
-    words: [...draw.bindings.words],
-    values: [...draw.bindings.values],
-  }
   return {
     instruction: steps.map((s) => s.sentence).join("\n"),
-    setup,
+    setup: bashScript([
+      ...(draw.initialDirs.length > 0 ? [`mkdir -p ${draw.initialDirs.join(" ")}`] : []),
+      ...createFiles(files),
+    ]),
     solution: bashScript(steps.map((s) => s.command)),
-    ...pytestFile(testsFor(before, after), guardHelpers(before, after, staged), PREAMBLE),
-    agentTimeoutSec: LADDER_AGENT_TIMEOUT_SEC,
-    bindings,
+    tests: testsFor(before, after),
+    guard: guardOf(before, after, staged),
+    bindings: {
+      files: [...draw.bindings.files],
+      dirs: [...draw.bindings.dirs],
+      words: [...draw.bindings.words],
+      values: [...draw.bindings.values],
+    },
   }
 }
+
+/** The task as written: its tests a bash script with a CTRF report (tests/test.sh). */
+export const ladderTask = (plan: LadderPlan): GeneratedTask => ({
+  instruction: plan.instruction,
+  setup: plan.setup,
+  solution: plan.solution,
+  ...ladderBash(plan.tests, plan.guard),
+  testsFormat: "script",
+  agentTimeoutSec: LADDER_AGENT_TIMEOUT_SEC,
+  bindings: plan.bindings,
+})

@@ -47,7 +47,7 @@ export const taskJson = (generated: GeneratedTask, meta: TaskMeta): string => {
 
 /**
  * Writes one task in the native layout (tasks/NATIVE.md): task.json, instruction.md, setup.sh,
- * tests/test_outputs.py, solution/solve.sh. Replaces whatever was in `dir`.
+ * tests/test_outputs.py (or tests/test.sh), solution/solve.sh. Replaces whatever was in `dir`.
  */
 export const writeTask = (
   dir: string,
@@ -65,7 +65,10 @@ export const writeTask = (
         : `${generated.instruction}\n`
       writeFileSync(join(dir, "instruction.md"), instruction)
       writeFileSync(join(dir, "setup.sh"), generated.setup)
-      writeFileSync(join(dir, "tests", "test_outputs.py"), generated.tests)
+      if (generated.testsFormat === "script") {
+        writeFileSync(join(dir, "tests", "test.sh"), generated.tests)
+        chmodSync(join(dir, "tests", "test.sh"), 0o755)
+      } else writeFileSync(join(dir, "tests", "test_outputs.py"), generated.tests)
       writeFileSync(join(dir, "solution", "solve.sh"), generated.solution)
       chmodSync(join(dir, "setup.sh"), 0o755)
       chmodSync(join(dir, "solution", "solve.sh"), 0o755)

@@ -13,6 +13,8 @@ import {
   count,
   type Draw,
   grep,
+  type LadderPlan,
+  ladderPlan,
   ladderTask,
   mkdir,
   moveInto,
@@ -24,21 +26,32 @@ import {
 } from "../ladder-world.ts"
 import type { Rng } from "../rng.ts"
 
+/** A ladder family; `plan` is the task before its tests are rendered (for tests of the tests). */
+export interface LadderFamily extends TaskFamily {
+  readonly rung: 1 | 2 | 3
+  readonly plan: (rng: Rng, difficulty: Difficulty, context?: GenerateContext) => LadderPlan
+}
+
 const family = (
   name: string,
   rung: 1 | 2 | 3,
   summary: string,
   build: (draw: Draw) => ReadonlyArray<Step>,
-): TaskFamily => ({
-  name,
-  summary,
-  tags: ["file-ops", "ladder", `rung-${rung}`],
-  rung,
-  generate: (rng: Rng, difficulty: Difficulty, context?: GenerateContext): GeneratedTask =>
-    ladderTask(rng, difficulty, context?.pool ?? "train", build),
-})
+): LadderFamily => {
+  const plan = (rng: Rng, difficulty: Difficulty, context?: GenerateContext) =>
+    ladderPlan(rng, difficulty, context?.pool ?? "train", build)
+  return {
+    name,
+    summary,
+    tags: ["file-ops", "ladder", `rung-${rung}`],
+    rung,
+    plan,
+    generate: (rng: Rng, difficulty: Difficulty, context?: GenerateContext): GeneratedTask =>
+      ladderTask(plan(rng, difficulty, context)),
+  }
+}
 
-export const LADDER_RUNG_1: ReadonlyArray<TaskFamily> = [
+export const LADDER_RUNG_1: ReadonlyArray<LadderFamily> = [
   family("make-file", 1, "create a named empty file (touch)", (d) => [touch(d.newFile())]),
   family("make-dir", 1, "make a named folder (mkdir)", (d) => [mkdir(d.newDir())]),
   family("write-file", 1, "write a value into a named new file (echo >)", (d) => [
@@ -72,7 +85,7 @@ export const LADDER_RUNG_1: ReadonlyArray<TaskFamily> = [
   ]),
 ]
 
-export const LADDER_RUNG_2: ReadonlyArray<TaskFamily> = [
+export const LADDER_RUNG_2: ReadonlyArray<LadderFamily> = [
   family("dir-then-copy", 2, "make a folder, then copy a file into it", (d) => {
     const dir = d.newDir()
     return [mkdir(dir), copyInto(d.source(), dir)]
@@ -108,7 +121,7 @@ export const LADDER_RUNG_2: ReadonlyArray<TaskFamily> = [
   }),
 ]
 
-export const LADDER_RUNG_3: ReadonlyArray<TaskFamily> = [
+export const LADDER_RUNG_3: ReadonlyArray<LadderFamily> = [
   family("dir-move-delete", 3, "make a folder, move a file into it, delete another", (d) => {
     const dir = d.newDir()
     const moved = d.source()
@@ -144,7 +157,7 @@ export const LADDER_RUNG_3: ReadonlyArray<TaskFamily> = [
 ]
 
 /** Every ladder family, rung by rung. */
-export const LADDER_FAMILIES: ReadonlyArray<TaskFamily> = [
+export const LADDER_FAMILIES: ReadonlyArray<LadderFamily> = [
   ...LADDER_RUNG_1,
   ...LADDER_RUNG_2,
   ...LADDER_RUNG_3,
