@@ -85,37 +85,74 @@ export const readSandboxFile = (
   path: string,
   maxBytes: number,
 ): Effect.Effect<FileRead, VerifierInfraError> =>
+  Effect.map(readSandboxFiles(sandbox, [{ path, maxBytes }]), (reads) => reads[0] as FileRead)
+
+/**
+ * Several files as readSandboxFile reads one, in one exec for their sizes and first chunks (every
+ * exec is a few processes, and a verification reads up to three report files, most of them
+ * missing and most of the rest small).
+ */
+export const readSandboxFiles = (
+  sandbox: VerifierSandbox,
+  files: ReadonlyArray<{ readonly path: string; readonly maxBytes: number }>,
+): Effect.Effect<ReadonlyArray<FileRead>, VerifierInfraError> =>
   Effect.gen(function* () {
-    const file = shellQuote(path)
-    // One exec for the size and the first chunk (most reports fit in it): every exec is a few
-    // processes, and a verification reads at least one file.
-    const first = Math.max(0, Math.min(CHUNK_BYTES, maxBytes))
+    if (files.length === 0) return []
+    const share = Math.floor(CHUNK_BYTES / files.length)
+    const firsts = files.map((f) => Math.max(0, Math.min(share, f.maxBytes)))
     const { a, b } = markers()
+    const section = randomBytes(6).toString("hex")
     const script = [
       `printf '\\n%s%s\\n' ${a} ${b}`,
-      `if [ -f ${file} ]; then size=$(wc -c < ${file}); echo "$size"; if [ "$size" -le ${maxBytes} ] 2>/dev/null; then head -c ${first} -- ${file} | base64 -w0; fi; else echo missing; fi`,
+      ...files.map((f, i) => {
+        const file = shellQuote(f.path)
+        return `if [ -f ${file} ]; then size=$(wc -c < ${file}); echo "$size"; if [ "$size" -le ${f.maxBytes} ] 2>/dev/null; then head -c ${firsts[i]} -- ${file} | base64 -w0; fi; else echo missing; fi; printf '\\n%s\\n' ${section}`
+      }),
       `printf '\\n%s%s\\n' ${b} ${a}`,
     ].join("; ")
     const result = yield* runBookkeeping(
       sandbox,
-      `reading ${path}`,
+      `reading ${files.map((f) => f.path).join(", ")}`,
       script,
-      Math.ceil((first * 4) / 3) + 128 * 1024,
+      Math.ceil((firsts.reduce((s, n) => s + n, 0) * 4) / 3) + 128 * 1024,
     )
     const body = between(result.text, a, b)
-    if (body === undefined)
-      return { kind: "unreadable", reason: result.text.slice(-200) || "no answer" } as const
+    const sections = body?.split(`\n${section}\n`)
+    const reads: Array<FileRead> = []
+    for (const [i, f] of files.entries()) {
+      const part = sections?.[i]
+      if (part === undefined || sections === undefined || sections.length !== files.length + 1) {
+        reads.push({ kind: "unreadable", reason: result.text.slice(-200) || "no answer" })
+        continue
+      }
+      reads.push(
+        yield* finishRead(sandbox, f.path, f.maxBytes, firsts[i] as number, part, result.truncated),
+      )
+    }
+    return reads
+  })
+
+/** The rest of a read from its first section: `missing`, or the size and the first chunk. */
+const finishRead = (
+  sandbox: VerifierSandbox,
+  path: string,
+  maxBytes: number,
+  first: number,
+  body: string,
+  truncated: boolean,
+): Effect.Effect<FileRead, VerifierInfraError> =>
+  Effect.gen(function* () {
     const newline = body.indexOf("\n")
     const answer = (newline < 0 ? body : body.slice(0, newline)).trim()
-    if (answer === "missing") return { kind: "missing" }
+    if (answer === "missing") return { kind: "missing" } as const
     const size = Number(answer)
-    if (!/^\d+$/.test(answer)) return { kind: "unreadable", reason: body.slice(0, 200) }
-    if (size > maxBytes) return { kind: "too-large", size }
+    if (!/^\d+$/.test(answer)) return { kind: "unreadable", reason: body.slice(0, 200) } as const
+    if (size > maxBytes) return { kind: "too-large", size } as const
     const parts: Uint8Array[] = []
     const head =
       newline < 0 ? undefined : decodeChunk(body.slice(newline + 1), Math.min(first, size))
     let offset = 0
-    if (head !== undefined && !result.truncated) {
+    if (head !== undefined && !truncated) {
       parts.push(head)
       offset = head.byteLength
     }
@@ -127,10 +164,13 @@ export const readSandboxFile = (
         ),
       )
       if (chunk === undefined)
-        return { kind: "unreadable", reason: `bytes ${offset}..${offset + length} did not arrive` }
+        return {
+          kind: "unreadable",
+          reason: `bytes ${offset}..${offset + length} did not arrive`,
+        } as const
       parts.push(chunk)
     }
-    return { kind: "read", bytes: new Uint8Array(Buffer.concat(parts)) }
+    return { kind: "read", bytes: new Uint8Array(Buffer.concat(parts)) } as const
   })
 
 /** A random marker in two halves, printed so that no echo of the command line contains it. */

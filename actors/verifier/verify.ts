@@ -24,6 +24,7 @@ import {
   type FileRead,
   inFreshShell,
   readSandboxFile,
+  readSandboxFiles,
   runBookkeeping,
   shellQuote,
 } from "./shell.ts"
@@ -376,13 +377,14 @@ const prepare = (sandbox: VerifierSandbox, places: Places) =>
     const { testDir, logsDir, scratch } = places
     // A directory that is a mount point (the local driver's private /tests) cannot be removed:
     // rm then fails after emptying it, which is as good, as long as it is a real directory and
-    // not a link the agent left there.
-    const emptied = (dir: string) =>
-      `{ rm -rf -- ${shellQuote(dir)} || { [ -d ${shellQuote(dir)} ] && [ ! -L ${shellQuote(dir)} ]; }; }`
+    // not a link the agent left there. One rm and two mkdirs: each process costs milliseconds.
+    const q = shellQuote
+    const gone = (dir: string) =>
+      `{ [ ! -L ${q(dir)} ] && { [ ! -e ${q(dir)} ] || [ -d ${q(dir)} ]; }; }`
     const made = yield* runBookkeeping(
       sandbox,
       "preparing the sandbox",
-      `${emptied(testDir)} && ${emptied(logsDir)} && rm -rf -- ${shellQuote(scratch)} && mkdir -p -- ${shellQuote(testDir)} ${shellQuote(logsDir)} && mkdir -m 700 -- ${shellQuote(scratch)} && echo t1-prepared`,
+      `{ rm -rf -- ${q(testDir)} ${q(logsDir)} ${q(scratch)}; true; } && ${gone(testDir)} && ${gone(logsDir)} && [ ! -e ${q(scratch)} ] && mkdir -p -- ${q(testDir)} ${q(logsDir)} && mkdir -m 700 -- ${q(scratch)} && echo t1-prepared`,
     )
     if (made.exitCode !== 0 || !made.text.includes("t1-prepared"))
       return yield* new VerifierInfraError({
@@ -623,21 +625,23 @@ const collectScript = (
   expectedTests: number,
 ): Effect.Effect<Found, VerifierInfraError> =>
   Effect.gen(function* () {
-    const readJson = (name: string) =>
-      readSandboxFile(sandbox, `${places.logsDir}/${name}`, maxReportBytes).pipe(
-        Effect.map((r) => ({
-          name,
-          file: r.kind === "read" ? parseRewardJson(decode(r.bytes)) : undefined,
-          read: r,
-        })),
-      )
-    const ctrf = yield* readJson("ctrf.json")
-    const json = yield* readJson("reward.json")
-    const txtRead = yield* readSandboxFile(sandbox, `${places.logsDir}/reward.txt`, 64 * 1024)
+    // One exec for the three places a script reports to (most are missing).
+    const [ctrfRead, jsonRead, txtRead] = yield* readSandboxFiles(sandbox, [
+      { path: `${places.logsDir}/ctrf.json`, maxBytes: maxReportBytes },
+      { path: `${places.logsDir}/reward.json`, maxBytes: maxReportBytes },
+      { path: `${places.logsDir}/reward.txt`, maxBytes: 64 * 1024 },
+    ])
+    const jsonFile = (name: string, r: FileRead) => ({
+      name,
+      file: r.kind === "read" ? parseRewardJson(decode(r.bytes)) : undefined,
+      read: r,
+    })
+    const ctrf = jsonFile("ctrf.json", ctrfRead as FileRead)
+    const json = jsonFile("reward.json", jsonRead as FileRead)
     const txt = {
       name: "reward.txt",
-      file: txtRead.kind === "read" ? parseRewardText(decode(txtRead.bytes)) : undefined,
-      read: txtRead,
+      file: txtRead?.kind === "read" ? parseRewardText(decode(txtRead.bytes)) : undefined,
+      read: txtRead as FileRead,
     }
     const notes: string[] = []
     for (const f of [ctrf, json, txt])

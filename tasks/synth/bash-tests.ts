@@ -20,22 +20,33 @@ export const BASH_APP_LINE = "APP=/app"
 export const BASH_LOGS_LINE = "LOGS=/logs/verifier"
 
 /**
- * Helpers a script has when its tests call them (decontamination counts every shared word
- * n-gram, so a script carries no text it does not use). `lines` reads a file's lines into `L`
- * as Python's splitlines would for \n-separated text (a path that is not a file fails);
- * `has_line` says whether `L` holds a line.
+ * Helpers a script has when its tests call them (decontamination counts shared word n-grams, so
+ * a script carries no text it does not use). None forks a process: a fork costs several
+ * milliseconds in a sandbox, and a verification runs one per episode. `load` reads a regular
+ * file's bytes into `text` (up to a NUL byte); `lines` reads its lines into `L` as Python's
+ * splitlines would for \n-separated text; `has_line` says whether `L` holds a line;
+ * `empty_dir` says whether a folder has no entries, hidden ones included.
  */
 const HELPERS: ReadonlyArray<readonly [string, string]> = [
-  ["lines", 'lines() { L=(); [ -f "$1" ] && mapfile -t L < "$1"; }'],
+  [
+    "load",
+    `load() { text=; [ -f "$1" ] && [ -r "$1" ] && { IFS= read -r -d '' text <"$1"; true; }; }`,
+  ],
+  ["lines", 'lines() { L=(); [ -f "$1" ] && [ -r "$1" ] && mapfile -t L <"$1"; }'],
   [
     "has_line",
     'has_line() { local l; for l in "${L[@]}"; do [ "$l" = "$1" ] && return 0; done; return 1; }',
   ],
+  [
+    "empty_dir",
+    'empty_dir() { local e; shopt -s dotglob; e=("$1"/*); shopt -u dotglob; [ -d "$1" ] && [ ${#e[@]} -eq 0 ]; }',
+  ],
 ]
 
 /**
- * The script and its number of tests. `guard` (bash statements) runs before every test, as a
- * pytest autouse fixture would: a failed guard fails the test.
+ * The script and its number of tests. Tests only read the workdir (and leave shell options as
+ * they found them), so `guard` (bash statements) runs once, before them, in the workdir: a
+ * failed guard fails every test, as a pytest autouse fixture failing for each would.
  */
 export const bashTestScript = (
   cases: ReadonlyArray<BashTestCase>,
@@ -66,15 +77,17 @@ export const bashTestScript = (
     `guard() {\n${body(guard)}\n}`,
     "",
     ...functions.flatMap((f) => [f, ""]),
-    // Each test runs in the workdir, in a subshell. The report lists each test's status under
-    // results.tests, as a CTRF report does (without the summary, which the verifier does not
-    // read; shared text is kept small for decontamination). The exit status says whether every
-    // test passed, as pytest's does.
+    // The report lists each test's status under results.tests, as a CTRF report does (without
+    // the summary, which the verifier does not read). The exit status says whether every test
+    // passed, as pytest's does.
+    'cd "$APP" && guard &>/dev/null && g=passed || g=failed',
     `for t in ${cases.map((c) => c.name).join(" ")}; do`,
-    '  ( cd "$APP" && guard && test_$t ) &>/dev/null && s=passed || s=failed f=1',
+    "  [ $g = passed ] && test_$t &>/dev/null && s=passed || s=failed f=1",
     '  R+=("{\\"name\\":\\"test_$t\\",\\"status\\":\\"$s\\"}")',
     "done",
-    'mkdir -p "$LOGS"; echo "{\\"results\\":{\\"tests\\":[$(IFS=,; echo "${R[*]}")]}}" >"$LOGS/ctrf.json"',
+    '[ -d "$LOGS" ] || mkdir -p "$LOGS"',
+    "IFS=,",
+    'echo "{\\"results\\":{\\"tests\\":[${R[*]}]}}" >"$LOGS/ctrf.json"',
     "exit ${f:-0}",
     "",
   ].join("\n")

@@ -125,23 +125,20 @@ const q = shellQuote
 /** Always single-quoted: a quoted part of a bash regex matches literally. */
 const literal = (text: string) => `'${text.replaceAll("'", `'\\''`)}'`
 
-/** A file's bytes are exactly `content` (cmp fails on a directory or a missing file). */
-const same = (path: string, content: string) => `printf %s ${q(content)} | cmp -s - ${q(path)}`
+/** A file's bytes are exactly `content`. */
+const same = (path: string, content: string) => `load ${q(path)} && [ "$text" = ${q(content)} ]`
 
 const bashBody = (c: Check): Array<string> => {
-  // Tests run in the workdir.
-  const at = q(c.path)
-  const p = at
+  // Tests run in the workdir, and fork no process (see bash-tests.ts).
+  const p = q(c.path)
   switch (c.kind) {
     case "isFile":
-      return [`[ -f ${at} ]`]
+      return [`[ -f ${p} ]`]
     case "isEmptyFile":
-      return [`[ -f ${at} ] && [ ! -s ${at} ]`]
+      return [`[ -f ${p} ] && [ ! -s ${p} ]`]
     case "holds":
       // Quoted parts of a bash regex match literally; [[:space:]] takes newlines too.
-      return [
-        `[ -f ${at} ] && [[ $(cat -- ${at}) =~ ^[[:space:]]*${literal(c.value)}[[:space:]]*$ ]]`,
-      ]
+      return [`load ${p} && [[ $text =~ ^[[:space:]]*${literal(c.value)}[[:space:]]*$ ]]`]
     case "endsWithLine":
       return [`lines ${p} && [ \${#L[@]} -gt 0 ] && [ "\${L[-1]}" = ${q(c.line)} ]`]
     case "linesBeforeLast":
@@ -151,7 +148,11 @@ const bashBody = (c: Check): Array<string> => {
       ].map((l, i, all) => (i < all.length - 1 ? `${l} &&` : l))
     case "firstWord":
       // Word splitting on whitespace, without globbing the words.
-      return [`[ -f ${at} ] && set -f && W=($(cat -- ${at})) && [ "\${W[0]-}" = ${q(c.word)} ]`]
+      return [
+        `load ${p} || return 1`,
+        "set -f; W=($text); set +f",
+        `[ "\${W[0]-}" = ${q(c.word)} ]`,
+      ]
     case "everyLineHas":
       return [
         `lines ${p} && [ \${#L[@]} -gt 0 ] || return 1`,
@@ -164,11 +165,11 @@ const bashBody = (c: Check): Array<string> => {
     case "content":
       return [same(c.path, c.content)]
     case "isDir":
-      return [`[ -d ${at} ]`]
+      return [`[ -d ${p} ]`]
     case "emptyDir":
-      return [`[ -d ${at} ] && [ -z "$(ls -A -- ${at})" ]`]
+      return [`empty_dir ${p}`]
     case "gone":
-      return [`[ ! -e ${at} ]`]
+      return [`[ ! -e ${p} ]`]
   }
 }
 
