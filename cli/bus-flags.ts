@@ -10,6 +10,7 @@ export const natsFlagSpec = {
   "nats-tls-ca": { type: "string" },
   "nats-tls-cert": { type: "string" },
   "nats-tls-key": { type: "string" },
+  "nats-inbox-prefix": { type: "string" },
   "nats-connect-attempts": { type: "string" },
   prefix: { type: "string" },
 } as const
@@ -23,6 +24,9 @@ export const natsFlagsHelp = `NATS options (each also read from the environment 
   --nats-tls-ca FILE           CA bundle to verify the server (T1_NATS_TLS_CA)
   --nats-tls-cert FILE         client certificate for mutual TLS (T1_NATS_TLS_CERT)
   --nats-tls-key FILE          client key for mutual TLS (T1_NATS_TLS_KEY)
+  --nats-inbox-prefix P        where replies arrive (T1_NATS_INBOX_PREFIX; default _INBOX_<user> with
+                               --nats-user, else _INBOX): deploy/nats/nats-server.conf lets each user
+                               read only its own
   --nats-connect-attempts N    first-connect attempts before giving up (T1_NATS_CONNECT_ATTEMPTS; default 10)
   --prefix NAME                subject prefix (T1_SUBJECT_PREFIX; default t1)`
 
@@ -54,6 +58,11 @@ export const natsOptionsFrom = (
   const caFile = pick(values["nats-tls-ca"], "T1_NATS_TLS_CA")
   const certFile = pick(values["nats-tls-cert"], "T1_NATS_TLS_CERT")
   const keyFile = pick(values["nats-tls-key"], "T1_NATS_TLS_KEY")
+  const inboxPrefix = inboxPrefixOf(
+    pick(values["nats-inbox-prefix"], "T1_NATS_INBOX_PREFIX"),
+    user,
+    usage,
+  )
   if ((certFile === undefined) !== (keyFile === undefined)) {
     throw new UsageError("--nats-tls-cert and --nats-tls-key go together", usage)
   }
@@ -80,7 +89,36 @@ export const natsOptionsFrom = (
     ...(token === undefined ? {} : { token }),
     ...(credsFile === undefined ? {} : { credsFile }),
     ...(tls === undefined ? {} : { tls }),
+    ...(inboxPrefix === undefined ? {} : { inboxPrefix }),
   }
+}
+
+const SUBJECT_TOKENS = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/
+
+/**
+ * The inbox prefix: the one given, else `_INBOX_<user>` for a named user (so that the server can
+ * confine each user to its own replies), else NATS's default.
+ */
+const inboxPrefixOf = (
+  given: string | undefined,
+  user: string | undefined,
+  usage: string,
+): string | undefined => {
+  if (given !== undefined) {
+    if (!SUBJECT_TOKENS.test(given))
+      throw new UsageError(
+        `--nats-inbox-prefix must be subject tokens ([A-Za-z0-9_-], dot-separated), got ${JSON.stringify(given)}`,
+        usage,
+      )
+    return given
+  }
+  if (user === undefined) return undefined
+  if (!/^[A-Za-z0-9_-]+$/.test(user))
+    throw new UsageError(
+      `--nats-user ${JSON.stringify(user)} cannot name an inbox (_INBOX_<user>): pass --nats-inbox-prefix`,
+      usage,
+    )
+  return `_INBOX_${user}`
 }
 
 export const prefixFrom = (values: NatsFlagValues, usage: string): string => {

@@ -18,6 +18,12 @@ export interface NatsConnectOptions {
   /** Path of a NATS .creds file (JWT + nkey seed). */
   readonly credsFile?: string
   readonly tls?: { readonly caFile?: string; readonly certFile?: string; readonly keyFile?: string }
+  /**
+   * Where replies to this connection's requests arrive (`<prefix>.<random>`; NATS's default is
+   * `_INBOX`). A prefix of its own per role lets the server's permissions confine each role to
+   * its own replies (deploy/nats/nats-server.conf).
+   */
+  readonly inboxPrefix?: string
   /** Attempts of the first connect before giving up; later drops reconnect forever. */
   readonly connectAttempts?: number
   readonly connectBackoffMs?: number
@@ -43,6 +49,7 @@ const connectionOptions = (options: NatsConnectOptions): ConnectionOptions => {
     opts.authenticator = credsAuthenticator(readFileSync(options.credsFile))
   }
   if (options.tls !== undefined) opts.tls = { ...options.tls }
+  if (options.inboxPrefix !== undefined) opts.inboxPrefix = options.inboxPrefix
   return opts
 }
 

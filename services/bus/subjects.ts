@@ -17,7 +17,8 @@ export const subjectMatches = (pattern: string, subject: string): boolean => {
  * (`t1.sandbox.<id>.exec`, `t1.traj.<job>`) would explode series counts.
  */
 export const subjectFamily = (subject: string): string => {
-  if (subject.startsWith("_INBOX.")) return "_INBOX"
+  // Replies: `_INBOX.<id>`, or `_INBOX_<role>.<id>` with a per-role inbox prefix.
+  if (subject.startsWith("_INBOX")) return subject.split(".")[0] as string
   return subject.split(".").slice(0, 2).join(".")
 }
 

@@ -628,6 +628,13 @@ describe("NATS roles (deploy/nats/nats-server.conf)", () => {
       publishes("coordinator", "$KV.t1-weights.job-x.latest"),
       publishes("coordinator", subjects.sandboxCreate),
       jsPublishes("coordinator", subjects.trajectories("job-x")),
+      // replies: each role reads only its own inbox (_INBOX_<role>), not another's or NATS's default
+      subscribes("sampler", "_INBOX_verifier.>"),
+      subscribes("sampler", "_INBOX_sandbox.>"),
+      subscribes("verifier", "_INBOX_sampler.>"),
+      subscribes("gateway", "_INBOX_coordinator.>"),
+      subscribes("learner", "_INBOX.>"),
+      subscribes("sandbox", ">"),
       // nobody but the admin deletes streams or purges the work queue
       publishes("coordinator", `$JS.API.STREAM.DELETE.${subjects.episodesStream}`),
       publishes("sampler", `$JS.API.STREAM.PURGE.${subjects.episodesStream}`),
