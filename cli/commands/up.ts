@@ -9,10 +9,10 @@ import { ensureSandboxEngine } from "../sandbox-engine.ts"
 import { runUp, summaryTable, type UpOptions, writeReport } from "../up/run.ts"
 
 /**
- * `t1 up`'s defaults: the recipe's (actors/recipe), with 24 RL updates instead of 40 so that the
+ * `t1 up`'s defaults: the recipe's (actors/recipe), with 20 RL updates instead of 32 so that the
  * whole run stays within 15 minutes on 2 cores.
  */
-export const UP_DEFAULTS = { ...LADDER_RECIPE_DEFAULTS, rlSteps: 24 } as const
+export const UP_DEFAULTS = { ...LADDER_RECIPE_DEFAULTS, rlSteps: 20 } as const
 
 export const upUsage = () => `Usage: t1 up [options]
 
