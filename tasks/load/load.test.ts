@@ -308,6 +308,25 @@ describe("loading each format", () => {
     })
   })
 
+  it("verifies a native task with tests/test.sh by that script (NATIVE.md)", async () => {
+    const dir = variant("native/grep-errors", {
+      "tests/test.sh":
+        '#!/bin/bash\necho \'{"results":{"tests":[]}}\' > /logs/verifier/ctrf.json\n',
+    })
+    expect((await load(dir)).verifier).toMatchObject({
+      kind: "script",
+      script: "test.sh",
+      scriptPath: join(dir, "tests", "test.sh"),
+      testDir: "/tests",
+      testsDir: join(dir, "tests"),
+    })
+    // Without it, pytest runs the test files.
+    expect((await load(fixture("native/grep-errors"))).verifier).toMatchObject({
+      kind: "pytest",
+      script: undefined,
+    })
+  })
+
   it("gives a native task its defaults from the directory names and NATIVE.md", async () => {
     const dir = variant("native/grep-errors", { "task.json": '{"split": "eval"}' }, "renamed")
     expect(await load(dir)).toMatchObject({
