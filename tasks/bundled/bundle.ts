@@ -140,7 +140,7 @@ ${report.tasks.map((t) => `| ${t.id} | ${pct(t.overlap)} | ${pct(t.fields.instru
 
 - max overlap **${pct(report.max)}**, mean ${pct(report.mean)} — ${report.passed ? "no eval task above the threshold" : `CONTAMINATED: ${report.flagged.join(", ")}`}.
 - families in both sets: ${split.sharedFamilies.length === 0 ? "none" : split.sharedFamilies.join(", ")}; split violations: ${split.violations.length === 0 ? "none" : split.violations.join("; ")}.
-- What remains is shared boilerplate (the pytest preamble, \`set -euo pipefail\`, common phrases).
+- Scaffold found in 3 train families or more and a quarter of them (${report.scaffold} n-grams) is not counted; what remains is shared boilerplate and common phrases.
 
 Why eval holds out whole families rather than only seeds: tasks of a *train* family drawn with
 eval-range seeds (seed-held-out) share that family's templates. Measured the same way, ${seedProbe.evalTasks}

@@ -105,33 +105,34 @@ describe("decontaminate", () => {
     expect(report.sharedFamilies).toEqual(["csv-aggregate"])
   })
 
-  it("does not count scaffold found in half the train families or more, and only with four or more", () => {
+  it("does not count scaffold found in 3 train families and a quarter of them, and only with four or more", () => {
     const runner =
       "for t in tests do run the test in a subshell and write its status to the report file now done"
     const withRunner = (t: TaskTexts): TaskTexts => ({ ...t, tests: `${t.tests}\n${runner}` })
     const held = withRunner(texts("json-merge", 1_000_000))
-    const four = ["csv-aggregate", "text-search", "permissions-fix", "log-report"]
-    // In two of four families: scaffold, so the held-out family's overlap is what it was.
-    const trainFour = four.map((f, i) => (i < 2 ? withRunner(texts(f, 0)) : texts(f, 0)))
-    const plain = decontaminate(
-      four.map((f) => texts(f, 0)),
-      [texts("json-merge", 1_000_000)],
-    )
-    const report = decontaminate(trainFour, [held])
+    const eight = [
+      "csv-aggregate",
+      "text-search",
+      "permissions-fix",
+      "log-report",
+      "archive-backup",
+      "config-edit",
+      "find-rename",
+      "word-frequency",
+    ]
+    const trainWith = (k: number, names = eight) =>
+      names.map((f, i) => (i < k ? withRunner(texts(f, 0)) : texts(f, 0)))
+    const plain = decontaminate(trainWith(0), [texts("json-merge", 1_000_000)])
+    // In three of eight families: scaffold, so the held-out family's overlap is what it was.
+    const report = decontaminate(trainWith(3), [held])
     expect(report.scaffold).toBeGreaterThanOrEqual(plain.scaffold + ngrams(runner, 8).size)
     expect(report.max).toBeCloseTo(plain.max, 6)
-    // In one of four: not scaffold, so it counts as overlap.
-    const once = decontaminate(
-      four.map((f, i) => (i < 1 ? withRunner(texts(f, 0)) : texts(f, 0))),
-      [held],
-    )
-    expect(once.scaffold).toBe(plain.scaffold)
-    expect(once.max).toBeGreaterThan(plain.max + 0.02)
+    // In two: not scaffold, so it counts as overlap.
+    const twice = decontaminate(trainWith(2), [held])
+    expect(twice.scaffold).toBe(plain.scaffold)
+    expect(twice.max).toBeGreaterThan(plain.max + 0.02)
     // Three families are too few to tell scaffold from a copied template.
-    const three = decontaminate(
-      four.slice(0, 3).map((f) => withRunner(texts(f, 0))),
-      [held],
-    )
+    const three = decontaminate(trainWith(3, eight.slice(0, 3)), [held])
     expect(three.scaffold).toBe(0)
     expect(formatReport(report)).toContain("scaffold n-grams")
   })

@@ -32,9 +32,10 @@ export interface DecontamReport {
   readonly trainTasks: number
   readonly evalTasks: number
   /**
-   * Word n-grams found in train tasks of at least half the train families (with four or more
-   * families): the scaffold every task carries (a test runner, shebangs, imports). They
-   * say nothing about which task an eval task copies, so no overlap counts them.
+   * Word n-grams found in train tasks of at least 3 train families and at least a quarter of
+   * them (with four or more families): scaffold that tasks of many kinds carry (a test runner,
+   * shebangs, imports). A copied task's own text is in one family; scaffold says nothing about
+   * which task an eval task copies, so no overlap counts it.
    */
   readonly scaffold: number
   readonly max: number
@@ -80,7 +81,7 @@ export const decontaminate = (
   if (families.length >= 4)
     for (const [g, postings] of index) {
       const seen = new Set(postings.map((i) => (train[i] as TaskTexts).family))
-      if (seen.size * 2 >= families.length) scaffold.add(g)
+      if (seen.size >= 3 && seen.size * 4 >= families.length) scaffold.add(g)
     }
   for (const g of scaffold) index.delete(g)
   const tasks: Array<TaskOverlap> = evalTasks.map((task) => {
@@ -152,7 +153,7 @@ export const formatReport = (report: DecontamReport): string => {
         `${t.id.padEnd(width)}  ${pct(t.overlap)}${t.overlap > report.threshold ? "!" : " "} ${pct(t.fields.instruction)}  ${pct(t.fields.solution)}  ${pct(t.fields.tests)}  ${t.nearest === undefined ? "-" : `${t.nearest.id} (${pct(t.nearest.overlap).trim()})`}`,
     ),
     "",
-    `${report.evalTasks} eval vs ${report.trainTasks} train tasks, word ${report.n}-grams: max ${pct(report.max).trim()}, mean ${pct(report.mean).trim()}, threshold ${pct(report.threshold).trim()} (${report.scaffold} scaffold n-grams, in half the train families or more, not counted)`,
+    `${report.evalTasks} eval vs ${report.trainTasks} train tasks, word ${report.n}-grams: max ${pct(report.max).trim()}, mean ${pct(report.mean).trim()}, threshold ${pct(report.threshold).trim()} (${report.scaffold} scaffold n-grams, in 3 train families or more and a quarter of them, not counted)`,
     report.sharedFamilies.length === 0
       ? "families in both sets: none"
       : `families in both sets: ${report.sharedFamilies.join(", ")}`,

@@ -494,8 +494,10 @@ describe("ladderSplits", () => {
     const check = ladderDecontam(big)
     expect(check.split.violations).toEqual([])
     expect(check.report.passed).toBe(true)
-    // Every test file shares its imports and guard: the one-test tasks (delete-file) reach ~0.44.
-    expect(check.report.max).toBeLessThan(0.46)
+    // The test scripts' runner and helpers are scaffold (in every family): what is left is the
+    // family's own template with other names, ~0.23 at most (make-dir).
+    expect(check.report.scaffold).toBeGreaterThan(0)
+    expect(check.report.max).toBeLessThan(0.3)
     expect(check.split.heldOutFamilies).toEqual([...DEFAULT_OOD_FAMILIES].sort())
   })
 

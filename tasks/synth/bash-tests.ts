@@ -9,7 +9,7 @@
 export interface BashTestCase {
   /** Without the `test_` prefix; snake_case. */
   readonly name: string
-  /** One line: what the test checks (the report's message when it fails). */
+  /** One line: what the test checks (a comment above its function). */
   readonly doc: string
   /** Bash statements, unindented; the test passes when the last one succeeds. */
   readonly body: ReadonlyArray<string>
