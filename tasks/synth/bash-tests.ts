@@ -5,6 +5,7 @@
  * pytest run costs a Python start and pytest's imports (about 0.4 CPU-seconds): for the ladder's
  * one-command tasks that was most of an episode (issue 14).
  */
+import { checkTestNames } from "./pytest.ts"
 
 export interface BashTestCase {
   /** Without the `test_` prefix; snake_case. */
@@ -52,12 +53,7 @@ export const bashTestScript = (
   cases: ReadonlyArray<BashTestCase>,
   guard: ReadonlyArray<string> = [],
 ): { readonly tests: string; readonly expectedTests: number } => {
-  const names = new Set<string>()
-  for (const c of cases) {
-    if (!/^[a-z][a-z0-9_]*$/.test(c.name)) throw new Error(`test name ${c.name} is not snake_case`)
-    if (names.has(c.name)) throw new Error(`duplicate test name ${c.name}`)
-    names.add(c.name)
-  }
+  checkTestNames(cases)
   const body = (lines: ReadonlyArray<string>) =>
     lines.length === 0 ? "  true" : lines.map((l) => `  ${l}`).join("\n")
   const functions = cases.map(

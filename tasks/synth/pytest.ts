@@ -45,17 +45,22 @@ APP = Path("/app")
  * functions) placed after the imports: the shared ones, or `preamble` when given (which must
  * define APP).
  */
-export const pytestFile = (
-  cases: ReadonlyArray<TestCase>,
-  helpers: ReadonlyArray<string> = [],
-  preamble: string = PREAMBLE,
-): { readonly tests: string; readonly expectedTests: number } => {
+/** Test names (without `test_`) are snake_case and distinct; else a generator bug, thrown. */
+export const checkTestNames = (cases: ReadonlyArray<{ readonly name: string }>): void => {
   const names = new Set<string>()
   for (const c of cases) {
     if (!/^[a-z][a-z0-9_]*$/.test(c.name)) throw new Error(`test name ${c.name} is not snake_case`)
     if (names.has(c.name)) throw new Error(`duplicate test name ${c.name}`)
     names.add(c.name)
   }
+}
+
+export const pytestFile = (
+  cases: ReadonlyArray<TestCase>,
+  helpers: ReadonlyArray<string> = [],
+  preamble: string = PREAMBLE,
+): { readonly tests: string; readonly expectedTests: number } => {
+  checkTestNames(cases)
   const functions = cases.map(
     (c) =>
       `def test_${c.name}():\n    ${JSON.stringify(c.doc)}\n${c.body
