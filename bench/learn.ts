@@ -74,6 +74,9 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
                          (default ${D.rlTemperature})
   --eval-temperature X   sampling temperature of the evaluations (default ${D.evalTemperature}; 0 is
                          greedy; RL samples at 1)
+  --loss-aggregation token|sequence
+                         the policy loss weighs every generated token alike, or every episode
+                         alike (default ${EMBEDDED_RL_CONFIG.lossAggregation})
   --ppo-epochs N         passes over each RL batch (default ${EMBEDDED_RL_CONFIG.ppoEpochs})
   --minibatches N        optimiser steps per pass (default ${EMBEDDED_RL_CONFIG.minibatches})
   --lr X                 RL learning rate (default ${D.lr})
@@ -101,7 +104,10 @@ interface Options extends Omit<LadderRecipeOptions, "seed" | "learner" | "taskDi
   readonly seenPerFamily: number
   readonly dump: string | undefined
   /** Learner settings of every seed run (the ablations change one more). */
-  readonly learner: Pick<LearnerConfig, "ppoEpochs" | "minibatches" | "lrWarmupSteps">
+  readonly learner: Pick<
+    LearnerConfig,
+    "ppoEpochs" | "minibatches" | "lrWarmupSteps" | "lossAggregation"
+  >
 }
 
 type Score = RecipeScore
@@ -403,6 +409,7 @@ const main = Effect.gen(function* () {
       "ppo-epochs": { type: "string" },
       minibatches: { type: "string" },
       "lr-warmup": { type: "string" },
+      "loss-aggregation": { type: "string" },
       "sft-steps": { type: "string" },
       "sft-batch": { type: "string" },
       "sft-lr": { type: "string" },
@@ -461,6 +468,12 @@ const main = Effect.gen(function* () {
       ppoEpochs: num("ppo-epochs", EMBEDDED_RL_CONFIG.ppoEpochs, 1),
       minibatches: num("minibatches", EMBEDDED_RL_CONFIG.minibatches, 1),
       lrWarmupSteps: num("lr-warmup", EMBEDDED_RL_CONFIG.lrWarmupSteps, 0),
+      lossAggregation: choiceOf(
+        "loss-aggregation",
+        values["loss-aggregation"],
+        ["token", "sequence"],
+        EMBEDDED_RL_CONFIG.lossAggregation,
+      ),
     },
     sftSteps: num("sft-steps", D.sftSteps, 0),
     sftBatch: num("sft-batch", D.sftBatch, 1),

@@ -1,6 +1,13 @@
 import { create, fromJson } from "@bufbuild/protobuf"
 import { describe, expect, it } from "vitest"
-import { AdvantageMode, JobKind, JobSpecSchema, LrSchedule, TrainPhase } from "../../proto/index.ts"
+import {
+  AdvantageMode,
+  JobKind,
+  JobSpecSchema,
+  LossAggregation,
+  LrSchedule,
+  TrainPhase,
+} from "../../proto/index.ts"
 import { jobLearnerPlan, learnerStepBudget, trainStepReport } from "./job-spec.ts"
 import { DEFAULT_CRITIC_WARMUP_STEPS, DEFAULT_LEARNER_CONFIG } from "./trainer.ts"
 
@@ -89,6 +96,7 @@ describe("jobLearnerPlan", () => {
           advantageMode: AdvantageMode.GROUP_CRITIC,
           normalizeAdvantages: false,
           centerAdvantages: true,
+          lossAggregation: LossAggregation.SEQUENCE,
           dropZeroVarianceGroups: false,
           lrSchedule: LrSchedule.COSINE,
           lrWarmupSteps: 2,
@@ -108,6 +116,7 @@ describe("jobLearnerPlan", () => {
       advantageMode: "group+critic",
       normalizeAdvantages: false,
       centerAdvantages: true,
+      lossAggregation: "sequence",
       dropZeroVarianceGroups: false,
       lrSchedule: "cosine",
       lrWarmupSteps: 2,
@@ -132,6 +141,7 @@ describe("jobLearnerPlan", () => {
       advantageMode: "group",
       dropZeroVarianceGroups: undefined,
       centerAdvantages: undefined,
+      lossAggregation: "token",
       lrDecaySteps: 9,
     })
   })

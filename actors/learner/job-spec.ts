@@ -7,6 +7,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf"
 import {
   AdvantageMode,
   type JobSpec,
+  LossAggregation,
   LrSchedule,
   TrainPhase,
   type TrainStepReportSchema,
@@ -46,6 +47,12 @@ const LR_SCHEDULES: Record<LrSchedule, LearnerConfig["lrSchedule"]> = {
   [LrSchedule.UNSPECIFIED]: DEFAULT_LEARNER_CONFIG.lrSchedule,
   [LrSchedule.CONSTANT]: "constant",
   [LrSchedule.COSINE]: "cosine",
+}
+
+const LOSS_AGGREGATIONS: Record<LossAggregation, LearnerConfig["lossAggregation"]> = {
+  [LossAggregation.UNSPECIFIED]: DEFAULT_LEARNER_CONFIG.lossAggregation,
+  [LossAggregation.TOKEN]: "token",
+  [LossAggregation.SEQUENCE]: "sequence",
 }
 
 /** The critic warm-up a spec asks for: unset means the learner's default, 0 none. */
@@ -97,6 +104,8 @@ export const jobLearnerPlan = (spec: JobSpec): JobLearnerPlan => {
       ADVANTAGE_MODES[l?.advantageMode ?? AdvantageMode.UNSPECIFIED] ?? d.advantageMode,
     normalizeAdvantages: l?.normalizeAdvantages ?? d.normalizeAdvantages,
     centerAdvantages: l?.centerAdvantages,
+    lossAggregation:
+      LOSS_AGGREGATIONS[l?.lossAggregation ?? LossAggregation.UNSPECIFIED] ?? d.lossAggregation,
     dropZeroVarianceGroups: l?.dropZeroVarianceGroups,
     lrSchedule: LR_SCHEDULES[l?.lrSchedule ?? LrSchedule.UNSPECIFIED] ?? d.lrSchedule,
     lrWarmupSteps: l?.lrWarmupSteps ?? 0,

@@ -2,7 +2,12 @@ import { describe, expect, it } from "vitest"
 import { generateBatch, Rng, Sequence, TinyMoe } from "../../model/index.ts"
 import type { TrainingSequence } from "./decode.ts"
 import { temperedLogprobs } from "./ppo/loss.ts"
-import { centersAdvantages, DEFAULT_LEARNER_CONFIG, Trainer } from "./trainer.ts"
+import {
+  centersAdvantages,
+  DEFAULT_LEARNER_CONFIG,
+  type LearnerConfig,
+  Trainer,
+} from "./trainer.ts"
 
 const config = {
   vocabSize: 8,
@@ -405,7 +410,7 @@ describe("PPO update", () => {
     expect(none.policyLoss).toBe(0)
   })
 
-  it("whitening re-centres only in critic mode by default: a group's long failure keeps its push", () => {
+  it("whitening re-centres only in critic mode by default: a group's long failure keeps its push, unless the loss weighs sequences alike", () => {
     const failure = (t: Trainer): TrainingSequence => {
       const s: TrainingSequence = {
         episodeId: "long",
@@ -421,11 +426,15 @@ describe("PPO update", () => {
       const lp = t.score(s)
       return { ...s, logprobs: Float32Array.from([0, 0, ...Array.from(lp).slice(1, 4)]) }
     }
-    const run = (centerAdvantages: boolean | undefined) => {
+    const run = (
+      centerAdvantages: boolean | undefined,
+      lossAggregation: LearnerConfig["lossAggregation"] = "token",
+    ) => {
       const t = new Trainer(TinyMoe.create({ config, seed: 4 }), {
         ...ppoConfig,
         advantageMode: "group",
         centerAdvantages,
+        lossAggregation,
         ppoEpochs: 1,
         minibatches: 1,
         entropyCoef: 0,
@@ -438,6 +447,10 @@ describe("PPO update", () => {
     expect(run(undefined)).toBeCloseTo(scaled, 5)
     expect(run(false)).toBeCloseTo(scaled, 5)
     expect(run(true)).toBeCloseTo(0, 5)
+    // Sequence aggregation: mean length 2, so the success's token gets ×2 and the failure's three
+    // ×⅔; each episode then pushes as hard as the other and the summed advantage is 0.
+    expect(run(false, "sequence")).toBeCloseTo(0, 5)
+    expect(run(false, "sequence")).not.toBeCloseTo(run(false, "token"), 3)
     expect(centersAdvantages({ ...ppoConfig, advantageMode: "critic" })).toBe(true)
     expect(centersAdvantages({ ...ppoConfig, advantageMode: "group+critic" })).toBe(false)
   })

@@ -113,6 +113,13 @@ export interface LearnerConfig {
    */
   readonly centerAdvantages: boolean | undefined
   /**
+   * How the policy loss weighs trajectories: `token`, every generated token of a minibatch alike
+   * (a long trajectory weighs in proportion to its length); `sequence`, every trajectory alike
+   * (each one's advantages scaled by the batch's mean generated length over its own, so a long
+   * failed episode pushes on each of its tokens less and no more in all than a short one).
+   */
+  readonly lossAggregation: LossAggregation
+  /**
    * Drop groups of ≥ 2 trajectories whose rewards are all equal (here and, through the take
    * request, in the buffer); undefined: on exactly when the advantage mode uses a group baseline.
    */
@@ -157,6 +164,7 @@ export const DEFAULT_LEARNER_CONFIG: LearnerConfig = {
   advantageMode: DEFAULT_ADVANTAGE_MODE,
   normalizeAdvantages: true,
   centerAdvantages: undefined,
+  lossAggregation: "token",
   dropZeroVarianceGroups: undefined,
   lrSchedule: "constant",
   lrWarmupSteps: 0,
@@ -167,6 +175,8 @@ export const DEFAULT_LEARNER_CONFIG: LearnerConfig = {
 }
 
 export type RewardKind = "dense" | "binary"
+
+export type LossAggregation = "token" | "sequence"
 
 /** The reward a sequence is trained on (before rewardScale), see LearnerConfig.rewardKind. */
 export const trainedReward = (
@@ -681,6 +691,7 @@ export class Trainer {
       p.advantages = adv.advantages[i] as Float64Array
       p.returns = adv.returns[i] as Float64Array
     })
+    if (c.lossAggregation === "sequence") perSequenceWeights(prepared, actionTokens)
 
     // 4. Epochs of minibatch steps.
     const total = new Stats()
@@ -915,3 +926,21 @@ export const criticOptimizerFor = (model: TinyMoe, config: LearnerConfig): AdamW
       .filter((e) => CRITIC_PARAMS.has(e.name))
       .map((e) => ({ name: e.name, data: e.data, decay: false })),
   )
+
+/**
+ * Sequence-level aggregation: scales each trajectory's advantages by the batch's mean generated
+ * length over its own, so that under the per-token normaliser every trajectory's policy loss
+ * weighs the same (the clipped objective is positively homogeneous in A).
+ */
+const perSequenceWeights = (
+  prepared: ReadonlyArray<Pick<Prepared, "actionCount" | "advantages">>,
+  actionTokens: number,
+): void => {
+  const meanLength = actionTokens / Math.max(1, prepared.length)
+  for (const p of prepared) {
+    if (p.actionCount === 0) continue
+    const scale = meanLength / p.actionCount
+    const a = p.advantages
+    for (let r = 0; r < a.length; r++) a[r] = (a[r] as number) * scale
+  }
+}

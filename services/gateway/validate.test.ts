@@ -1,6 +1,12 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf"
 import { describe, expect, it } from "vitest"
-import { AdvantageMode, JobKind, JobSpecSchema, LrSchedule } from "../../proto/index.ts"
+import {
+  AdvantageMode,
+  JobKind,
+  JobSpecSchema,
+  LossAggregation,
+  LrSchedule,
+} from "../../proto/index.ts"
 import { validateJobSpec } from "./validate.ts"
 
 type LearnerInit = NonNullable<MessageInitShape<typeof JobSpecSchema>["learner"]>
@@ -80,6 +86,10 @@ describe("validateJobSpec: learner settings", () => {
     expect(problems({ lrSchedule: 7 as LrSchedule })).toEqual([
       "spec.learner.lr_schedule: must be an LrSchedule value, got 7",
     ])
+    expect(problems({ lossAggregation: 3 as LossAggregation })).toEqual([
+      "spec.learner.loss_aggregation: must be a LossAggregation value, got 3",
+    ])
+    expect(problems({ lossAggregation: LossAggregation.SEQUENCE })).toEqual([])
   })
 
   it("checks the schedule, the epochs, the minibatches and the SFT rate", () => {

@@ -6,6 +6,7 @@ import {
   JobSpecSchema,
   type LearnerConfig,
   type Limits,
+  LossAggregation,
   LrSchedule,
   type SamplingParams,
   TaskSplit,
@@ -169,6 +170,9 @@ const validateLearner = (c: Collector, l: LearnerConfig, samplesPerTask: number)
       `${p}.center_advantages`,
       "only applies when the advantages are whitened: leave it unset or set normalize_advantages",
     )
+  }
+  if (LossAggregation[l.lossAggregation] === undefined) {
+    c.add(`${p}.loss_aggregation`, `must be a LossAggregation value, got ${l.lossAggregation}`)
   }
   if (LrSchedule[l.lrSchedule] === undefined) {
     c.add(`${p}.lr_schedule`, `must be an LrSchedule value, got ${l.lrSchedule}`)

@@ -54,6 +54,10 @@ const STEPS = [
   "takes ppo_epochs × minibatches optimiser steps on seeded shuffles (at most one per sequence)",
 ] as const
 const LRS = [TRAINER, "steps the actor at lr and the value head at critic_lr"] as const
+const AGGREGATION = [
+  TRAINER,
+  "whitening re-centres only in critic mode by default: a group's long failure keeps its push, unless the loss weighs sequences alike",
+] as const
 const ADMISSION = [
   LEDGER,
   "never exceeds max_concurrent nor (η + step + 1) · batch admitted, with a learner advancing versions",
@@ -279,15 +283,8 @@ const COVERAGE: Record<string, Coverage> = {
       ],
     ],
   },
-  "learner.center_advantages": {
-    shown: [
-      MAPPED_ALL,
-      [
-        TRAINER,
-        "whitening re-centres only in critic mode by default: a group's long failure keeps its push",
-      ],
-    ],
-  },
+  "learner.center_advantages": { shown: [MAPPED_ALL, AGGREGATION] },
+  "learner.loss_aggregation": { shown: [MAPPED_ALL, AGGREGATION] },
   max_concurrent_episodes: { shown: [ADMISSION] },
   labels: {
     shown: [
