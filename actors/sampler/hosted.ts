@@ -9,7 +9,10 @@ import {
   type Tokenizer,
 } from "../../model/index.ts"
 import { type KernelChoice, selectKernels } from "../../model/kernels/select.ts"
+import { breakerMetrics } from "../../services/breaker/index.ts"
 import { Bus } from "../../services/bus/index.ts"
+import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
+import { breakerFlags, breakerFlagsHelp, breakerOptionsOf } from "../breaker-flags.ts"
 import {
   ActorConfigError,
   type FlagValues,
@@ -23,6 +26,7 @@ import { runSampler } from "./actor.ts"
 import type { PolicyBackend } from "./policy/backend.ts"
 import { embeddedPolicy } from "./policy/embedded.ts"
 import { jobPolicies } from "./policy/job-policies.ts"
+import { type Replica, replicatedBackend } from "./policy/replicas.ts"
 import { sglangBackend } from "./policy/sglang.ts"
 import { vllmBackend } from "./policy/vllm.ts"
 
@@ -36,11 +40,12 @@ the weights bucket). Policies idle for 10 minutes are dropped.
   --kernels NAME               TinyMoE kernels: auto (gpu.js where measured faster), reference, webasm, cpu (T1_KERNELS; default auto)
   --tokenizer FILE             tokenizer.json (Hugging Face format); default: the bundled one (T1_TOKENIZER)
   --format NAME                action format: shell-block (default for tinymoe), shell-block-short (the same actions, a ~25-token prompt) or terminus-json (default for engines) (T1_ACTION_FORMAT)
-  --engine-url URL             SGLang or vLLM server root, e.g. http://127.0.0.1:30000 (T1_ENGINE_URL)
+  --engine-url URL[,URL...]    SGLang or vLLM server root, e.g. http://127.0.0.1:30000; several replicas of the same model comma-separated (an episode stays on one, new ones round-robin, each with a circuit breaker) (T1_ENGINE_URL)
   --engine-model NAME          vLLM served model name (T1_ENGINE_MODEL)
   --context-length N           the engine's context length, or TinyMoE's per-episode context (default 4096)
   --routing L,K,E              the engine model's MoE layers, top-k and experts, to request routed experts (R3)
-  --job ID                     one TinyMoE for every job, following this job's weight announcements (T1_JOB)`
+  --job ID                     one TinyMoE for every job, following this job's weight announcements (T1_JOB)
+${breakerFlagsHelp("an engine replica (its turns go to the others)")}`
 
 const KERNELS = new Set(["auto", "reference", "webasm", "cpu"])
 
@@ -83,6 +88,7 @@ export const samplerActor: HostedActor = {
     "context-length": { type: "string" },
     routing: { type: "string" },
     job: { type: "string" },
+    ...breakerFlags,
   },
   flagsHelp: samplerFlagsHelp,
   run: ({ subjects, concurrency, shutdownGraceMs }, flags) => {
@@ -103,16 +109,36 @@ export const samplerActor: HostedActor = {
     const tokenizer = tokenizerFrom(flags)
     const template = new ChatTemplate(tokenizer)
     const contextLength = flagInt(flags, "context-length", "T1_CONTEXT_LENGTH", 4096, 16)
-    const engine = (): PolicyBackend => {
-      const baseUrl = flagText(flags, "engine-url", "T1_ENGINE_URL")
-      if (!baseUrl)
+    const breaker = breakerOptionsOf(flags)
+    const breakerSet = Object.keys(breakerFlags).find((f) => flags[f] !== undefined)
+    if (breakerSet !== undefined && policyName === "tinymoe")
+      throw new ActorConfigError(
+        `--${breakerSet} applies to engine replicas (--policy sglang or vllm); the embedded TinyMoE has none`,
+      )
+    const engine = (metrics: MetricsShape): PolicyBackend => {
+      const urls = (flagText(flags, "engine-url", "T1_ENGINE_URL") ?? "")
+        .split(",")
+        .map((u) => u.trim())
+        .filter((u) => u !== "")
+      if (urls.length === 0)
         throw new ActorConfigError(`--engine-url is required with --policy ${policyName}`)
       const routing = routingLayout(flags)
-      if (policyName === "sglang")
-        return sglangBackend({ baseUrl, contextLength, ...(routing ? { routing } : {}) })
       const model = flagText(flags, "engine-model", "T1_ENGINE_MODEL")
-      if (!model) throw new ActorConfigError("--engine-model is required with --policy vllm")
-      return vllmBackend({ baseUrl, model, contextLength, ...(routing ? { routing } : {}) })
+      if (policyName === "vllm" && !model)
+        throw new ActorConfigError("--engine-model is required with --policy vllm")
+      const replica = (baseUrl: string): Replica => ({
+        name: baseUrl,
+        backend:
+          policyName === "sglang"
+            ? sglangBackend({ baseUrl, contextLength, ...(routing ? { routing } : {}) })
+            : vllmBackend({
+                baseUrl,
+                model: model ?? "",
+                contextLength,
+                ...(routing ? { routing } : {}),
+              }),
+      })
+      return replicatedBackend(urls.map(replica), { breaker, metrics: breakerMetrics(metrics) })
     }
     const kernelsName = flagText(flags, "kernels", "T1_KERNELS") ?? "auto"
     if (!KERNELS.has(kernelsName))
@@ -178,7 +204,7 @@ export const samplerActor: HostedActor = {
               selectKernels(kernelsName as KernelChoice),
             )
           policy = embedded
-        } else policy = engine()
+        } else policy = engine(yield* Metrics)
         return yield* runSampler({
           subjects,
           policy,

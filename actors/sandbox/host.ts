@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto"
 import { create, type DescMessage, type MessageShape, toBinary } from "@bufbuild/protobuf"
-import { Deferred, Effect, Fiber, Schedule } from "effect"
+import { Clock, Deferred, Effect, Fiber, Schedule } from "effect"
 import {
   type CreateSandboxRequest,
   CreateSandboxRequestSchema,
@@ -16,6 +16,12 @@ import {
   SandboxHostHeartbeatSchema,
 } from "../../proto/index.ts"
 import { MalformedMessage, protobufDecoder, runActor } from "../../services/actor/index.ts"
+import {
+  type BreakerOptions,
+  breakerMetrics,
+  CircuitBreaker,
+  DEFAULT_BREAKER_OPTIONS,
+} from "../../services/breaker/index.ts"
 import { Bus, type BusMessage, type Subjects } from "../../services/bus/index.ts"
 import { Metrics } from "../../services/metrics/index.ts"
 import { SandboxDriver, type SandboxDriverShape, type SandboxInfo } from "./driver.ts"
@@ -39,7 +45,16 @@ export interface SandboxHostOptions {
   readonly heartbeatMs: number
   /** Requests a sandbox's subjects serve at once (execs are serialised by its shell anyway). */
   readonly perSandboxConcurrency: number
+  /**
+   * The host's circuit breaker: after this many consecutive infra failures of creates it leaves
+   * the `sandbox` queue group for the cool-down (the other hosts take the work), then takes
+   * creates again and closes on the first success or leaves again on the first failure.
+   */
+  readonly breaker?: BreakerOptions
 }
+
+/** The `component` label of a sandbox host's breaker in t1_breaker_state. */
+const BREAKER_COMPONENT = "sandbox_host"
 
 /** How long a destroyed sandbox's subjects keep answering (with "not found") before going. */
 const UNSERVE_GRACE = "2 seconds"
@@ -78,6 +93,11 @@ export const runSandboxHost = (
       const driver = yield* SandboxDriver
       const metrics = yield* Metrics
       const m = sandboxMetrics(metrics)
+      const breaker = new CircuitBreaker(options.breaker ?? DEFAULT_BREAKER_OPTIONS)
+      const bm = breakerMetrics(metrics)
+      bm.set(BREAKER_COMPONENT, options.owner, "closed")
+      /** Completed when the breaker opens: the create subscription stops taking work. */
+      let tripped = yield* Deferred.make<void>()
       const leased = new Map<string, Leased>()
       const byRequest = new Map<string, string>()
       /** Creates in progress by request_id: a retry waits for the first one's answer. */
@@ -253,6 +273,17 @@ export const runSandboxHost = (
           yield* respond(reply)
         })
 
+      const breakerFailure = Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        const probing = breaker.state(now) === "half_open"
+        if (!breaker.failure(now)) return
+        bm.opened(BREAKER_COMPONENT, options.owner)
+        yield* Effect.logWarning(
+          `sandbox host ${options.owner}: circuit breaker open ${probing ? "again: the first create after the cool-down failed" : `after ${breaker.options.failures} infra failures of creates in a row`}; taking no creates for ${breaker.options.cooldownMs} ms`,
+        )
+        yield* Deferred.succeed(tripped, undefined)
+      })
+
       const createFor = (requestId: string, wire: CreateSandboxRequest["spec"]) =>
         Effect.gen(function* () {
           const started = Date.now()
@@ -263,8 +294,11 @@ export const runSandboxHost = (
           }
           const lease = yield* pool.acquire(spec).pipe(Effect.tapError(countError), Effect.result)
           if (lease._tag === "Failure") {
+            if (lease.failure.errorClass === "infra") yield* breakerFailure
             return encode(CreateSandboxResultSchema, { error: errorDetail(lease.failure) })
           }
+          breaker.success()
+          bm.set(BREAKER_COMPONENT, options.owner, "closed")
           const id = lease.success.info.id
           leased.set(id, {
             info: lease.success.info,
@@ -363,7 +397,7 @@ export const runSandboxHost = (
         }),
       )
 
-      return yield* runActor(
+      const takeCreates = runActor(
         {
           name: "sandbox-create",
           mailbox: {
@@ -375,6 +409,20 @@ export const runSandboxHost = (
           handle: (bytes, delivery) => createOne(bytes, delivery.respond),
         },
         { concurrency: options.pool.maxStarting * 2 },
+      )
+      // Take creates until the breaker opens (interrupting the actor unsubscribes and lets the
+      // creates in flight answer), sit out the cool-down, then take them again half-open.
+      return yield* Effect.forever(
+        Effect.gen(function* () {
+          yield* Effect.raceFirst(takeCreates, Deferred.await(tripped))
+          tripped = yield* Deferred.make<void>()
+          const now = yield* Clock.currentTimeMillis
+          yield* Effect.sleep(Math.max(0, (breaker.reopensAtMs() ?? now) - now))
+          bm.set(BREAKER_COMPONENT, options.owner, "half_open")
+          yield* Effect.logInfo(
+            `sandbox host ${options.owner}: circuit breaker half-open; taking creates again`,
+          )
+        }),
       )
     }),
   )

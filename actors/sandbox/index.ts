@@ -1,5 +1,6 @@
 import { hostname } from "node:os"
 import { Effect } from "effect"
+import { breakerFlags, breakerFlagsHelp, breakerOptionsOf } from "../breaker-flags.ts"
 import {
   ActorConfigError,
   type FlagValues,
@@ -46,7 +47,8 @@ export const sandboxFlagsHelp = `  --driver auto|docker|local   (T1_SANDBOX_DRIV
   --max-output-bytes N         default output cap, head + tail (default 65536)
   --idle-ttl-sec S             a leased sandbox unused this long is destroyed (default 1800)
   --reap-interval-sec S        expired-sandbox sweep period (default 60)
-  --sandbox-root DIR           local driver: where sandbox directories live`
+  --sandbox-root DIR           local driver: where sandbox directories live
+${breakerFlagsHelp("this host (it leaves the create queue group)")}`
 
 /** `t1 actor sandbox`: one sandbox host (a Docker engine, or this machine's shell). */
 export const sandboxActor: HostedActor = {
@@ -64,6 +66,7 @@ export const sandboxActor: HostedActor = {
     "idle-ttl-sec": { type: "string" },
     "reap-interval-sec": { type: "string" },
     "sandbox-root": { type: "string" },
+    ...breakerFlags,
   },
   flagsHelp: sandboxFlagsHelp,
   run: ({ subjects }, flags) => {
@@ -104,6 +107,7 @@ export const sandboxActor: HostedActor = {
         flagInt(flags, "reap-interval-sec", "T1_SANDBOX_REAP_INTERVAL_SEC", 60, 1) * 1000,
       heartbeatMs: 5000,
       perSandboxConcurrency: 4,
+      breaker: breakerOptionsOf(flags),
     })
     const local = LocalDriverLive({ owner, ...(root === "" ? {} : { root }) })
     const docker = DockerDriverLive({ ownerId: owner })

@@ -2,8 +2,10 @@
  * `npm run test:faults`: the whole system as processes on a private nats-server (JetStream on
  * disk) and the Docker engine. For each fault a small train job runs, and while it runs one
  * part is SIGKILLed (and started again): each actor process, the gateway, a sandbox container,
- * the NATS server. Every job must still succeed, and its audit (test/faults/audit.ts) must find
- * nothing lost and nothing counted twice. Prints a table; `--json` prints one object last.
+ * the NATS server; or (`breaker`) a second sandbox host joins whose engine fails every create,
+ * and its circuit breaker must take it out of the queue group while the job runs on the healthy
+ * host. Every job must still succeed, and its audit (test/faults/audit.ts) must find nothing lost
+ * and nothing counted twice. Prints a table; `--json` prints one object last.
  *
  *   npm run test:faults -- [--json] [--faults none,sampler,…]
  */
@@ -13,8 +15,9 @@ import { parseArgs } from "node:util"
 import Dockerode from "dockerode"
 import { type JobEvent, JobKind, JobState, type JobStatus } from "../../proto/index.ts"
 import { type JobServiceClient, jobServiceClient } from "../../services/gateway/client.ts"
+import { type FailingEngine, startFailingEngine } from "../support/failing-engine.ts"
 import { startNatsServer } from "../support/nats-server.ts"
-import { freePort, type MemberSpec, startSystem } from "../support/system.ts"
+import { freePort, type MemberSpec, metricValue, startSystem } from "../support/system.ts"
 import { type Audit, auditJob, endRecords } from "./audit.ts"
 
 const FAULTS = [
@@ -28,6 +31,7 @@ const FAULTS = [
   "gateway",
   "container",
   "nats",
+  "breaker",
 ] as const
 type Fault = (typeof FAULTS)[number]
 
@@ -43,7 +47,13 @@ const trigger: Record<Fault, (s: JobStatus) => boolean> = {
   gateway: (s) => (s.counts?.episodesRunning ?? 0) >= 1,
   container: (s) => (s.counts?.episodesRunning ?? 0) >= 1,
   nats: (s) => (s.counts?.episodesFinished ?? 0) >= 1,
+  // The broken host is there from the start; it strikes at the job's first creates.
+  breaker: () => true,
 }
+
+/** The broken host's breaker: out after 2 failed creates, for longer than any job here. */
+const BREAKER_FAILURES = 2
+const BREAKER_WINDOW_MS = 60_000
 
 const PPO_STEPS = 2
 const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
@@ -124,6 +134,29 @@ const main = async () => {
     log(`system up in ${((Date.now() - started) / 1000).toFixed(0)} s (logs: ${system.logDir})`)
     for (const fault of chosen) {
       const t0 = Date.now()
+      let failing: FailingEngine | undefined
+      if (fault === "breaker") {
+        failing = await startFailingEngine()
+        await system.start({
+          name: "sandbox-broken",
+          args: [
+            "actor",
+            "sandbox",
+            "--driver",
+            "docker",
+            "--owner",
+            `${owner}-broken`,
+            "--breaker-failures",
+            String(BREAKER_FAILURES),
+            "--breaker-window-ms",
+            String(BREAKER_WINDOW_MS),
+            "--breaker-cooldown-ms",
+            String(jobTimeoutMs),
+          ],
+          env: { DOCKER_HOST: failing.dockerHost },
+        })
+      }
+      const group = fault === "breaker" ? 4 : 2
       const { jobId } = await call("SubmitJob", () =>
         client.submitJob({
           spec: {
@@ -131,12 +164,14 @@ const main = async () => {
             kind: JobKind.TRAIN,
             taskSet: TRAIN_DIR,
             taskIds: ["config-edit-easy-s1-000"],
-            samplesPerTask: 2,
-            maxConcurrentEpisodes: 2,
+            // The breaker's job sends more creates at once, so that the queue group gives the
+            // broken host enough of them to open its breaker.
+            samplesPerTask: group,
+            maxConcurrentEpisodes: group,
             sampling: { temperature: 1, topP: 1, maxTokens: 24 },
             limits: { maxTurns: 1, wallClockSec: 120 },
             learner: {
-              batchTrajectories: 2,
+              batchTrajectories: group,
               ppoSteps: PPO_STEPS,
               maxStaleness: 1,
               criticWarmupSteps: 0,
@@ -194,12 +229,31 @@ const main = async () => {
       const log_ = await call("WatchJob", () => events(client, jobId))
       const ends = await endRecords(nats.url, prefix, jobId)
       const checked = auditJob(now, log_, ends, PPO_STEPS)
-      const audit = missed
-        ? {
-            ...checked,
-            problems: [...checked.problems, "the fault did not strike while the job ran"],
-          }
-        : checked
+      const isolation: string[] = []
+      if (failing !== undefined) {
+        // Isolated: its breaker opened, and no create reached its engine after the ones that
+        // opened it (a retry already on its way may add one per create slot).
+        const text = await system.metrics("sandbox-broken")
+        const opens = metricValue(text, "t1_breaker_opens_total")
+        const refused = failing.refused()
+        log(
+          `breaker: the broken host refused ${refused} creates, its breaker opened ${opens} time(s)`,
+        )
+        if (opens < 1) isolation.push("the broken host's circuit breaker never opened")
+        if (refused < BREAKER_FAILURES) missed = true
+        if (refused > BREAKER_FAILURES * 2)
+          isolation.push(`the broken host took ${refused} creates: not isolated`)
+        await system.stop("sandbox-broken")
+        await failing.close()
+      }
+      const audit = {
+        ...checked,
+        problems: [
+          ...checked.problems,
+          ...isolation,
+          ...(missed ? ["the fault did not strike while the job ran"] : []),
+        ],
+      }
       const seconds = (Date.now() - t0) / 1000
       rows.push({ fault, jobId, seconds, ...audit })
       log(

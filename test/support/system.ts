@@ -21,6 +21,8 @@ export interface MemberSpec {
   readonly name: string
   /** Arguments after `t1`, e.g. ["actor", "sampler", "--concurrency", "4"]. */
   readonly args: ReadonlyArray<string>
+  /** Environment of this member on top of the system's, e.g. DOCKER_HOST. */
+  readonly env?: Readonly<Record<string, string>>
 }
 
 export interface Member {
@@ -92,7 +94,7 @@ export const startSystem = (options: {
       ],
       {
         stdio: ["ignore", "pipe", "pipe"],
-        env: { ...process.env, T1_LOG_FORMAT: "logfmt", ...options.env },
+        env: { ...process.env, T1_LOG_FORMAT: "logfmt", ...options.env, ...spec.env },
       },
     )
     const member: Member = { spec, metricsPort, child, output: "" }

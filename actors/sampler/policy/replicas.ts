@@ -1,0 +1,112 @@
+/**
+ * Several replicas of one inference engine (the same model behind several URLs) as one policy
+ * backend. An episode stays on its replica (its prefix cache and, with incremental routing, the
+ * positions already reported live there); new episodes go round-robin. Each replica has a
+ * circuit breaker: consecutive infra failures (transport errors, timeouts, 408/429/5xx — the
+ * retryable PolicyErrors) open it, and while it is open no turn is sent there; the episode's
+ * retry of the failed turn goes to another replica. After the cool-down one turn probes it.
+ */
+import { Clock, Effect } from "effect"
+import {
+  type BreakerMetrics,
+  type BreakerOptions,
+  CircuitBreaker,
+  DEFAULT_BREAKER_OPTIONS,
+} from "../../../services/breaker/index.ts"
+import { type GenerateRequest, type PolicyBackend, PolicyError } from "./backend.ts"
+
+export interface Replica {
+  /** Names the replica in metrics and messages (its URL). */
+  readonly name: string
+  readonly backend: PolicyBackend
+}
+
+export interface ReplicaOptions {
+  readonly breaker?: BreakerOptions
+  readonly metrics?: BreakerMetrics
+}
+
+/** The `component` label of an engine replica's breaker in t1_breaker_state. */
+export const ENGINE_BREAKER_COMPONENT = "engine"
+
+export const replicatedBackend = (
+  replicas: ReadonlyArray<Replica>,
+  options: ReplicaOptions = {},
+): PolicyBackend => {
+  const first = replicas[0]
+  if (first === undefined) throw new RangeError("replicatedBackend: no replicas")
+  if (replicas.length === 1 && options.breaker === undefined) return first.backend
+  const members = replicas.map((r) => ({
+    ...r,
+    breaker: new CircuitBreaker(options.breaker ?? DEFAULT_BREAKER_OPTIONS),
+  }))
+  for (const m of members) options.metrics?.set(ENGINE_BREAKER_COMPONENT, m.name, "closed")
+  type Member = (typeof members)[number]
+  const bySession = new Map<string, Member>()
+  let next = 0
+
+  /** The session's replica when it takes work, else the next one round-robin that does. */
+  const pick = (sessionId: string, now: number): Member | undefined => {
+    const sticky = bySession.get(sessionId)
+    if (sticky?.breaker.tryAcquire(now)) return sticky
+    for (let i = 0; i < members.length; i++) {
+      const m = members[(next + i) % members.length] as Member
+      if (m === sticky || !m.breaker.tryAcquire(now)) continue
+      next = (next + i + 1) % members.length
+      bySession.set(sessionId, m)
+      return m
+    }
+    return undefined
+  }
+
+  const generate = (request: GenerateRequest) =>
+    Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      const m = pick(request.sessionId, now)
+      if (m === undefined) {
+        const reopen = Math.min(...members.map((x) => x.breaker.reopensAtMs() ?? now))
+        return yield* new PolicyError({
+          backend: first.backend.name,
+          message: `${first.backend.name}: every engine replica is out of service (circuit breakers open after infra failures); the first probe is in ${Math.max(0, reopen - now)} ms`,
+          retryable: true,
+        })
+      }
+      const probing = m.breaker.state(now) === "half_open"
+      if (probing) options.metrics?.set(ENGINE_BREAKER_COMPONENT, m.name, "half_open")
+      return yield* m.backend.generate(request).pipe(
+        Effect.tap(() =>
+          Effect.sync(() => {
+            m.breaker.success()
+            if (probing) options.metrics?.set(ENGINE_BREAKER_COMPONENT, m.name, "closed")
+          }),
+        ),
+        Effect.tapError((e) =>
+          Effect.gen(function* () {
+            // An answer the engine gave (a 4xx, a bad shape) says the replica is up.
+            if (!e.retryable) return m.breaker.success()
+            // The retry of this turn goes elsewhere if another replica takes work.
+            bySession.delete(request.sessionId)
+            if (m.breaker.failure(yield* Clock.currentTimeMillis)) {
+              options.metrics?.opened(ENGINE_BREAKER_COMPONENT, m.name)
+              yield* Effect.logWarning(
+                `${m.backend.name} replica ${m.name}: circuit breaker open ${probing ? "again (the probe failed)" : `after ${m.breaker.options.failures} infra failures in a row`}; no turns for ${m.breaker.options.cooldownMs} ms: ${e.message}`,
+              )
+            }
+          }),
+        ),
+        Effect.onInterrupt(() => Effect.sync(() => m.breaker.release())),
+      )
+    })
+
+  return {
+    name: first.backend.name,
+    contextLength: Math.min(...replicas.map((r) => r.backend.contextLength)),
+    generate,
+    // Every replica: a session that moved may have left state on the one it left.
+    release: (sessionId) =>
+      Effect.andThen(
+        Effect.sync(() => bySession.delete(sessionId)),
+        Effect.forEach(members, (m) => m.backend.release(sessionId), { discard: true }),
+      ),
+  }
+}

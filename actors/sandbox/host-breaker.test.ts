@@ -1,0 +1,120 @@
+import { Effect, Layer, Schedule } from "effect"
+import { describe, expect, it } from "vitest"
+import { Bus, MemoryBusLive, subjectsFor } from "../../services/bus/index.ts"
+import { Metrics, type MetricsShape, makeMetrics } from "../../services/metrics/index.ts"
+import { sandboxClient } from "./client.ts"
+import { SandboxDriver } from "./driver.ts"
+import { SandboxInfraError } from "./errors.ts"
+import { runSandboxHost, type SandboxHostOptions } from "./host.ts"
+import { LocalDriverLive } from "./local/index.ts"
+
+const subjects = subjectsFor("breakertest")
+const COOLDOWN_MS = 5000
+const hostOptions = (owner: string): SandboxHostOptions => ({
+  subjects,
+  owner,
+  defaults: {
+    image: "local",
+    workdir: "/sbx",
+    ttlMs: 60_000,
+    execTimeoutMs: 10_000,
+    maxOutputBytes: 4096,
+    maxGetBytes: 1 << 20,
+  },
+  pool: { warm: [], maxStarting: 2, createPerSecond: 1000, createBurst: 100 },
+  reapIntervalMs: 60_000,
+  heartbeatMs: 60_000,
+  perSandboxConcurrency: 2,
+  breaker: { failures: 3, windowMs: 10_000, cooldownMs: COOLDOWN_MS },
+})
+
+/** The local driver with an engine that refuses every create (out of disk, say). */
+const BrokenDriver = Layer.effect(
+  SandboxDriver,
+  Effect.gen(function* () {
+    const driver = yield* SandboxDriver
+    return {
+      ...driver,
+      create: () =>
+        Effect.fail(
+          new SandboxInfraError({ operation: "create", reason: "no space left on device" }),
+        ),
+    }
+  }),
+).pipe(Layer.provide(LocalDriverLive()))
+
+const gauge = (text: string, name: string, owner: string): number | undefined => {
+  const line = text
+    .split("\n")
+    .find((l) => l.startsWith(`${name}{`) && l.includes(`member="${owner}"`))
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(" ") + 1))
+}
+
+describe("sandbox host circuit breaker", () => {
+  it("a host that fails every create leaves the queue group, the healthy host takes the work, and it probes after the cool-down", async () => {
+    const metrics: MetricsShape = makeMetrics({ defaultMetrics: false })
+    const outcome = await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const bus = yield* Bus
+          yield* Effect.forkScoped(
+            runSandboxHost(hostOptions("broken")).pipe(Effect.provide(BrokenDriver)),
+          )
+          yield* Effect.forkScoped(
+            runSandboxHost(hostOptions("healthy")).pipe(Effect.provide(LocalDriverLive())),
+          )
+          const client = sandboxClient(bus, subjects)
+          // A client retries what the host calls retryable (infra), as the sampler does.
+          const create = client.create({ image: "local", workdir: "/sbx" }).pipe(
+            Effect.retry({
+              while: (e) =>
+                e._tag === "NoResponders" || (e._tag === "SandboxRequestFailed" && e.retryable),
+              schedule: Schedule.spaced("20 millis"),
+              times: 200,
+            }),
+          )
+          let failedAttempts = 0
+          const tracked = client.create({ image: "local", workdir: "/sbx" }).pipe(
+            Effect.tapError((e) =>
+              Effect.sync(() => {
+                if (e._tag === "SandboxRequestFailed") failedAttempts++
+              }),
+            ),
+            Effect.retry({
+              while: (e) =>
+                e._tag === "NoResponders" || (e._tag === "SandboxRequestFailed" && e.retryable),
+              schedule: Schedule.spaced("20 millis"),
+              times: 200,
+            }),
+          )
+          // Until the breaker opens the queue group splits creates between the hosts.
+          const first: unknown[] = []
+          while (failedAttempts < 3 && first.length < 50) first.push(yield* tracked)
+          const openedAt = Date.now()
+          const afterFirst = yield* Effect.promise(() => metrics.registry.metrics())
+          const failedBeforeOpen = failedAttempts
+          // Open: every create lands on the healthy host, none fails.
+          const second = yield* Effect.forEach(Array.from({ length: 6 }), () => tracked)
+          const failedWhileOpen = failedAttempts - failedBeforeOpen
+          expect(Date.now() - openedAt).toBeLessThan(COOLDOWN_MS)
+          // After the cool-down the broken host takes creates again; its first failure re-opens.
+          yield* Effect.sleep(COOLDOWN_MS + 200 - (Date.now() - openedAt))
+          yield* Effect.forEach(Array.from({ length: 8 }), () => create)
+          const end = yield* Effect.promise(() => metrics.registry.metrics())
+          return { first, second, afterFirst, failedBeforeOpen, failedWhileOpen, end }
+        }),
+      ).pipe(Effect.provide(Layer.mergeAll(MemoryBusLive(), Layer.succeed(Metrics, metrics)))),
+    )
+    expect(outcome.second).toHaveLength(6)
+    // Three failures open it; a retry already on its way to the host when it left may fail too.
+    expect(outcome.failedBeforeOpen).toBeGreaterThanOrEqual(3)
+    expect(outcome.failedBeforeOpen).toBeLessThanOrEqual(4)
+    expect(outcome.first.length).toBeLessThan(50)
+    expect(outcome.failedWhileOpen).toBe(0)
+    expect(gauge(outcome.afterFirst, "t1_breaker_state", "broken")).toBe(1)
+    expect(gauge(outcome.afterFirst, "t1_breaker_state", "healthy")).toBe(0)
+    expect(gauge(outcome.afterFirst, "t1_breaker_opens_total", "broken")).toBe(1)
+    expect(gauge(outcome.end, "t1_breaker_opens_total", "broken")).toBe(2)
+    expect(gauge(outcome.end, "t1_breaker_opens_total", "healthy")).toBeUndefined()
+  }, 30_000)
+})
