@@ -133,8 +133,7 @@ export interface LadderRecipeOptions {
  * updates of 8 × 4 then fit in 19.7 minutes and gained +7.5 (seed 0; +11.7 with 40), the train
  * reward flat at ~0.5 throughout, while 8 × 8 had gained +10.8 and +26.7 (session 10, 40
  * updates, two seeds): groups of 8 carry signal more often. So 32 updates of 8 × 8, which fit in
- * 20 minutes per seed now; 30 since session 14, when weighing episodes alike in the policy loss
- * (EMBEDDED_RL_CONFIG) left seed 2's longer failing episodes at ~20 minutes for 32.
+ * 20 minutes per seed now.
  */
 export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   seed: 0,
@@ -146,7 +145,7 @@ export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   sftSteps: 600,
   sftBatch: 8,
   sftLr: 2e-3,
-  rlSteps: 30,
+  rlSteps: 32,
   tasksPerStep: 8,
   samples: 8,
   waves: 1,

@@ -48,6 +48,7 @@ export const sandboxFlagsHelp = `  --driver auto|docker|local   (T1_SANDBOX_DRIV
   --idle-ttl-sec S             a leased sandbox unused this long is destroyed (default 1800)
   --reap-interval-sec S        expired-sandbox sweep period (default 60)
   --sandbox-root DIR           local driver: where sandbox directories live
+  --network-firewall on|off    docker driver: iptables rules keep sandboxes with network allowed off this machine (T1_SANDBOX_NETWORK_FIREWALL; default on; needs root beside the engine)
 ${breakerFlagsHelp("this host (it leaves the create queue group)")}`
 
 /** `t1 actor sandbox`: one sandbox host (a Docker engine, or this machine's shell). */
@@ -66,6 +67,7 @@ export const sandboxActor: HostedActor = {
     "idle-ttl-sec": { type: "string" },
     "reap-interval-sec": { type: "string" },
     "sandbox-root": { type: "string" },
+    "network-firewall": { type: "string" },
     ...breakerFlags,
   },
   flagsHelp: sandboxFlagsHelp,
@@ -110,7 +112,12 @@ export const sandboxActor: HostedActor = {
       breaker: breakerOptionsOf(flags),
     })
     const local = LocalDriverLive({ owner, ...(root === "" ? {} : { root }) })
-    const docker = DockerDriverLive({ ownerId: owner })
+    const firewall = text(flags, "network-firewall", "T1_SANDBOX_NETWORK_FIREWALL", "on")
+    if (firewall !== "on" && firewall !== "off")
+      throw new ActorConfigError(
+        `--network-firewall must be on or off, got ${JSON.stringify(firewall)}`,
+      )
+    const docker = DockerDriverLive({ ownerId: owner, networkFirewall: firewall === "on" })
     return Effect.gen(function* () {
       const engine = driverChoice === "local" ? false : yield* dockerEngineAvailable()
       if (driverChoice === "docker" && !engine) {

@@ -22,6 +22,12 @@ import { sandboxSpecFor } from "../../actors/sampler/episode.ts"
 import { runEpisodeHere } from "../../actors/sampler/in-process.ts"
 import { scriptedPolicy } from "../../actors/sampler/policy/scripted.ts"
 import { ensureSamplerStreams } from "../../actors/sampler/streams.ts"
+import {
+  bridgeName,
+  firewallInstalled,
+  installFirewall,
+  removeFirewall,
+} from "../../actors/sandbox/docker/firewall.ts"
 import { CAPABILITIES, connectDocker } from "../../actors/sandbox/docker/index.ts"
 import { SANDBOX_NETWORK, SANDBOX_NETWORK_OPTIONS } from "../../actors/sandbox/docker/spec.ts"
 import { DEFAULT_PIDS_LIMIT } from "../../actors/sandbox/driver.ts"
@@ -388,6 +394,44 @@ s = socket.socket(); s.bind(("0.0.0.0", ${port})); s.listen(8); time.sleep(300)`
     )
     expect((await connectFrom(c, [`${ip}:${port}`])).text).toContain("CONNECTED")
     expect((await connectFrom(d, [`${ip}:${port}`])).text).toMatch(/ failed \w+\n$/)
+  })
+
+  it("network allowed: nothing on this machine is reachable (the sandbox bridge's gateway, docker0, every host address), and the firewall is what stops it", async () => {
+    const c = await sandboxFor(workItem("net-fw", { allowInternet: true }))
+    const info = await docker.getContainer(c).inspect()
+    const joined = info.NetworkSettings.Networks[SANDBOX_NETWORK]
+    const network = await docker.getNetwork(joined?.NetworkID ?? "").inspect()
+    const bridge = bridgeName(network)
+    const gateway: string | undefined = network.IPAM?.Config?.[0]?.Gateway
+    expect(gateway).toMatch(/^\d+\.\d+\.\d+\.\d+$/)
+    expect(await Effect.runPromise(firewallInstalled(bridge))).toBe(true)
+    const { all } = await localAddresses()
+    // The sandbox's own 127.0.0.1 is its own loopback: every other address is this machine's.
+    const targets = [...new Set([...all.filter((a) => a !== "127.0.0.1"), gateway as string])]
+    const listeners = (await Promise.all(targets.map(listen))).filter(
+      (l): l is Listener => l !== undefined,
+    )
+    try {
+      expect(listeners.map((l) => l.address)).toContain(gateway)
+      const endpoints = listeners.map((l) => `${l.address}:${l.port}`)
+      const blocked = (await connectFrom(c, endpoints)).text.trim().split("\n")
+      expect(blocked).toHaveLength(listeners.length)
+      for (const line of blocked) expect(line).toMatch(/ failed \w+$/)
+      for (const l of listeners) expect(l.connections()).toBe(0)
+      // Without the rules the same sandbox reaches them: the firewall is what stops it.
+      await Effect.runPromise(removeFirewall(bridge))
+      try {
+        const open = (await connectFrom(c, endpoints)).text
+        expect(open).toContain(
+          `${gateway}:${listeners.find((l) => l.address === gateway)?.port} CONNECTED`,
+        )
+      } finally {
+        await Effect.runPromise(installFirewall(bridge))
+      }
+      expect(await Effect.runPromise(firewallInstalled(bridge))).toBe(true)
+    } finally {
+      for (const l of listeners) l.server.close()
+    }
   })
 
   it("host processes and privileges: only the sandbox's processes, no CAP_SYS_ADMIN, not privileged", async () => {

@@ -29,6 +29,7 @@ import {
   reasonOf,
   statusCode,
 } from "./engine.ts"
+import { bridgeName, installFirewall, removeFirewall } from "./firewall.ts"
 import { dockerShell, runOnce } from "./shell.ts"
 import {
   CREATED_AT_LABEL,
@@ -46,6 +47,12 @@ export interface DockerDriverOptions {
   readonly docker?: Dockerode
   /** After a timeout's SIGINT, how long the job has before the shell is replaced (ms). */
   readonly interruptGraceMs?: number
+  /**
+   * Keep networked sandboxes off this machine with iptables rules on their bridge (default
+   * true; see firewall.ts). Needs root and a local engine: without them a networked create
+   * fails with an infra error saying so.
+   */
+  readonly networkFirewall?: boolean
 }
 
 /** The engine answered with an HTTP error; the caller decides what it means. */
@@ -181,6 +188,9 @@ export const makeDockerDriver = (
           ),
       ),
     )
+    const firewallOn = options.networkFirewall !== false
+    /** The bridge whose firewall this driver installed. */
+    let firewalled: string | undefined
     const ensureSandboxNetwork = networkLock.withPermits(1)(
       Effect.gen(function* () {
         if (networkId !== undefined) return networkId
@@ -218,10 +228,25 @@ export const makeDockerDriver = (
               operation: "inspect network",
               reason: `network ${SANDBOX_NETWORK} exists without ${key}=${value}; remove it so that the driver makes it`,
             })
+        if (firewallOn && !engine.startsWith("unix://"))
+          return yield* new SandboxInfraError({
+            operation: "firewall sandbox network",
+            reason: `the engine at ${engine} is not on this machine, so its sandbox bridge cannot be firewalled from here: run the sandbox host beside its engine, or turn the firewall off (--network-firewall off)`,
+          })
+        firewalled = firewallOn ? bridgeName(oldest) : undefined
         networkId = oldest.Id
         return oldest.Id
       }),
     )
+    /**
+     * The sandbox network, with its firewall in place: checked on every networked create, since
+     * another host on the engine may have removed the rules when it stopped.
+     */
+    const firewalledNetwork = Effect.gen(function* () {
+      const id = yield* ensureSandboxNetwork
+      if (firewalled !== undefined) yield* installFirewall(firewalled)
+      return id
+    })
 
     const invalidSpec = (error: EngineStatus) =>
       Effect.fail(new InvalidSandboxSpec({ field: fieldOf(error.reason), reason: error.reason }))
@@ -311,7 +336,7 @@ export const makeDockerDriver = (
                 : unexpected(error),
           ),
         )
-        const network = spec.network ? yield* ensureSandboxNetwork : undefined
+        const network = spec.network ? yield* firewalledNetwork : undefined
         const createdAtMs = Date.now()
         const config = containerOptions(spec, { owner: options.ownerId, createdAtMs, network })
         const container = yield* call("create sandbox", () => docker.createContainer(config)).pipe(
@@ -521,6 +546,24 @@ export const makeDockerDriver = (
       Effect.forEach([...sessions.keys()], closeSession, {
         discard: true,
         concurrency: "unbounded",
+      }),
+    )
+    // The firewall stays while any sandbox (this host's or another's) is on the bridge.
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function* () {
+        if (firewalled === undefined || networkId === undefined) return
+        const id = networkId
+        const left = yield* Effect.promise(() =>
+          docker
+            .getNetwork(id)
+            .inspect()
+            .then(
+              (n: { Containers?: Record<string, unknown> }) =>
+                Object.keys(n.Containers ?? {}).length,
+            )
+            .catch(() => 0),
+        )
+        if (left === 0) yield* removeFirewall(firewalled)
       }),
     )
 
