@@ -128,7 +128,7 @@ const main = async () => {
     },
   ]
   const client = jobServiceClient(`127.0.0.1:${listen}`, { timeoutMs: 5000 })
-  const rows: Array<{ fault: Fault; jobId: string; seconds: number } & Audit> = []
+  const rows: Array<{ fault: Fault; jobId: string; seconds: number; note: string } & Audit> = []
   try {
     for (const m of members) await system.start(m)
     log(`system up in ${((Date.now() - started) / 1000).toFixed(0)} s (logs: ${system.logDir})`)
@@ -215,7 +215,7 @@ const main = async () => {
         await nats.kill()
         await sleep(2000)
         await nats.restart()
-      } else if (fault !== "none") {
+      } else if (fault !== "none" && fault !== "breaker") {
         await system.stop(fault, "SIGKILL")
         await system.restart(fault)
       }
@@ -230,6 +230,7 @@ const main = async () => {
       const ends = await endRecords(nats.url, prefix, jobId)
       const checked = auditJob(now, log_, ends, PPO_STEPS)
       const isolation: string[] = []
+      let note = ""
       if (failing !== undefined) {
         // Isolated: its breaker opened, and no create reached its engine after the ones that
         // opened it (a retry already on its way may add one per create slot).
@@ -239,6 +240,7 @@ const main = async () => {
         log(
           `breaker: the broken host refused ${refused} creates, its breaker opened ${opens} time(s)`,
         )
+        note = `; broken host out after ${refused} refused creates (breaker opened ${opens}x)`
         if (opens < 1) isolation.push("the broken host's circuit breaker never opened")
         if (refused < BREAKER_FAILURES) missed = true
         if (refused > BREAKER_FAILURES * 2)
@@ -255,7 +257,7 @@ const main = async () => {
         ],
       }
       const seconds = (Date.now() - t0) / 1000
-      rows.push({ fault, jobId, seconds, ...audit })
+      rows.push({ fault, jobId, seconds, note, ...audit })
       log(
         `${fault}: ${audit.state} in ${seconds.toFixed(0)} s, ${audit.problems.length === 0 ? "audit clean" : audit.problems.join("; ")}`,
       )
@@ -296,7 +298,7 @@ const main = async () => {
     String(r.trained),
     String(r.steps),
     r.seconds.toFixed(0),
-    r.problems.length === 0 ? "nothing lost, nothing twice" : r.problems.join("; "),
+    (r.problems.length === 0 ? "nothing lost, nothing twice" : r.problems.join("; ")) + r.note,
   ])
   const widths = header.map((h, i) =>
     Math.max(h.length, ...table.map((row) => row[i]?.length ?? 0)),
@@ -322,6 +324,7 @@ const main = async () => {
           steps: r.steps,
           seconds: Math.round(r.seconds),
           problems: r.problems,
+          ...(r.note === "" ? {} : { note: r.note.slice(2) }),
         })),
         survived,
         total: chosen.length,

@@ -36,8 +36,19 @@ const readSnapshot = (): Promise<Snapshot> =>
     stream.once("end", () => resolve(JSON.parse(Buffer.concat(chunks).toString("utf8"))))
   })
 
-/** Live objects and closures by name ("Object:Foo", "closure:bar") after a full collection. */
-export const heapCounts = async (): Promise<Map<string, number>> => {
+/** Live objects and closures by name ("object:Foo", "closure:bar") after a full collection. */
+export const heapCounts = async (): Promise<Map<string, number>> =>
+  new Map(
+    [...(await heapCensus()).entries()]
+      .filter(([name]) => name.startsWith("object:") || name.startsWith("closure:"))
+      .map(([name, c]) => [name, c.count]),
+  )
+
+/**
+ * Every live node after a full collection by type and name ("object:Foo", "closure:bar",
+ * "array:(object elements)", "string:…" pooled as "string"): how many and their own bytes.
+ */
+export const heapCensus = async (): Promise<Map<string, { count: number; bytes: number }>> => {
   await collectGarbage()
   const s = await readSnapshot()
   const fields = s.snapshot.meta.node_fields
@@ -45,14 +56,18 @@ export const heapCounts = async (): Promise<Map<string, number>> => {
   const width = fields.length
   const typeAt = fields.indexOf("type")
   const nameAt = fields.indexOf("name")
-  const counts = new Map<string, number>()
+  const sizeAt = fields.indexOf("self_size")
+  const census = new Map<string, { count: number; bytes: number }>()
   for (let i = 0; i < s.nodes.length; i += width) {
-    const type = types[s.nodes[i + typeAt] as number]
-    if (type !== "object" && type !== "closure") continue
-    const key = `${type}:${s.strings[s.nodes[i + nameAt] as number]}`
-    counts.set(key, (counts.get(key) ?? 0) + 1)
+    const type = types[s.nodes[i + typeAt] as number] ?? "?"
+    const named = type === "object" || type === "closure" || type === "array" || type === "native"
+    const key = named ? `${type}:${s.strings[s.nodes[i + nameAt] as number]}` : type
+    const entry = census.get(key) ?? { count: 0, bytes: 0 }
+    entry.count++
+    entry.bytes += s.nodes[i + sizeAt] as number
+    census.set(key, entry)
   }
-  return counts
+  return census
 }
 
 /** Names whose count grew by at least `min` from `before` to `after`, largest growth first. */

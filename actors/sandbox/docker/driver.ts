@@ -24,6 +24,7 @@ import {
   connectDocker,
   describeEngine,
   engineFailure,
+  engineIsLocal,
   isUnreachable,
   readAll,
   reasonOf,
@@ -228,7 +229,7 @@ export const makeDockerDriver = (
               operation: "inspect network",
               reason: `network ${SANDBOX_NETWORK} exists without ${key}=${value}; remove it so that the driver makes it`,
             })
-        if (firewallOn && !engine.startsWith("unix://"))
+        if (firewallOn && !engineIsLocal(docker))
           return yield* new SandboxInfraError({
             operation: "firewall sandbox network",
             reason: `the engine at ${engine} is not on this machine, so its sandbox bridge cannot be firewalled from here: run the sandbox host beside its engine, or turn the firewall off (--network-firewall off)`,

@@ -27,6 +27,16 @@ export const describeEngine = (docker: Dockerode): string => {
   return "docker"
 }
 
+/**
+ * Whether the engine runs on this machine: a unix socket (the default when neither is set), or
+ * TCP to a loopback address. Its bridges are then this machine's interfaces.
+ */
+export const engineIsLocal = (docker: Dockerode): boolean => {
+  const host = field(docker.modem, "host")
+  if (typeof field(docker.modem, "socketPath") === "string" || typeof host !== "string") return true
+  return host === "localhost" || host === "::1" || host.startsWith("127.")
+}
+
 /** The HTTP status the engine answered with, when it answered at all. */
 export const statusCode = (error: unknown): number | undefined => {
   const code = field(error, "statusCode")
