@@ -16,7 +16,9 @@ import {
 import type { SandboxError } from "../errors.ts"
 import { BASE_IMAGE } from "../image/index.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "../image/testing.ts"
+import { bridgeName } from "./firewall.ts"
 import { CAPABILITIES, connectDocker, DockerDriverLive, makeDockerDriver } from "./index.ts"
+import { SANDBOX_NETWORK } from "./spec.ts"
 
 const owner = `test-${randomUUID().slice(0, 8)}`
 const docker = connectDocker()
@@ -164,6 +166,34 @@ describe("docker driver", () => {
     expect(Number(forks.text.trim())).toBeGreaterThan(5)
     expect(Number(forks.text.trim())).toBeLessThan(20)
     await withDriver((d) => d.destroy(small.id))
+  })
+
+  it("firewalls the bridge of a networked sandbox unless networkFirewall is off", async () => {
+    const asked: string[] = []
+    const withFirewall = (networkFirewall: boolean) =>
+      Effect.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            const d = yield* makeDockerDriver({
+              ownerId: owner,
+              docker,
+              networkFirewall,
+              installFirewall: (bridge) => Effect.sync(() => void asked.push(bridge)),
+            })
+            const offline = yield* d.create(spec())
+            const online = yield* d.create({ ...spec(), network: true })
+            yield* d.destroy(offline.id)
+            yield* d.destroy(online.id)
+          }),
+        ),
+      )
+    await withFirewall(false)
+    expect(asked).toEqual([])
+    await withFirewall(true)
+    // Once, for the networked sandbox only, on the sandbox network's bridge.
+    expect(asked).toHaveLength(1)
+    const [network] = await docker.listNetworks({ filters: { name: [SANDBOX_NETWORK] } })
+    expect(asked).toEqual([bridgeName({ Id: network?.Id ?? "", Options: network?.Options })])
   })
 
   it("fails with ImageNotFound for an image the engine lacks, pulling nothing", async () => {

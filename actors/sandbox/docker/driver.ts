@@ -54,6 +54,8 @@ export interface DockerDriverOptions {
    * fails with an infra error saying so.
    */
   readonly networkFirewall?: boolean
+  /** Installs the firewall of a bridge (default: the iptables rules of firewall.ts). */
+  readonly installFirewall?: (bridge: string) => Effect.Effect<void, SandboxInfraError>
 }
 
 /** The engine answered with an HTTP error; the caller decides what it means. */
@@ -245,7 +247,7 @@ export const makeDockerDriver = (
      */
     const firewalledNetwork = Effect.gen(function* () {
       const id = yield* ensureSandboxNetwork
-      if (firewalled !== undefined) yield* installFirewall(firewalled)
+      if (firewalled !== undefined) yield* (options.installFirewall ?? installFirewall)(firewalled)
       return id
     })
 
@@ -553,6 +555,8 @@ export const makeDockerDriver = (
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
         if (firewalled === undefined || networkId === undefined) return
+        // An installer of the caller's own is the caller's to undo.
+        if (options.installFirewall !== undefined) return
         const id = networkId
         const left = yield* Effect.promise(() =>
           docker
