@@ -5,28 +5,18 @@ import { Metrics, type MetricsShape, makeMetrics } from "../../services/metrics/
 import { sandboxClient } from "./client.ts"
 import { SandboxDriver } from "./driver.ts"
 import { SandboxInfraError } from "./errors.ts"
+import { testHostOptions } from "./host.fixture.ts"
 import { runSandboxHost, type SandboxHostOptions } from "./host.ts"
 import { LocalDriverLive } from "./local/index.ts"
 
 const subjects = subjectsFor("breakertest")
 const COOLDOWN_MS = 5000
-const hostOptions = (owner: string): SandboxHostOptions => ({
-  subjects,
-  owner,
-  defaults: {
-    image: "local",
-    workdir: "/sbx",
-    ttlMs: 60_000,
-    execTimeoutMs: 10_000,
-    maxOutputBytes: 4096,
-    maxGetBytes: 1 << 20,
-  },
-  pool: { warm: [], maxStarting: 2, createPerSecond: 1000, createBurst: 100 },
-  reapIntervalMs: 60_000,
-  heartbeatMs: 60_000,
-  perSandboxConcurrency: 2,
-  breaker: { failures: 3, windowMs: 10_000, cooldownMs: COOLDOWN_MS },
-})
+const hostOptions = (owner: string): SandboxHostOptions =>
+  testHostOptions(subjects, owner, {
+    pool: { warm: [], maxStarting: 2, createPerSecond: 1000, createBurst: 100 },
+    heartbeatMs: 60_000,
+    breaker: { failures: 3, windowMs: 10_000, cooldownMs: COOLDOWN_MS },
+  })
 
 /** The local driver with an engine that refuses every create (out of disk, say). */
 const BrokenDriver = Layer.effect(

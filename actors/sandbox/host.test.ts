@@ -8,6 +8,7 @@ import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
 import { SandboxRequestFailed, sandboxClient } from "./client.ts"
 import { sandboxSpec } from "./driver.ts"
 import { SandboxNotFound } from "./errors.ts"
+import { testHostOptions } from "./host.fixture.ts"
 import { runSandboxHost } from "./host.ts"
 import { LocalDriverLive } from "./local/index.ts"
 
@@ -23,27 +24,16 @@ const withHost = <A, E>(warm: number, f: (bus: BusShape) => Effect.Effect<A, E, 
       Effect.gen(function* () {
         const bus = yield* Bus
         yield* Effect.forkScoped(
-          runSandboxHost({
-            subjects,
-            owner: `host-test-${randomUUID().slice(0, 6)}`,
-            defaults: {
-              image: "local",
-              workdir: "/sbx",
-              ttlMs: 60_000,
-              execTimeoutMs: 10_000,
-              maxOutputBytes: 4096,
-              maxGetBytes: 1 << 20,
-            },
-            pool: {
-              warm: warm > 0 ? [{ spec: template, size: warm }] : [],
-              maxStarting: 2,
-              createPerSecond: 50,
-              createBurst: 4,
-            },
-            reapIntervalMs: 60_000,
-            heartbeatMs: 100,
-            perSandboxConcurrency: 2,
-          }).pipe(Effect.provide(LocalDriverLive())),
+          runSandboxHost(
+            testHostOptions(subjects, `host-test-${randomUUID().slice(0, 6)}`, {
+              pool: {
+                warm: warm > 0 ? [{ spec: template, size: warm }] : [],
+                maxStarting: 2,
+                createPerSecond: 50,
+                createBurst: 4,
+              },
+            }),
+          ).pipe(Effect.provide(LocalDriverLive())),
         )
         return yield* f(bus)
       }),
