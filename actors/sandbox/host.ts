@@ -297,8 +297,7 @@ export const runSandboxHost = (
             if (lease.failure.errorClass === "infra") yield* breakerFailure
             return encode(CreateSandboxResultSchema, { error: errorDetail(lease.failure) })
           }
-          breaker.success()
-          bm.set(BREAKER_COMPONENT, options.owner, "closed")
+          if (breaker.success()) bm.set(BREAKER_COMPONENT, options.owner, "closed")
           const id = lease.success.info.id
           leased.set(id, {
             info: lease.success.info,

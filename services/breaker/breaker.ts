@@ -83,10 +83,13 @@ export class CircuitBreaker {
     return this.opens
   }
 
-  success(): void {
+  /** Records a success; true when it closed an open (or half-open) breaker. */
+  success(): boolean {
+    const wasOpen = this.openedAtMs !== undefined
     this.consecutive = 0
     this.openedAtMs = undefined
     this.probing = false
+    return wasOpen
   }
 
   /** Records an infra failure; true when this failure opened (or re-opened) the breaker. */

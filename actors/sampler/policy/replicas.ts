@@ -76,14 +76,18 @@ export const replicatedBackend = (
       return yield* m.backend.generate(request).pipe(
         Effect.tap(() =>
           Effect.sync(() => {
-            m.breaker.success()
-            if (probing) options.metrics?.set(ENGINE_BREAKER_COMPONENT, m.name, "closed")
+            if (m.breaker.success())
+              options.metrics?.set(ENGINE_BREAKER_COMPONENT, m.name, "closed")
           }),
         ),
         Effect.tapError((e) =>
           Effect.gen(function* () {
             // An answer the engine gave (a 4xx, a bad shape) says the replica is up.
-            if (!e.retryable) return m.breaker.success()
+            if (!e.retryable) {
+              if (m.breaker.success())
+                options.metrics?.set(ENGINE_BREAKER_COMPONENT, m.name, "closed")
+              return
+            }
             // The retry of this turn goes elsewhere if another replica takes work.
             bySession.delete(request.sessionId)
             if (m.breaker.failure(yield* Clock.currentTimeMillis)) {

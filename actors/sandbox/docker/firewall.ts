@@ -39,10 +39,10 @@ let probed: Promise<string[]> | undefined
 
 /** The iptables binaries that answer here (probed once): iptables always, ip6tables where it works. */
 const binaries = (): Promise<string[]> => {
-  probed ??= probe()
   // A failed probe (not root yet, say) is tried again next time.
-  probed.catch(() => {
+  probed ??= probe().catch((e: unknown) => {
     probed = undefined
+    throw e
   })
   return probed
 }
