@@ -131,6 +131,26 @@ export const sandboxClient = (bus: BusShape, subjects: Subjects) => {
         (options.timeoutMs ?? 60_000) + SLACK_MS,
         sandboxId,
       ),
+    /** `argv` as a process of its own, outside the session's shell (see ExecRequest.argv). */
+    execArgv: (
+      sandboxId: string,
+      argv: ReadonlyArray<string>,
+      options: { readonly timeoutMs?: number; readonly maxOutputBytes?: number } = {},
+    ): Effect.Effect<ExecResult, SandboxClientError> =>
+      call(
+        "exec",
+        subjects.sandbox(sandboxId, "exec"),
+        ExecRequestSchema,
+        {
+          sandboxId,
+          argv: [...argv],
+          timeoutMs: options.timeoutMs ?? 0,
+          maxOutputBytes: options.maxOutputBytes ?? 0,
+        },
+        ExecResultSchema,
+        (options.timeoutMs ?? 60_000) + SLACK_MS,
+        sandboxId,
+      ),
     put: (sandboxId: string, path: string, tar: Uint8Array) =>
       call(
         "put",

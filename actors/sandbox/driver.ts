@@ -70,6 +70,15 @@ export interface SandboxDriverShape {
     command: string,
     options: ExecOptions,
   ) => Effect.Effect<ExecResult, SandboxError>
+  /**
+   * Runs `argv` as a new process in the sandbox, as its user, outside the persistent shell (whose
+   * state the agent controls): the verifier's guarded path. Drivers that cannot leave it out.
+   */
+  readonly execArgv?: (
+    id: string,
+    argv: ReadonlyArray<string>,
+    options: ExecOptions,
+  ) => Effect.Effect<ExecResult, SandboxError>
   /** Unpacks a tar archive at path. */
   readonly put: (id: string, path: string, tar: Uint8Array) => Effect.Effect<void, SandboxError>
   /** A tar archive of path (a file or a directory). */

@@ -24,7 +24,12 @@ import {
 } from "../../services/breaker/index.ts"
 import { Bus, type BusMessage, type Subjects } from "../../services/bus/index.ts"
 import { Metrics } from "../../services/metrics/index.ts"
-import { SandboxDriver, type SandboxDriverShape, type SandboxInfo } from "./driver.ts"
+import {
+  type ExecResult,
+  SandboxDriver,
+  type SandboxDriverShape,
+  type SandboxInfo,
+} from "./driver.ts"
 import { InvalidCommand, type SandboxError } from "./errors.ts"
 import { sandboxMetrics } from "./metrics.ts"
 import { makeSandboxPool, type PoolOptions } from "./pool.ts"
@@ -107,6 +112,32 @@ export const runSandboxHost = (
       const countError = (e: SandboxError) =>
         Effect.sync(() => m.errors.inc({ class: e.errorClass, error: e._tag }))
 
+      /** A command for the session's shell, or (argv set) a process of its own outside it. */
+      const execRequested = (
+        id: string,
+        command: string,
+        argv: ReadonlyArray<string>,
+        execOptions: { readonly timeoutMs: number; readonly maxOutputBytes: number },
+      ): Effect.Effect<ExecResult, SandboxError> => {
+        if (argv.length === 0)
+          return command.includes("\0")
+            ? Effect.fail(new InvalidCommand({ reason: "contains a NUL byte" }))
+            : driver.exec(id, command, execOptions)
+        if (command !== "")
+          return Effect.fail(
+            new InvalidCommand({ reason: "give either command or argv, not both" }),
+          )
+        if (argv.some((a) => a.includes("\0")))
+          return Effect.fail(new InvalidCommand({ reason: "an argument contains a NUL byte" }))
+        if (driver.execArgv === undefined)
+          return Effect.fail(
+            new InvalidCommand({
+              reason: `the ${driver.kind} driver runs commands only in the sandbox's shell (argv is not supported)`,
+            }),
+          )
+        return driver.execArgv(id, argv, execOptions)
+      }
+
       /** Serving fibers of every sandbox this host created, warm or leased. */
       const servers = new Map<string, Fiber.Fiber<never>>()
 
@@ -171,18 +202,18 @@ export const runSandboxHost = (
                 const req = yield* decodeOr(ExecRequestSchema, bytes)
                 const started = Date.now()
                 const command = req.command
-                const result = yield* (
-                  command.includes("\0")
-                    ? Effect.fail(new InvalidCommand({ reason: "contains a NUL byte" }))
-                    : driver.exec(id, command, {
-                        timeoutMs: req.timeoutMs || options.defaults.execTimeoutMs,
-                        // The reply must fit one bus message, whatever the request asked for.
-                        maxOutputBytes: Math.min(
-                          req.maxOutputBytes || options.defaults.maxOutputBytes,
-                          bus.maxPayload - 4096,
-                        ),
-                      })
-                ).pipe(Effect.tapError(countError), Effect.result)
+                const execOptions = {
+                  timeoutMs: req.timeoutMs || options.defaults.execTimeoutMs,
+                  // The reply must fit one bus message, whatever the request asked for.
+                  maxOutputBytes: Math.min(
+                    req.maxOutputBytes || options.defaults.maxOutputBytes,
+                    bus.maxPayload - 4096,
+                  ),
+                }
+                const result = yield* execRequested(id, command, req.argv, execOptions).pipe(
+                  Effect.tapError(countError),
+                  Effect.result,
+                )
                 m.execSeconds.observe((Date.now() - started) / 1000)
                 if (result._tag === "Failure") {
                   return encode(ExecResultSchema, {

@@ -26,6 +26,22 @@ export interface VerifierSandbox {
     command: string,
     options: { readonly timeoutMs: number; readonly maxOutputBytes: number },
   ) => Effect.Effect<ShellResult, SandboxCallFailed>
+  /**
+   * `argv` as a process of its own, outside the agent's shell (the guarded path, guard.ts);
+   * absent where the sandbox cannot.
+   */
+  readonly execArgv?: (
+    argv: ReadonlyArray<string>,
+    options: { readonly timeoutMs: number; readonly maxOutputBytes: number },
+  ) => Effect.Effect<ShellResult, SandboxCallFailed>
+  /**
+   * How the verifier's scripts run when not in a fresh shell of the agent's session (`guard`
+   * sets it to the toolchain's bash).
+   */
+  readonly script?: (
+    script: string,
+    options: { readonly timeoutMs: number; readonly maxOutputBytes: number },
+  ) => Effect.Effect<ShellResult, SandboxCallFailed>
   /** Unpacks a tar archive at path (made when missing). */
   readonly put: (path: string, tar: Uint8Array) => Effect.Effect<void, SandboxCallFailed>
   /** Largest archive one put may carry; bigger uploads are sent in pieces. */
@@ -43,12 +59,21 @@ const fromDriverError =
     })
 
 /** The sandbox `id` of an in-process driver. */
-export const driverSandbox = (driver: SandboxDriverShape, id: string): VerifierSandbox => ({
-  exec: (command, options) =>
-    driver.exec(id, command, options).pipe(Effect.mapError(fromDriverError("exec"))),
-  put: (path, tar) => driver.put(id, path, tar).pipe(Effect.mapError(fromDriverError("put"))),
-  maxPutBytes: Number.POSITIVE_INFINITY,
-})
+export const driverSandbox = (driver: SandboxDriverShape, id: string): VerifierSandbox => {
+  const execArgv = driver.execArgv
+  return {
+    exec: (command, options) =>
+      driver.exec(id, command, options).pipe(Effect.mapError(fromDriverError("exec"))),
+    ...(execArgv === undefined
+      ? {}
+      : {
+          execArgv: (argv, options) =>
+            execArgv(id, argv, options).pipe(Effect.mapError(fromDriverError("exec"))),
+        }),
+    put: (path, tar) => driver.put(id, path, tar).pipe(Effect.mapError(fromDriverError("put"))),
+    maxPutBytes: Number.POSITIVE_INFINITY,
+  }
+}
 
 const fromClientError =
   (operation: SandboxCallFailed["operation"]) =>
@@ -73,6 +98,19 @@ export const clientSandbox = (
   exec: (command, options) =>
     client.exec(id, command, options).pipe(
       // A failed exec (sandbox died, engine gone) arrives as an error the client raises.
+      Effect.map(
+        (r): ShellResult => ({
+          output: r.output,
+          exitCode: r.exitCode,
+          timedOut: r.timedOut,
+          truncated: r.truncated,
+          sessionRestarted: r.sessionRestarted,
+        }),
+      ),
+      Effect.mapError(fromClientError("exec")),
+    ),
+  execArgv: (argv, options) =>
+    client.execArgv(id, argv, options).pipe(
       Effect.map(
         (r): ShellResult => ({
           output: r.output,

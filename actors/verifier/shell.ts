@@ -48,6 +48,20 @@ export const inFreshShell = (script: string): string => {
   return `\\command /usr/bin/env ${unset} bash --noprofile --norc -p -c ${shellQuote(driver)} t1-verify ${shellQuote(script)}`
 }
 
+/**
+ * Runs one of the verifier's scripts: with the sandbox's own runner where it has one (the
+ * toolchain's bash outside the agent's shell, guard.ts), else in a fresh bash started from the
+ * agent's session.
+ */
+export const runScript = (
+  sandbox: VerifierSandbox,
+  script: string,
+  options: { readonly timeoutMs: number; readonly maxOutputBytes: number },
+) =>
+  sandbox.script !== undefined
+    ? sandbox.script(script, options)
+    : sandbox.exec(inFreshShell(script), options)
+
 /** Short bookkeeping commands (mkdir, reading files back) get this long. */
 export const BOOKKEEPING_TIMEOUT_MS = 60_000
 
@@ -58,7 +72,7 @@ export const runBookkeeping = (
   script: string,
   maxOutputBytes = 64 * 1024,
 ): Effect.Effect<ShellResult & { readonly text: string }, VerifierInfraError> =>
-  sandbox.exec(inFreshShell(script), { timeoutMs: BOOKKEEPING_TIMEOUT_MS, maxOutputBytes }).pipe(
+  runScript(sandbox, script, { timeoutMs: BOOKKEEPING_TIMEOUT_MS, maxOutputBytes }).pipe(
     Effect.map((r) => ({ ...r, text: new TextDecoder().decode(r.output) })),
     Effect.mapError(
       (e) => new VerifierInfraError({ stage, reason: e.message, retryable: e.infra }),

@@ -167,24 +167,30 @@ const dyingWhen =
   (when: (command: string) => boolean) =>
   (s: VerifierSandbox): VerifierSandbox => {
     let dead = false
+    const die = Effect.sync(() => {
+      dead = true
+    }).pipe(
+      Effect.andThen(
+        Effect.fail(
+          new SandboxCallFailed({
+            operation: "exec",
+            reason: new SandboxDied({ id: "x", reason: "killed" }).message,
+            infra: true,
+          }),
+        ),
+      ),
+    )
+    const execArgv = s.execArgv
     return {
       ...s,
-      exec: (command, options) =>
-        dead || when(command)
-          ? Effect.sync(() => {
-              dead = true
-            }).pipe(
-              Effect.andThen(
-                Effect.fail(
-                  new SandboxCallFailed({
-                    operation: "exec",
-                    reason: new SandboxDied({ id: "x", reason: "killed" }).message,
-                    infra: true,
-                  }),
-                ),
-              ),
-            )
-          : s.exec(command, options),
+      exec: (command, options) => (dead || when(command) ? die : s.exec(command, options)),
+      // The guarded path runs its scripts as argv (guard.ts): the same cue in its arguments.
+      ...(execArgv === undefined
+        ? {}
+        : {
+            execArgv: (argv, options) =>
+              dead || when(argv.join(" ")) ? die : execArgv(argv, options),
+          }),
     }
   }
 

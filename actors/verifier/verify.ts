@@ -4,6 +4,7 @@ import { Effect } from "effect"
 import type { TaskEnvironment, TaskVerifier } from "../../tasks/task.ts"
 import { packDirectory, singleFileTar, type TestsArchive } from "./archive.ts"
 import { InvalidVerifierTask, type VerifierError, VerifierInfraError } from "./errors.ts"
+import { guard } from "./guard.ts"
 import { parseJunitXml } from "./junit.ts"
 import {
   MAX_OUTPUT_TAIL_BYTES,
@@ -22,10 +23,10 @@ import { parseRewardJson, parseRewardText, type RewardFile } from "./reward-file
 import { PYTEST_MAIN, planTestScript, type Requirement } from "./rewrite.ts"
 import {
   type FileRead,
-  inFreshShell,
   readSandboxFile,
   readSandboxFiles,
   runBookkeeping,
+  runScript,
   shellQuote,
 } from "./shell.ts"
 import { parsePytestSummary } from "./summary.ts"
@@ -95,7 +96,7 @@ interface Places {
  * machinery is a VerifierInfraError, never a reward of 0.
  */
 export const verifyEpisode = (
-  sandbox: VerifierSandbox,
+  given: VerifierSandbox,
   task: VerifiableTask,
   options: VerifyOptions = {},
 ): Effect.Effect<VerifierOutcome, VerifierError> =>
@@ -117,9 +118,11 @@ export const verifyEpisode = (
       scratch: `/tmp/t1-verify-${nonce}`,
     }
     const archive = options.tests ?? (yield* packTests(v))
-    const python = options.python ?? "python3"
+    const guarded = yield* guard(given)
+    const sandbox = guarded.sandbox
+    const python = options.python ?? guarded.python ?? "python3"
     const plan = yield* planRun(sandbox, task, archive, places, python, options)
-    const notes: string[] = [...plan.notes]
+    const notes: string[] = [...guarded.notes, ...plan.notes]
     const described = { path: plan.path, pathReason: plan.reason }
 
     if (plan.kind === "unverifiable") {
@@ -482,21 +485,19 @@ const runTests = (
       : plan.kind === "rewritten"
         ? `${testDirVar}; bash ${shellQuote(`${testDir}/${plan.script}`)}`
         : `${testDirVar}; ${plan.command}`
-  return sandbox
-    .exec(inFreshShell(`${cd}; ${command}`), {
-      timeoutMs: task.verifier.timeoutSec * 1000,
-      maxOutputBytes: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES,
-    })
-    .pipe(
-      Effect.mapError(
-        (e) =>
-          new VerifierInfraError({
-            stage: "running the tests",
-            reason: e.message,
-            retryable: e.infra,
-          }),
-      ),
-    )
+  return runScript(sandbox, `${cd}; ${command}`, {
+    timeoutMs: task.verifier.timeoutSec * 1000,
+    maxOutputBytes: options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES,
+  }).pipe(
+    Effect.mapError(
+      (e) =>
+        new VerifierInfraError({
+          stage: "running the tests",
+          reason: e.message,
+          retryable: e.infra,
+        }),
+    ),
+  )
 }
 
 /**

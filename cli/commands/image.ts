@@ -1,11 +1,14 @@
 import { Effect } from "effect"
+import { connectDocker } from "../../actors/sandbox/docker/index.ts"
 import {
+  BaseImageBuildFailed,
   BUILD_NETWORKS,
   type BuildNetwork,
   buildBaseImage,
   buildTaskImage,
   type ImageAliases,
 } from "../../actors/sandbox/image/index.ts"
+import { ensureToolchain } from "../../actors/sandbox/toolchain/index.ts"
 import { taskBuildNetwork } from "../../tasks/image.ts"
 import { loadTask } from "../../tasks/load/index.ts"
 import { choiceFlag, parseFlags, UsageError } from "../flags.ts"
@@ -102,9 +105,21 @@ export const imageCommand = (
       ...(values.suite === undefined ? {} : { suite: values.suite }),
       ...(cacheDir === undefined ? {} : { cacheDir }),
     }).pipe(
+      // The verifier's read-only toolchain comes from the base image: built with it, so that
+      // the first sandbox does not wait for it.
+      Effect.flatMap((base) =>
+        Effect.tryPromise({
+          try: () => ensureToolchain(connectDocker(), base.latest),
+          catch: (error) =>
+            new BaseImageBuildFailed({
+              stage: "toolchain",
+              reason: error instanceof Error ? error.message : String(error),
+            }),
+        }).pipe(Effect.map((toolchain) => ({ ...base, toolchain }))),
+      ),
       Effect.flatMap((base) =>
         print(
-          `${base.image} (${base.latest}) ready: ${base.source === "engine" ? "already built" : base.source === "archive" ? "re-imported from the cache" : "built"} in ${base.durationMs} ms`,
+          `${base.image} (${base.latest}) ready: ${base.source === "engine" ? "already built" : base.source === "archive" ? "re-imported from the cache" : "built"} in ${base.durationMs} ms; verifier toolchain ${base.toolchain}`,
           base,
         ),
       ),

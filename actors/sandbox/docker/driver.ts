@@ -18,7 +18,9 @@ import {
   SandboxInfraError,
   SandboxNotFound,
 } from "../errors.ts"
+import { BASE_IMAGE } from "../image/base.ts"
 import { openShellSession, type ShellSession } from "../shell/index.ts"
+import { ensureToolchain, TOOLCHAIN_BASH, TOOLCHAIN_BIN } from "../toolchain/toolchain.ts"
 import { directoryArchive, type Owner, reownArchive } from "./archive.ts"
 import {
   connectDocker,
@@ -31,13 +33,14 @@ import {
   statusCode,
 } from "./engine.ts"
 import { bridgeName, installFirewall, removeFirewall } from "./firewall.ts"
-import { dockerShell, runOnce } from "./shell.ts"
+import { dockerShell, runArgv, runOnce } from "./shell.ts"
 import {
   CREATED_AT_LABEL,
   containerOptions,
   SANDBOX_NETWORK,
   SANDBOX_NETWORK_OPTIONS,
   specProblem,
+  TOOLCHAIN_LABEL,
   WORKDIR_LABEL,
 } from "./spec.ts"
 
@@ -56,7 +59,17 @@ export interface DockerDriverOptions {
   readonly networkFirewall?: boolean
   /** Installs the firewall of a bridge (default: the iptables rules of firewall.ts). */
   readonly installFirewall?: (bridge: string) => Effect.Effect<void, SandboxInfraError>
+  /**
+   * The image the verifier toolchain is built from (default BASE_IMAGE), mounted read-only into
+   * every sandbox so that the verifier runs tests with nothing the agent could change (see
+   * toolchain/); false: no toolchain, and the verifier falls back to the sandbox's own programs
+   * (forgeable, and said so in every outcome's notes).
+   */
+  readonly toolchainImage?: string | false
 }
+
+/** After the toolchain could not be had, creates go on without it for this long before a retry. */
+const TOOLCHAIN_RETRY_MS = 5 * 60_000
 
 /** The engine answered with an HTTP error; the caller decides what it means. */
 class EngineStatus extends Data.TaggedError("EngineStatus")<{
@@ -251,6 +264,36 @@ export const makeDockerDriver = (
       return id
     })
 
+    const toolchainLock = Semaphore.makeUnsafe(1)
+    let toolchain: { readonly volume: string | undefined; readonly atMs: number } | undefined
+    /** The toolchain volume, built on the first create that needs it; undefined when it cannot be. */
+    const toolchainVolumeNow = toolchainLock.withPermits(1)(
+      Effect.gen(function* () {
+        const image = options.toolchainImage ?? BASE_IMAGE
+        if (image === false) return undefined
+        if (
+          toolchain !== undefined &&
+          (toolchain.volume !== undefined || Date.now() - toolchain.atMs < TOOLCHAIN_RETRY_MS)
+        )
+          return toolchain.volume
+        const made = yield* Effect.tryPromise({
+          try: () => ensureToolchain(docker, image),
+          catch: (error) => (error instanceof Error ? error.message : String(error)),
+        }).pipe(
+          Effect.catch((reason) =>
+            Effect.as(
+              Effect.logWarning(
+                `verifier toolchain unavailable, sandboxes are created without it (verification falls back to their own programs): ${reason}`,
+              ),
+              undefined,
+            ),
+          ),
+        )
+        toolchain = { volume: made, atMs: Date.now() }
+        return made
+      }),
+    )
+
     const invalidSpec = (error: EngineStatus) =>
       Effect.fail(new InvalidSandboxSpec({ field: fieldOf(error.reason), reason: error.reason }))
 
@@ -260,10 +303,20 @@ export const makeDockerDriver = (
      * directory itself from an archive naming the owner: root inside a sandbox of another user
      * has no capabilities (no-new-privileges), so it could not chown.
      */
-    const probe = (id: string, path: string) =>
+    /**
+     * `trusted`: with the toolchain's bash and tools, since after the agent ran the sandbox's
+     * own may be anything (and may start what outlives the verifier's reaping).
+     */
+    const probe = (id: string, path: string, trusted = false) =>
       Effect.gen(function* () {
         const result = yield* call("probe sandbox", () =>
-          runOnce(docker, id, ["bash", "-c", PROBE, "probe", path]),
+          runOnce(
+            docker,
+            id,
+            trusted
+              ? [TOOLCHAIN_BASH, "-c", `PATH=${TOOLCHAIN_BIN}:$PATH\n${PROBE}`, "probe", path]
+              : ["bash", "-c", PROBE, "probe", path],
+          ),
         )
         const { owner, answer } = parseProbe(result.output)
         if (owner === undefined || result.exitCode !== 0)
@@ -273,7 +326,12 @@ export const makeDockerDriver = (
         if (answer !== "denied") return { ok: false as const, reason: `${path}: ${answer}` }
         const parent = posix.dirname(path)
         const made = yield* call("make directory", () =>
-          runOnce(docker, id, ["mkdir", "-p", "--", parent], ROOT),
+          runOnce(
+            docker,
+            id,
+            [trusted ? `${TOOLCHAIN_BIN}/mkdir` : "mkdir", "-p", "--", parent],
+            ROOT,
+          ),
         )
         if (made.exitCode !== 0) return { ok: false as const, reason: made.output.trim() }
         const entry = yield* Effect.promise(() => directoryArchive(posix.basename(path), owner))
@@ -284,11 +342,11 @@ export const makeDockerDriver = (
       })
 
     /** The sandbox user's uid and gid, asked of the sandbox once. */
-    const ownerOf = (id: string) =>
+    const ownerOf = (id: string, trusted: boolean) =>
       Effect.suspend(() => {
         const cached = owners.get(id)
         if (cached !== undefined) return Effect.succeed(cached)
-        return Effect.flatMap(probe(id, ""), (result) =>
+        return Effect.flatMap(probe(id, "", trusted), (result) =>
           result.ok
             ? Effect.succeed(result.owner)
             : Effect.fail(
@@ -340,8 +398,14 @@ export const makeDockerDriver = (
           ),
         )
         const network = spec.network ? yield* firewalledNetwork : undefined
+        const volume = yield* toolchainVolumeNow
         const createdAtMs = Date.now()
-        const config = containerOptions(spec, { owner: options.ownerId, createdAtMs, network })
+        const config = containerOptions(spec, {
+          owner: options.ownerId,
+          createdAtMs,
+          network,
+          toolchain: volume,
+        })
         const container = yield* call("create sandbox", () => docker.createContainer(config)).pipe(
           Effect.catchTag(
             "EngineStatus",
@@ -454,6 +518,23 @@ export const makeDockerDriver = (
         }),
       )
 
+    const execArgv: NonNullable<SandboxDriverShape["execArgv"]> = (id, argv, execOptions) =>
+      Effect.gen(function* () {
+        if (argv.length === 0)
+          return yield* new InvalidSandboxSpec({ field: "argv", reason: "argv is empty" })
+        yield* requireRunning(id)
+        const started = Date.now()
+        const result = yield* call("exec", () => runArgv(docker, id, argv, execOptions)).pipe(
+          Effect.catchTag("EngineStatus", (error): Effect.Effect<never, SandboxError> => {
+            if (error.status === 404) return Effect.fail(new SandboxNotFound({ id }))
+            if (error.status === 409)
+              return Effect.fail(new SandboxDied({ id, reason: error.reason }))
+            return unexpected(error)
+          }),
+        )
+        return { ...result, sessionRestarted: false, durationMs: Date.now() - started }
+      })
+
     /** 404 is the sandbox or the path; anything else the engine refused is about the transfer. */
     const transferError = (id: string, path: string) => (error: EngineStatus) =>
       error.status === 404
@@ -475,7 +556,8 @@ export const makeDockerDriver = (
         const info = yield* inspectSandbox(id)
         if (info === undefined) return yield* new SandboxNotFound({ id })
         // The files belong to the sandbox's user, who must be able to edit them.
-        const owner = yield* ownerOf(id).pipe(
+        const trusted = info.Config.Labels?.[TOOLCHAIN_LABEL] !== undefined
+        const owner = yield* ownerOf(id, trusted).pipe(
           Effect.catchTag("EngineStatus", (error) =>
             // A stopped sandbox cannot say who its user is: the archive goes in as it is.
             error.status === 409 ? Effect.succeed(undefined) : transferError(id, path)(error),
@@ -496,7 +578,7 @@ export const makeDockerDriver = (
             if (error.status !== 404 || !info.State.Running) return transferError(id, path)(error)
             // A missing target directory is made (as `mkdir -p` before `tar -C`), then retried.
             return Effect.gen(function* () {
-              const made = yield* probe(id, path).pipe(
+              const made = yield* probe(id, path, trusted).pipe(
                 Effect.catchTag("EngineStatus", transferError(id, path)),
               )
               if (!made.ok)
@@ -572,7 +654,16 @@ export const makeDockerDriver = (
       }),
     )
 
-    return { kind: "docker", create, exec, put, get, destroy, list } satisfies SandboxDriverShape
+    return {
+      kind: "docker",
+      create,
+      exec,
+      execArgv,
+      put,
+      get,
+      destroy,
+      list,
+    } satisfies SandboxDriverShape
   })
 
 /** The docker driver as the SandboxDriver service. */

@@ -1,5 +1,6 @@
 import { Writable } from "node:stream"
 import type Dockerode from "dockerode"
+import { CappedOutput } from "../shell/capped-output.ts"
 import type { ShellProcess, StartShell } from "../shell/process.ts"
 import { readAll, reasonOf } from "./engine.ts"
 import { signalGroupFromHost } from "./host-kill.ts"
@@ -159,3 +160,72 @@ export const dockerShell =
       },
     }
   }
+
+/**
+ * Runs `argv` as a new process in the container, as its user, and collects its output (stdout and
+ * stderr together, head and tail kept within `maxOutputBytes`). At `timeoutMs` it stops waiting
+ * and kills the process from this machine when the engine runs here (the exec's pid is a host
+ * pid); callers that need a hard stop anywhere wrap argv in a `timeout` of their own.
+ */
+export const runArgv = async (
+  docker: Dockerode,
+  containerId: string,
+  argv: ReadonlyArray<string>,
+  options: { readonly timeoutMs: number; readonly maxOutputBytes: number },
+): Promise<{
+  readonly output: Uint8Array
+  readonly exitCode: number
+  readonly timedOut: boolean
+  readonly truncated: boolean
+  readonly totalBytes: number
+}> => {
+  const exec = await docker.getContainer(containerId).exec({
+    Cmd: [...argv],
+    AttachStdin: false,
+    AttachStdout: true,
+    AttachStderr: true,
+    Tty: false,
+  })
+  const stream = await exec.start({ hijack: true, stdin: false })
+  const output = new CappedOutput(options.maxOutputBytes)
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      output.append(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength))
+      done()
+    },
+  })
+  const ended = readAll(stream)
+  docker.modem.demuxStream(stream, sink, sink)
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<"late">((resolve) => {
+    timer = setTimeout(() => resolve("late"), options.timeoutMs)
+  })
+  const finished = await Promise.race([ended.then(() => "done" as const), late])
+  clearTimeout(timer)
+  if (finished === "late") {
+    const pid = (await exec.inspect().catch(() => undefined))?.Pid
+    if (pid !== undefined && pid > 1) {
+      try {
+        process.kill(pid, "SIGKILL")
+      } catch {
+        // Not this machine's process (a remote engine), or already gone.
+      }
+    }
+    if ("destroy" in stream && typeof stream.destroy === "function") stream.destroy()
+    return {
+      output: output.bytes(),
+      exitCode: -1,
+      timedOut: true,
+      truncated: output.truncated,
+      totalBytes: output.totalBytes,
+    }
+  }
+  const info = await exec.inspect()
+  return {
+    output: output.bytes(),
+    exitCode: info.ExitCode ?? -1,
+    timedOut: false,
+    truncated: output.truncated,
+    totalBytes: output.totalBytes,
+  }
+}

@@ -1,11 +1,14 @@
 import type Dockerode from "dockerode"
 import { DEFAULT_PIDS_LIMIT, LABELS, type SandboxSpec } from "../driver.ts"
 import { InvalidSandboxSpec } from "../errors.ts"
+import { toolchainMount } from "../toolchain/toolchain.ts"
 
 /** When the driver created the sandbox, Unix milliseconds (the engine only keeps seconds). */
 export const CREATED_AT_LABEL = "t1.created-at"
 /** The shell's working directory, so that any driver instance can start the sandbox's shell. */
 export const WORKDIR_LABEL = "t1.workdir"
+/** The verifier toolchain volume a sandbox has mounted (absent: none). */
+export const TOOLCHAIN_LABEL = "t1.verifier-toolchain"
 
 /**
  * Capabilities a root shell in a task needs, and nothing more (Docker's default set also grants
@@ -97,12 +100,14 @@ export interface Bookkeeping {
   readonly createdAtMs: number
   /** The network a sandbox with network allowed joins (a name or id); default SANDBOX_NETWORK. */
   readonly network?: string | undefined
+  /** The verifier toolchain's volume, mounted read-only at TOOLCHAIN_ROOT (see toolchain/). */
+  readonly toolchain?: string | undefined
 }
 
 /** Every label the container carries: the spec's own, then the driver's (which win). */
 export const sandboxLabels = (
   spec: SandboxSpec,
-  { owner, createdAtMs }: Bookkeeping,
+  { owner, createdAtMs, toolchain }: Bookkeeping,
 ): Record<string, string> => ({
   ...spec.labels,
   [LABELS.managed]: "true",
@@ -110,12 +115,14 @@ export const sandboxLabels = (
   [LABELS.expiresAt]: String(createdAtMs + spec.ttlMs),
   [CREATED_AT_LABEL]: String(createdAtMs),
   [WORKDIR_LABEL]: spec.workdir,
+  ...(toolchain === undefined ? {} : { [TOOLCHAIN_LABEL]: toolchain }),
 })
 
 /**
  * How the container is created. It only idles (docker-init reaps orphans as PID 1, `sleep
- * infinity` keeps it up); the agent's shell is a docker exec started later. No binds or mounts of
- * any kind, so nothing of the host (least of all its docker.sock) is reachable from inside.
+ * infinity` keeps it up); the agent's shell is a docker exec started later. No binds of host
+ * paths, so nothing of the host (least of all its docker.sock) is reachable from inside; the one
+ * mount is the verifier toolchain's volume, read-only.
  */
 export const containerOptions = (
   spec: SandboxSpec,
@@ -147,7 +154,7 @@ export const containerOptions = (
       SecurityOpt: ["no-new-privileges:true"],
       ReadonlyRootfs: false,
       Binds: [],
-      Mounts: [],
+      Mounts: bookkeeping.toolchain === undefined ? [] : [toolchainMount(bookkeeping.toolchain)],
       VolumesFrom: [],
       Devices: [],
       PublishAllPorts: false,

@@ -2,7 +2,7 @@ import { Data } from "effect"
 
 /** The base image could not be made: debootstrap, the rootfs archive or the import failed. */
 export class BaseImageBuildFailed extends Data.TaggedError("BaseImageBuildFailed")<{
-  readonly stage: "prerequisites" | "debootstrap" | "archive" | "import" | "engine"
+  readonly stage: "prerequisites" | "debootstrap" | "archive" | "import" | "engine" | "toolchain"
   readonly reason: string
 }> {
   override get message(): string {
