@@ -118,17 +118,23 @@ describe("sandbox host over the bus (local driver)", () => {
         const badDir = yield* Effect.flip(client.create({ ...spec("relative/dir") }))
         const { sandboxId } = yield* client.create(spec())
         const nul = yield* Effect.flip(client.exec(sandboxId, "echo a\0b"))
+        // A separate process (argv) is the docker driver's; the local one says it has none.
+        const argv = yield* Effect.flip(client.execArgv(sandboxId, ["/bin/true"]))
         yield* client.destroy(sandboxId)
-        return { badSpec, badDir, nul }
+        return { badSpec, badDir, nul, argv }
       }),
     )
-    for (const e of [got.badSpec, got.badDir, got.nul])
+    for (const e of [got.badSpec, got.badDir, got.nul, got.argv])
       expect(e).toBeInstanceOf(SandboxRequestFailed)
     const detail = (e: unknown) => (e as SandboxRequestFailed).detail
     expect(detail(got.badSpec).code).toBe(ErrorCode.INVALID_ARGUMENT)
     expect(detail(got.badSpec).fieldPath).toBe("spec.limits.cpus")
     expect(detail(got.badDir).fieldPath).toBe("spec.workdir")
     expect(detail(got.nul).message).toContain("NUL")
+    expect(detail(got.argv).message).toContain(
+      "the local driver runs commands only in the sandbox's shell",
+    )
+    expect(detail(got.argv).retryable).toBe(false)
   })
 
   it("hands out warm sandboxes and reports them in heartbeats", async () => {

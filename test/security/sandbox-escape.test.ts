@@ -33,6 +33,7 @@ import { SANDBOX_NETWORK, SANDBOX_NETWORK_OPTIONS } from "../../actors/sandbox/d
 import { DEFAULT_PIDS_LIMIT } from "../../actors/sandbox/driver.ts"
 import { BASE_IMAGE } from "../../actors/sandbox/image/index.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "../../actors/sandbox/image/testing.ts"
+import { TOOLCHAIN_ROOT } from "../../actors/sandbox/toolchain/index.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { ChatTemplate } from "../../model/index.ts"
 import {
@@ -317,7 +318,9 @@ for path in ["/var/run/docker.sock", "/run/docker.sock", "/run/containerd/contai
       const intended =
         (m.root.startsWith(ownFiles) &&
           ["/etc/resolv.conf", "/etc/hostname", "/etc/hosts"].includes(m.point)) ||
-        (m.point.endsWith("/docker-init") && m.options.split(",").includes("ro"))
+        (m.point.endsWith("/docker-init") && m.options.split(",").includes("ro")) ||
+        // The verifier's toolchain (a docker volume of the base image's programs), read-only.
+        (m.point === TOOLCHAIN_ROOT && m.options.split(",").includes("ro"))
       expect({ ...m, intended }).toMatchObject({ intended: true })
     }
     const points = mounts.map((m) => m.point)
@@ -332,6 +335,10 @@ for path in ["/var/run/docker.sock", "/run/docker.sock", "/run/containerd/contai
         "touch /sys/kernel/t1",
         "touch /sys/fs/cgroup/pids/t1",
         "touch /usr/sbin/docker-init",
+        `touch ${TOOLCHAIN_ROOT}/bin/t1`,
+        `rm -f ${TOOLCHAIN_ROOT}/bin/python3`,
+        `mount -o remount,rw ${TOOLCHAIN_ROOT}`,
+        `umount -l ${TOOLCHAIN_ROOT}`,
         "mount -o remount,rw /sys",
         "mount -o remount,rw /proc/sys",
       ]
@@ -495,7 +502,10 @@ s = socket.socket(); s.bind(("0.0.0.0", ${port})); s.listen(8); time.sleep(300)`
     const inspected = await docker.getContainer(a).inspect()
     expect(inspected.HostConfig.Privileged).toBe(false)
     expect(inspected.HostConfig.Binds ?? []).toEqual([])
-    expect(inspected.Mounts).toEqual([])
+    // The one mount: the verifier's toolchain, a volume, read-only.
+    expect(inspected.Mounts.map((m) => [m.Type, m.Destination, m.RW])).toEqual([
+      ["volume", TOOLCHAIN_ROOT, false],
+    ])
     expect(inspected.HostConfig.NetworkMode).toBe("none")
     expect(inspected.HostConfig.SecurityOpt).toContain("no-new-privileges:true")
   })
@@ -611,6 +621,12 @@ def pytest_runtest_makereport(item, call):
       "alias python3='echo 6 passed'",
       // a fake summary in the agent's own output (the verifier reads only its own run)
       ...TESTS.map((t) => `echo PASSED ../tests/test_outputs.py::${t}`),
+      // a python3 that writes a passing report, and a process left to rewrite the uploaded
+      // tests: the sandbox host runs the verifier's commands with the read-only toolchain, as
+      // separate processes, after stopping the agent's (test/security/verifier-forgery.test.ts)
+      `printf '%s\\n' '#!/bin/bash' ${q(`for a in "$@"; do case $a in --junitxml=*) printf '%s' '${fakeJunit}' > "\${a#--junitxml=}";; esac; done; echo "6 passed"`)} > /usr/local/bin/python3`,
+      "chmod +x /usr/local/bin/python3",
+      `nohup setsid bash -c ${q(`while true; do for f in /tests/test_*.py; do [ -f "$f" ] && printf 'def test_top_is_ordered():\\n    pass\\n' > "$f"; done; sleep 0.005; done`)} >/dev/null 2>&1 &`,
     ].join("\n")
     const [forged, honest] = await Promise.all([
       episode("forger", block(forge)),

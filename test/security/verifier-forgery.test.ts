@@ -154,11 +154,13 @@ const ATTACKS: ReadonlyArray<Attack> = [
   },
   {
     name: "a background process that replaces the tests once they are uploaded",
-    script: `nohup setsid bash -c ${q(`while true; do for f in /tests/test_*.py; do [ -f "$f" ] && ! grep -q 'def test_1(): pass' "$f" && printf '%s' ${q(PASSING_TESTS)} > "$f"; done; sleep 0.005; done`)} >/dev/null 2>&1 &`,
+    // Builtins only (no process per round), so that it wins every race it is in.
+    script: `nohup setsid bash -c ${q(`while :; do for f in /tests/test_*.py; do [ -f "$f" ] || continue; IFS= read -r first < "$f"; [ "$first" = 'def test_1(): pass' ] || printf '%s' ${q(PASSING_TESTS)} > "$f"; done; done`)} >/dev/null 2>&1 &`,
   },
   {
     name: "a background process that rewrites the reports while the tests run",
-    script: `nohup setsid bash -c ${q(`while true; do for d in /tmp/t1-verify-*; do [ -d "$d" ] && printf '%s' ${q(JUNIT)} > "$d/report.xml"; done; sleep 0.002; done`)} >/dev/null 2>&1 &`,
+    // Whole files moved into place (a rename is atomic): a reader never sees one half-written.
+    script: `nohup setsid bash -c ${q(`while :; do for d in /tmp/t1-verify-*; do [ -d "$d" ] && printf '%s' ${q(JUNIT)} > "$d/.r" && mv -f "$d/.r" "$d/report.xml"; done; done`)} >/dev/null 2>&1 &`,
   },
 ]
 

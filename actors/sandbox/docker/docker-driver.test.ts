@@ -16,6 +16,7 @@ import {
 import type { SandboxError } from "../errors.ts"
 import { BASE_IMAGE } from "../image/index.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "../image/testing.ts"
+import { TOOLCHAIN_BASH, TOOLCHAIN_ROOT, TOOLCHAIN_TIMEOUT } from "../toolchain/index.ts"
 import { bridgeName } from "./firewall.ts"
 import { CAPABILITIES, connectDocker, DockerDriverLive, makeDockerDriver } from "./index.ts"
 import { SANDBOX_NETWORK } from "./spec.ts"
@@ -98,8 +99,78 @@ afterAll(async () => {
   await runtime.dispose()
 }, 60_000)
 
+describe("docker driver: separate processes (execArgv) and the toolchain", () => {
+  it("runs argv outside the agent's shell: nothing the shell set reaches it; timeouts, caps and exit codes", async () => {
+    const info = await withDriver((d) => d.create(spec()))
+    try {
+      // The agent's shell: a function and an alias for echo, an exported variable, a DEBUG trap.
+      await run(
+        info.id,
+        "echo() { builtin echo FORGED; }; alias echo='builtin echo FORGED'; export T1_AGENT=set; trap 'true' DEBUG",
+      )
+      expect((await run(info.id, "echo hi")).text).toBe("FORGED hi\n")
+      const argv = (a: ReadonlyArray<string>, options: ExecOptions = quick) =>
+        withDriver((d) => {
+          const execArgv = d.execArgv
+          if (execArgv === undefined) return Effect.die("the docker driver has execArgv")
+          return execArgv(info.id, a, options)
+        })
+      const plain = await argv([
+        TOOLCHAIN_BASH,
+        "-c",
+        'echo hi; echo "[$T1_AGENT][$T1_TEST]"; exit 3',
+      ])
+      expect([text(plain.output), plain.exitCode, plain.timedOut]).toEqual([
+        "hi\n[][yes]\n",
+        3,
+        false,
+      ])
+      const big = await argv([TOOLCHAIN_BASH, "-c", "head -c 100000 /dev/zero | tr '\\0' x"], {
+        timeoutMs: 10_000,
+        maxOutputBytes: 1000,
+      })
+      expect([big.truncated, big.totalBytes, big.output.byteLength < 1200]).toEqual([
+        true,
+        100_000,
+        true,
+      ])
+      const started = Date.now()
+      const slow = await argv([TOOLCHAIN_BASH, "-c", "sleep 30"], {
+        timeoutMs: 1000,
+        maxOutputBytes: 1024,
+      })
+      expect([slow.timedOut, slow.exitCode]).toEqual([true, -1])
+      expect(Date.now() - started).toBeLessThan(10_000)
+      const limited = await argv([TOOLCHAIN_TIMEOUT, "1", TOOLCHAIN_BASH, "-c", "sleep 30"])
+      expect(limited.exitCode).toBe(124)
+      expect((await failure((d) => d.execArgv?.(info.id, [], quick) ?? Effect.void))._tag).toBe(
+        "InvalidSandboxSpec",
+      )
+    } finally {
+      await withDriver((d) => d.destroy(info.id))
+    }
+    expect((await failure((d) => d.execArgv?.(info.id, ["true"], quick) ?? Effect.void))._tag).toBe(
+      "SandboxNotFound",
+    )
+  }, 60_000)
+
+  it("mounts no toolchain when told not to (toolchainImage: false)", async () => {
+    const bare = ManagedRuntime.make(
+      DockerDriverLive({ ownerId: `${owner}-bare`, docker, toolchainImage: false }),
+    )
+    try {
+      const info = await bare.runPromise(SandboxDriver.use((d) => d.create(spec())))
+      const inspected = await docker.getContainer(info.id).inspect()
+      expect(inspected.Mounts).toEqual([])
+      await bare.runPromise(SandboxDriver.use((d) => d.destroy(info.id)))
+    } finally {
+      await bare.dispose()
+    }
+  }, 60_000)
+})
+
 describe("docker driver", () => {
-  it("creates a sandbox with no network, its limits, dropped capabilities and no mounts", async () => {
+  it("creates a sandbox with no network, its limits, dropped capabilities and only the read-only toolchain mounted", async () => {
     const info = await withDriver((d) => d.create(spec()))
     const inspected = await docker.getContainer(info.id).inspect()
     const host = inspected.HostConfig
@@ -114,7 +185,10 @@ describe("docker driver", () => {
     expect([...(host.CapAdd ?? [])].sort()).toEqual([...CAPABILITIES].sort())
     expect(host.SecurityOpt).toContain("no-new-privileges:true")
     expect(host.Binds ?? []).toEqual([])
-    expect(inspected.Mounts).toEqual([])
+    // The one mount: the verifier's toolchain, a volume, read-only.
+    expect(inspected.Mounts.map((m) => [m.Type, m.Destination, m.RW])).toEqual([
+      ["volume", TOOLCHAIN_ROOT, false],
+    ])
     expect(inspected.State.Running).toBe(true)
     expect(inspected.Config.Labels).toMatchObject({
       [LABELS.managed]: "true",
