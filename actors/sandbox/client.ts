@@ -98,6 +98,27 @@ export const sandboxClient = (bus: BusShape, subjects: Subjects) => {
       }),
     )
 
+  /** One command for the session's shell, or one process of its own (argv). */
+  const execRequest = (
+    sandboxId: string,
+    what: { readonly command: string } | { readonly argv: Array<string> },
+    options: { readonly timeoutMs?: number; readonly maxOutputBytes?: number },
+  ): Effect.Effect<ExecResult, SandboxClientError> =>
+    call(
+      "exec",
+      subjects.sandbox(sandboxId, "exec"),
+      ExecRequestSchema,
+      {
+        sandboxId,
+        ...what,
+        timeoutMs: options.timeoutMs ?? 0,
+        maxOutputBytes: options.maxOutputBytes ?? 0,
+      },
+      ExecResultSchema,
+      (options.timeoutMs ?? 60_000) + SLACK_MS,
+      sandboxId,
+    )
+
   return {
     create: (
       spec: MessageInitShape<typeof import("../../proto/index.ts").SandboxSpecSchema> | SandboxSpec,
@@ -117,40 +138,14 @@ export const sandboxClient = (bus: BusShape, subjects: Subjects) => {
       command: string,
       options: { readonly timeoutMs?: number; readonly maxOutputBytes?: number } = {},
     ): Effect.Effect<ExecResult, SandboxClientError> =>
-      call(
-        "exec",
-        subjects.sandbox(sandboxId, "exec"),
-        ExecRequestSchema,
-        {
-          sandboxId,
-          command,
-          timeoutMs: options.timeoutMs ?? 0,
-          maxOutputBytes: options.maxOutputBytes ?? 0,
-        },
-        ExecResultSchema,
-        (options.timeoutMs ?? 60_000) + SLACK_MS,
-        sandboxId,
-      ),
+      execRequest(sandboxId, { command }, options),
     /** `argv` as a process of its own, outside the session's shell (see ExecRequest.argv). */
     execArgv: (
       sandboxId: string,
       argv: ReadonlyArray<string>,
       options: { readonly timeoutMs?: number; readonly maxOutputBytes?: number } = {},
     ): Effect.Effect<ExecResult, SandboxClientError> =>
-      call(
-        "exec",
-        subjects.sandbox(sandboxId, "exec"),
-        ExecRequestSchema,
-        {
-          sandboxId,
-          argv: [...argv],
-          timeoutMs: options.timeoutMs ?? 0,
-          maxOutputBytes: options.maxOutputBytes ?? 0,
-        },
-        ExecResultSchema,
-        (options.timeoutMs ?? 60_000) + SLACK_MS,
-        sandboxId,
-      ),
+      execRequest(sandboxId, { argv: [...argv] }, options),
     put: (sandboxId: string, path: string, tar: Uint8Array) =>
       call(
         "put",

@@ -1,4 +1,5 @@
 import { Effect } from "effect"
+import type { ExecResult } from "../../proto/index.ts"
 import type { SandboxClient, SandboxClientError } from "../sandbox/client.ts"
 import type { SandboxDriverShape } from "../sandbox/driver.ts"
 import type { SandboxError } from "../sandbox/errors.ts"
@@ -89,39 +90,30 @@ const fromClientError =
 /** Headroom under the bus max_payload for the rest of a put request. */
 const PUT_HEADROOM = 16 * 1024
 
+/** What the verifier reads of an exec answer from a sandbox host. */
+const shellResultOf = (r: ExecResult): ShellResult => ({
+  output: r.output,
+  exitCode: r.exitCode,
+  timedOut: r.timedOut,
+  truncated: r.truncated,
+  sessionRestarted: r.sessionRestarted,
+})
+
 /** The sandbox `id` on a sandbox host, over the bus. */
 export const clientSandbox = (
   client: SandboxClient,
   id: string,
   maxPayload: number,
 ): VerifierSandbox => ({
+  // A failed exec (sandbox died, engine gone) arrives as an error the client raises.
   exec: (command, options) =>
-    client.exec(id, command, options).pipe(
-      // A failed exec (sandbox died, engine gone) arrives as an error the client raises.
-      Effect.map(
-        (r): ShellResult => ({
-          output: r.output,
-          exitCode: r.exitCode,
-          timedOut: r.timedOut,
-          truncated: r.truncated,
-          sessionRestarted: r.sessionRestarted,
-        }),
-      ),
-      Effect.mapError(fromClientError("exec")),
-    ),
+    client
+      .exec(id, command, options)
+      .pipe(Effect.map(shellResultOf), Effect.mapError(fromClientError("exec"))),
   execArgv: (argv, options) =>
-    client.execArgv(id, argv, options).pipe(
-      Effect.map(
-        (r): ShellResult => ({
-          output: r.output,
-          exitCode: r.exitCode,
-          timedOut: r.timedOut,
-          truncated: r.truncated,
-          sessionRestarted: r.sessionRestarted,
-        }),
-      ),
-      Effect.mapError(fromClientError("exec")),
-    ),
+    client
+      .execArgv(id, argv, options)
+      .pipe(Effect.map(shellResultOf), Effect.mapError(fromClientError("exec"))),
   put: (path, tar) =>
     client.put(id, path, tar).pipe(Effect.asVoid, Effect.mapError(fromClientError("put"))),
   maxPutBytes: Math.max(64 * 1024, maxPayload - PUT_HEADROOM),

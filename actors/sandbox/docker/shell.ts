@@ -14,6 +14,26 @@ export interface DockerShellOptions {
 }
 
 /**
+ * Feeds stdout and stderr of an attached, multiplexed engine stream to `onChunk` in the order
+ * written; resolves when the stream ends.
+ */
+export const demux = (
+  docker: Dockerode,
+  stream: NodeJS.ReadableStream,
+  onChunk: (chunk: Buffer) => void,
+): Promise<Buffer> => {
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      onChunk(chunk)
+      done()
+    },
+  })
+  const ended = readAll(stream)
+  docker.modem.demuxStream(stream, sink, sink)
+  return ended
+}
+
+/**
  * Runs a short command in the container (as its user unless `user` says otherwise) and waits for
  * it; resolves with its exit code and output (stdout and stderr together).
  */
@@ -33,15 +53,7 @@ export const runOnce = async (
   })
   const stream = await exec.start({ hijack: true, stdin: false })
   const chunks: Buffer[] = []
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      chunks.push(chunk)
-      done()
-    },
-  })
-  const ended = readAll(stream)
-  docker.modem.demuxStream(stream, sink, sink)
-  await ended
+  await demux(docker, stream, (chunk) => chunks.push(chunk))
   const info = await exec.inspect()
   return { exitCode: info.ExitCode ?? -1, output: Buffer.concat(chunks).toString("utf8") }
 }
@@ -188,14 +200,9 @@ export const runArgv = async (
   })
   const stream = await exec.start({ hijack: true, stdin: false })
   const output = new CappedOutput(options.maxOutputBytes)
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      output.append(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength))
-      done()
-    },
-  })
-  const ended = readAll(stream)
-  docker.modem.demuxStream(stream, sink, sink)
+  const ended = demux(docker, stream, (chunk) =>
+    output.append(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength)),
+  )
   let timer: NodeJS.Timeout | undefined
   const late = new Promise<"late">((resolve) => {
     timer = setTimeout(() => resolve("late"), options.timeoutMs)

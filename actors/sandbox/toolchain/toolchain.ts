@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto"
 import { readFileSync } from "node:fs"
-import { Writable } from "node:stream"
 import type Dockerode from "dockerode"
-import { readAll, reasonOf, statusCode } from "../docker/engine.ts"
+import { reasonOf, statusCode } from "../docker/engine.ts"
+import { demux } from "../docker/shell.ts"
 
 /**
  * The verifier's toolchain: bash, coreutils, grep, sed, findutils, diffutils, Python and pytest
@@ -70,14 +70,7 @@ const runWithVolume = async (
   try {
     const stream = await container.attach({ stream: true, stdout: true, stderr: true })
     const chunks: Buffer[] = []
-    const sink = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        chunks.push(chunk)
-        done()
-      },
-    })
-    const ended = readAll(stream)
-    docker.modem.demuxStream(stream, sink, sink)
+    const ended = demux(docker, stream, (chunk) => chunks.push(chunk))
     await container.start()
     const exit = (await container.wait()) as { StatusCode?: number }
     await Promise.race([ended, new Promise((resolve) => setTimeout(resolve, 2000))])
