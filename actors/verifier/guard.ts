@@ -14,8 +14,6 @@ export interface Guarded {
   readonly sandbox: VerifierSandbox
   /** The interpreter that runs pytest; undefined: the sandbox's own `python3`. */
   readonly python: string | undefined
-  /** Whether the read-only toolchain runs everything (false: the forgeable fallback). */
-  readonly guarded: boolean
   readonly notes: ReadonlyArray<string>
 }
 
@@ -44,7 +42,8 @@ export const guardedArgv = (script: string, timeoutMs: number): ReadonlyArray<st
   "--norc",
   "-p",
   "-c",
-  `PATH=${TOOLCHAIN_BIN}:$PATH\n${script}`,
+  // An image without PATH would leave an empty entry (the working directory) after ours.
+  `PATH=${TOOLCHAIN_BIN}:\${PATH:-/usr/local/bin:/usr/bin:/bin}\n${script}`,
 ]
 
 const FALLBACK =
@@ -65,7 +64,6 @@ export const guard = (sandbox: VerifierSandbox): Effect.Effect<Guarded, Verifier
       return {
         sandbox,
         python: undefined,
-        guarded: false,
         notes: [`${FALLBACK}: its driver runs commands only in the agent's shell`],
       }
     const reaped = yield* execArgv([TOOLCHAIN_TIMEOUT, `${REAP_TIMEOUT_SEC}`, TOOLCHAIN_REAP], {
@@ -89,7 +87,6 @@ export const guard = (sandbox: VerifierSandbox): Effect.Effect<Guarded, Verifier
       return {
         sandbox,
         python: undefined,
-        guarded: false,
         notes: [`${FALLBACK}: ${reaped.reason}`],
       }
     const text = new TextDecoder().decode(reaped.result.output)
@@ -104,7 +101,6 @@ export const guard = (sandbox: VerifierSandbox): Effect.Effect<Guarded, Verifier
         return {
           sandbox,
           python: undefined,
-          guarded: false,
           notes: [`${FALLBACK}: the sandbox has no verifier toolchain`],
         }
       return yield* new VerifierInfraError({
@@ -130,7 +126,6 @@ export const guard = (sandbox: VerifierSandbox): Effect.Effect<Guarded, Verifier
     return {
       sandbox: { ...sandbox, script },
       python: TOOLCHAIN_PYTHON,
-      guarded: true,
       notes:
         killed > 0
           ? [`stopped ${killed} processes the agent left running before the tests ran`]

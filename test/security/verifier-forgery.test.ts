@@ -246,6 +246,32 @@ describe("the verifier cannot be forged from inside the sandbox", () => {
     expect(honest.notes.join("\n")).not.toMatch(/could have replaced/)
   }, 60_000)
 
+  it("a sandbox created without the toolchain is verified with its own programs, and says so", async () => {
+    const bare = ManagedRuntime.make(
+      DockerDriverLive({
+        ownerId: `forgery-bare-${randomUUID().slice(0, 6)}`,
+        docker,
+        toolchainImage: false,
+      }),
+    )
+    try {
+      const outcome = await bare.runPromise(
+        Effect.gen(function* () {
+          const driver = yield* SandboxDriver
+          const info = yield* driver.create(sandboxSpec({ cpus: 1, memoryMb: 512, ttlMs: 120_000 }))
+          yield* driver.exec(info.id, HONEST, quick)
+          return yield* verifyEpisode(driverSandbox(driver, info.id), TASK).pipe(
+            Effect.ensuring(Effect.ignore(driver.destroy(info.id))),
+          )
+        }),
+      )
+      expect(score(outcome)).toEqual([2, 5, 2, false])
+      expect(outcome.notes.join("\n")).toMatch(/could have replaced.*no verifier toolchain/)
+    } finally {
+      await bare.dispose()
+    }
+  }, 60_000)
+
   for (const attack of ATTACKS) {
     it(`${attack.name}: works against the sandbox's own programs, changes nothing under the toolchain`, async () => {
       const [forged, guarded] = await Promise.all([
