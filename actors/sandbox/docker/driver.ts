@@ -301,11 +301,9 @@ export const makeDockerDriver = (
      * Learns the sandbox user's uid and gid, and makes directory `path` ("" = none) that user
      * owns when new. The user makes it if it may; else root makes the parent and the engine the
      * directory itself from an archive naming the owner: root inside a sandbox of another user
-     * has no capabilities (no-new-privileges), so it could not chown.
-     */
-    /**
-     * `trusted`: with the toolchain's bash and tools, since after the agent ran the sandbox's
-     * own may be anything (and may start what outlives the verifier's reaping).
+     * has no capabilities (no-new-privileges), so it could not chown. `trusted`: with the
+     * toolchain's bash and tools, since after the agent ran the sandbox's own may be anything
+     * (and may start what outlives the verifier's reaping).
      */
     const probe = (id: string, path: string, trusted = false) =>
       Effect.gen(function* () {
