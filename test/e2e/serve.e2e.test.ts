@@ -43,6 +43,7 @@ describe("t1 serve (one process, gRPC client, Docker)", () => {
   let listen = ""
   let metricsPort = 0
   let client: JobServiceClient
+  let stopping = false
 
   beforeAll(async () => {
     listen = `127.0.0.1:${await freePort()}`
@@ -58,6 +59,11 @@ describe("t1 serve (one process, gRPC client, Docker)", () => {
     serve.stderr?.on("data", (d: Buffer) => {
       output += d.toString()
     })
+    // A server that dies under the tests fails them with connection errors: say why it died.
+    serve.once("exit", (code, signal) => {
+      if (!stopping)
+        process.stderr.write(`t1 serve exited (${code ?? signal}) during the tests:\n${output}\n`)
+    })
     const until = Date.now() + 180_000
     for (;;) {
       if (serve.exitCode !== null) throw new Error(`t1 serve exited:\n${output}`)
@@ -69,6 +75,7 @@ describe("t1 serve (one process, gRPC client, Docker)", () => {
   }, 200_000)
 
   afterAll(async () => {
+    stopping = true
     client?.close()
     if (serve !== undefined && serve.exitCode === null) {
       serve.kill("SIGKILL")

@@ -200,9 +200,11 @@ export const runArgv = async (
   })
   const stream = await exec.start({ hijack: true, stdin: false })
   const output = new CappedOutput(options.maxOutputBytes)
+  // A stream that breaks ends the output as well; the exit code comes from the engine. Caught
+  // here, since after a timeout nobody awaits it (an unhandled rejection would end the process).
   const ended = demux(docker, stream, (chunk) =>
     output.append(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength)),
-  )
+  ).catch(() => undefined)
   let timer: NodeJS.Timeout | undefined
   const late = new Promise<"late">((resolve) => {
     timer = setTimeout(() => resolve("late"), options.timeoutMs)

@@ -70,7 +70,8 @@ const runWithVolume = async (
   try {
     const stream = await container.attach({ stream: true, stdout: true, stderr: true })
     const chunks: Buffer[] = []
-    const ended = demux(docker, stream, (chunk) => chunks.push(chunk))
+    // Not awaited past a short wait, so caught: the container's removal may break the stream.
+    const ended = demux(docker, stream, (chunk) => chunks.push(chunk)).catch(() => undefined)
     await container.start()
     const exit = (await container.wait()) as { StatusCode?: number }
     await Promise.race([ended, new Promise((resolve) => setTimeout(resolve, 2000))])
