@@ -2,7 +2,7 @@ import { Writable } from "node:stream"
 import type Dockerode from "dockerode"
 import { CappedOutput } from "../shell/capped-output.ts"
 import type { ShellProcess, StartShell } from "../shell/process.ts"
-import { readAll, reasonOf } from "./engine.ts"
+import { reasonOf } from "./engine.ts"
 import { signalGroupFromHost } from "./host-kill.ts"
 
 export interface DockerShellOptions {
@@ -15,20 +15,24 @@ export interface DockerShellOptions {
 
 /**
  * Feeds stdout and stderr of an attached, multiplexed engine stream to `onChunk` in the order
- * written; resolves when the stream ends.
+ * written; resolves when the stream ends. Nothing is kept here: what the output is bounded by is
+ * the caller's to decide (runArgv keeps head and tail only).
  */
 export const demux = (
   docker: Dockerode,
   stream: NodeJS.ReadableStream,
   onChunk: (chunk: Buffer) => void,
-): Promise<Buffer> => {
+): Promise<void> => {
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
       onChunk(chunk)
       done()
     },
   })
-  const ended = readAll(stream)
+  const ended = new Promise<void>((resolve, reject) => {
+    stream.once("error", reject)
+    stream.once("end", () => resolve())
+  })
   docker.modem.demuxStream(stream, sink, sink)
   return ended
 }

@@ -21,22 +21,20 @@ export const TOOLCHAIN_TIMEOUT = `${TOOLCHAIN_BIN}/timeout`
 
 const source = (name: string) => readFileSync(new URL(`./${name}`, import.meta.url), "utf8")
 
-const BUILD = source("build.py")
-const PYTHON3 = source("python3")
-const REAP = source("reap")
+let sources: { readonly build: string; readonly python3: string; readonly reap: string } | undefined
+/** Read on first use: every process that loads the docker driver imports this module. */
+const toolchainSources = () => {
+  sources ??= { build: source("build.py"), python3: source("python3"), reap: source("reap") }
+  return sources
+}
 
 /** The volume holding the toolchain built from `imageId` by this version of the sources. */
-export const toolchainVolume = (imageId: string): string =>
-  `t1-verifier-${createHash("sha256")
-    .update(BUILD)
-    .update("\0")
-    .update(PYTHON3)
-    .update("\0")
-    .update(REAP)
-    .update("\0")
-    .update(imageId)
-    .digest("hex")
-    .slice(0, 16)}`
+export const toolchainVolume = (imageId: string): string => {
+  const { build, python3, reap } = toolchainSources()
+  const hash = createHash("sha256")
+  for (const part of [build, python3, reap]) hash.update(part).update("\0")
+  return `t1-verifier-${hash.update(imageId).digest("hex").slice(0, 16)}`
+}
 
 /** The docker mount of a toolchain volume, read-only, as a sandbox gets it. */
 export const toolchainMount = (volume: string): Dockerode.MountSettings => ({
@@ -108,14 +106,15 @@ export const ensureToolchain = async (docker: Dockerode, image: string): Promise
     { readOnly: true },
   ).catch(() => ({ exitCode: -1, output: "" }))
   if (complete.exitCode === 0) return volume
+  const { build, python3, reap } = toolchainSources()
   const built = await runWithVolume(
     docker,
     image,
     volume,
-    ["python3", "-c", BUILD, TOOLCHAIN_ROOT],
+    ["python3", "-c", build, TOOLCHAIN_ROOT],
     {
       readOnly: false,
-      env: [`T1V_PYTHON3=${PYTHON3}`, `T1V_REAP=${REAP}`, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"],
+      env: [`T1V_PYTHON3=${python3}`, `T1V_REAP=${reap}`, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"],
     },
   )
   if (built.exitCode !== 0)
