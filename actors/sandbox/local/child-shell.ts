@@ -1,8 +1,11 @@
-import { type ChildProcess, spawn } from "node:child_process"
 import { readdir, readFile } from "node:fs/promises"
 import type { ShellProcess } from "../shell/index.ts"
+import { type SpawnMode, type Started, startProcess } from "./spawner.ts"
 
 const STDERR_KEPT = 4096
+
+/** Rounds of a SIGKILL that only sleep before /proc is read (see signalGroup). */
+const CHEAP_ROUNDS = 3
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -43,12 +46,16 @@ export const signalGroup = async (pgid: number, signal: "INT" | "KILL"): Promise
     } catch {
       return // ESRCH: nothing left in the group
     }
-    if (i + 1 === rounds || !(await groupHasLiveMembers(pgid))) return
+    if (i + 1 === rounds) return
+    // The first rounds only sleep: killed members are usually reaped within milliseconds, and
+    // the next kill's ESRCH says so for free. A group that stays is looked for in /proc (a read
+    // of every process's stat: at every session's end it cost ~6% of an RL run's event loop).
+    if (i >= CHEAP_ROUNDS && !(await groupHasLiveMembers(pgid))) return
     await sleep(i < 5 ? 2 : 20)
   }
 }
 
-const describeExit = (code: number | null, signal: NodeJS.Signals | null, stderr: string) => {
+const describeExit = (code: number | null, signal: string | null, stderr: string) => {
   const how = signal !== null ? `killed by ${signal}` : `exited with status ${code}`
   const said = stderr.trim()
   return said === "" ? how : `${how}: ${said}`
@@ -59,27 +66,19 @@ const describeExit = (code: number | null, signal: NodeJS.Signals | null, stderr
  * last few KiB) only to explain an early exit. Output that arrives before a listener is attached
  * is held for it, and an exit that happened before onExit is reported on registration.
  */
-export const spawnShellProcess = (
+export const spawnShellProcess = async (
   file: string,
   args: ReadonlyArray<string>,
-  options: { readonly cwd: string; readonly env: Readonly<Record<string, string>> },
-): Promise<ShellProcess> =>
-  new Promise((resolve, reject) => {
-    const child: ChildProcess = spawn(file, [...args], {
-      cwd: options.cwd,
-      env: options.env,
-      stdio: ["pipe", "pipe", "pipe"],
-    })
-    child.once("error", reject)
-    child.once("spawn", () => {
-      child.off("error", reject)
-      resolve(wrap(child))
-    })
-  })
+  options: {
+    readonly cwd: string
+    readonly env: Readonly<Record<string, string>>
+    /** How the process is started (spawner.ts); default "helper". */
+    readonly spawn?: SpawnMode
+  },
+): Promise<ShellProcess> => wrap(await startProcess(options.spawn ?? "helper", file, args, options))
 
-const wrap = (child: ChildProcess): ShellProcess => {
+const wrap = (child: Started): ShellProcess => {
   const { stdin, stdout, stderr } = child
-  if (stdin === null || stdout === null || stderr === null) throw new Error("stdio must be pipes")
   let stderrTail = ""
   stderr.setEncoding("utf8")
   stderr.on("data", (s: string) => {
@@ -87,7 +86,8 @@ const wrap = (child: ChildProcess): ShellProcess => {
   })
   // EPIPE after the shell died surfaces through write()'s callback; never as an uncaught error.
   stdin.on("error", () => undefined)
-  child.on("error", () => undefined)
+  stdout.on("error", () => undefined)
+  stderr.on("error", () => undefined)
 
   const held: Uint8Array[] = []
   let outputListener: ((chunk: Uint8Array) => void) | undefined
@@ -105,10 +105,12 @@ const wrap = (child: ChildProcess): ShellProcess => {
   }
   // 'close' waits for stdout to end, which a background job holding the pipe can delay forever;
   // so the exit counts once stdout has ended or shortly after the process is gone.
-  child.once("exit", (code, signal) => {
+  child.onExit((code, signal) => {
     const reason = describeExit(code, signal, stderrTail)
     setTimeout(() => reportExit(reason), 50).unref()
-    child.once("close", () => reportExit(describeExit(code, signal, stderrTail)))
+    const ended = () => reportExit(describeExit(code, signal, stderrTail))
+    if (stdout.readableEnded || stdout.destroyed) ended()
+    else stdout.once("close", ended)
   })
 
   let closed = false
@@ -133,7 +135,7 @@ const wrap = (child: ChildProcess): ShellProcess => {
     close: async () => {
       if (closed) return
       closed = true
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+      child.kill("SIGKILL")
       stdin.destroy()
       stdout.destroy()
       stderr.destroy()

@@ -1,7 +1,7 @@
-import { type ChildProcess, spawn } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { readdir, readFile } from "node:fs/promises"
 import type { Tools } from "./isolation.ts"
+import { type SpawnMode, startProcess } from "./spawner.ts"
 
 /**
  * The holder is a sandbox's anchor process, the local stand-in for a container: it creates the
@@ -98,6 +98,7 @@ export const startHolder = (
   plan: HolderPlan,
   env: Readonly<Record<string, string>>,
   timeoutMs: number,
+  spawnMode: SpawnMode = "helper",
 ): Promise<Holder> => {
   const unshareFlags = [
     ...(plan.mountNamespace ? ["--mount", "--propagation", "private"] : []),
@@ -121,54 +122,61 @@ export const startHolder = (
         ]
   const [file, ...args] = inCgroups(tools, plan.cgroupProcs, script)
   return new Promise((resolve, reject) => {
-    const child: ChildProcess = spawn(file as string, args, {
-      cwd: plan.hostWork,
-      env: { ...env },
-      stdio: ["pipe", "pipe", "pipe"],
-    })
-    let said = ""
-    let stderr = ""
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL")
-      reject(new Error(`the sandbox's holder did not start within ${timeoutMs} ms: ${stderr}`))
-    }, timeoutMs)
-    child.stderr?.on("data", (d: Buffer) => {
-      stderr = (stderr + d.toString()).slice(-2000)
-    })
-    child.once("error", (e) => {
+    let settled = false
+    const fail = (e: Error) => {
+      if (settled) return
+      settled = true
       clearTimeout(timer)
       reject(e)
-    })
-    child.once("exit", (code, signal) => {
-      clearTimeout(timer)
-      reject(new Error(`the sandbox's holder exited (${signal ?? code}): ${stderr.trim()}`))
-    })
-    child.stdin?.on("error", () => undefined)
-    child.stdout?.on("data", (d: Buffer) => {
-      said += d.toString()
-      if (!said.includes("ready\n")) return
-      clearTimeout(timer)
-      const pid = child.pid
-      const startTime = pid === undefined ? undefined : processStartTime(pid)
-      if (pid === undefined || startTime === undefined) {
-        reject(new Error("the sandbox's holder vanished"))
-        return
-      }
-      child.stdout?.removeAllListeners("data")
-      child.stdout?.resume()
-      resolve({
-        pid,
-        startTime,
-        alive: () =>
-          child.exitCode === null &&
-          child.signalCode === null &&
-          processStartTime(pid) === startTime,
-        kill: () => {
-          if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
-          child.stdin?.destroy()
-        },
-      })
-    })
+    }
+    const timer = setTimeout(
+      () => fail(new Error(`the sandbox's holder did not start within ${timeoutMs} ms`)),
+      timeoutMs,
+    )
+    startProcess(spawnMode, file as string, args, { cwd: plan.hostWork, env: { ...env } }).then(
+      (child) => {
+        let said = ""
+        let stderr = ""
+        if (settled) {
+          child.kill("SIGKILL")
+          return
+        }
+        child.stderr.on("data", (d: Buffer) => {
+          stderr = (stderr + d.toString()).slice(-2000)
+        })
+        for (const s of [child.stdin, child.stdout, child.stderr]) s.on("error", () => undefined)
+        child.onExit((code, signal) =>
+          fail(new Error(`the sandbox's holder exited (${signal ?? code}): ${stderr.trim()}`)),
+        )
+        const onTimeout = () => child.kill("SIGKILL")
+        const timeoutKill = setTimeout(onTimeout, timeoutMs)
+        child.stdout.on("data", (d: Buffer) => {
+          said += d.toString()
+          if (!said.includes("ready\n") || settled) return
+          clearTimeout(timeoutKill)
+          const pid = child.pid
+          const startTime = processStartTime(pid)
+          if (startTime === undefined) {
+            fail(new Error("the sandbox's holder vanished"))
+            return
+          }
+          settled = true
+          clearTimeout(timer)
+          child.stdout.removeAllListeners("data")
+          child.stdout.resume()
+          resolve({
+            pid,
+            startTime,
+            alive: () => !child.exited() && processStartTime(pid) === startTime,
+            kill: () => {
+              child.kill("SIGKILL")
+              child.stdin.destroy()
+            },
+          })
+        })
+      },
+      (e: unknown) => fail(e instanceof Error ? e : new Error(String(e))),
+    )
   })
 }
 

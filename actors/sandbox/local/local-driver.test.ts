@@ -90,6 +90,26 @@ const archiveOf = async (
 }
 
 describe("local driver", () => {
+  it("starts its sandboxes' processes through the helper by default, or with node's spawn", async () => {
+    for (const spawn of ["helper", "direct"] as const) {
+      const [mode, parent, interrupted] = await withDriver(
+        (driver) =>
+          Effect.gen(function* () {
+            const { id } = yield* driver.create(baseSpec)
+            const ppid = yield* driver.exec(id, "echo $PPID", quick)
+            const slept = yield* driver.exec(id, "sleep 5", { ...quick, timeoutMs: 300 })
+            return [driver.spawn, Number(text(ppid.output).trim()), slept.exitCode] as const
+          }),
+        { root, spawn },
+      )
+      expect(mode).toBe(spawn)
+      // The shell's parent: the helper (this process never forked it), or this process.
+      if (spawn === "helper") expect(parent).not.toBe(process.pid)
+      else expect(parent).toBe(process.pid)
+      expect(interrupted).toBe(130)
+    }
+  })
+
   it("keeps archive entries inside their target, refusing ../ and writes through symlinks", async () => {
     const outside = join(root, `outside-${process.pid}`)
     const outcomes = await withDriver((driver) =>

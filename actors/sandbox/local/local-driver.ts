@@ -27,6 +27,7 @@ import { DEFAULT_PATH, type LocalIsolation, probeIsolation } from "./isolation.t
 import { shellArgv } from "./launch.ts"
 import { readMeta, type SandboxMeta, writeMeta } from "./metadata.ts"
 import { insidePath, planWorkdir, type Workdir, workdirParts } from "./paths.ts"
+import { helperAvailable, type SpawnMode } from "./spawner.ts"
 import { resolveUser, validateSpec } from "./spec.ts"
 import { extractTar, packPath } from "./tar.ts"
 
@@ -44,12 +45,21 @@ export interface LocalDriverOptions {
   readonly interruptGraceMs?: number
   /** How long a sandbox's holder and each shell have to start. Default 10000. */
   readonly startTimeoutMs?: number
+  /**
+   * How sandbox processes are started: "helper" (default) through a small python3 process that
+   * forks them, so this process never forks (spawner.ts: from a process holding a model a fork
+   * blocked the event loop ~35 ms); "direct" with node's own spawn. Without python3, "helper"
+   * starts them directly too.
+   */
+  readonly spawn?: SpawnMode
 }
 
 /** The local driver, plus what it could enforce on this host. */
 export interface LocalDriver extends SandboxDriverShape {
   readonly isolation: LocalIsolation
   readonly root: string
+  /** How it starts processes (the option, or "direct" where no python3 was found). */
+  readonly spawn: SpawnMode
 }
 
 export const defaultSandboxesRoot = () => join(tmpdir(), "t1-sandboxes")
@@ -114,6 +124,7 @@ export const makeLocalDriver = (
     const root = options.root ?? defaultSandboxesRoot()
     const owner = options.owner ?? `${hostname()}:${process.pid}`
     const startTimeoutMs = options.startTimeoutMs ?? 10_000
+    const spawnMode: SpawnMode = options.spawn ?? "helper"
     const isolation = yield* Effect.tryPromise({
       try: async () => {
         await mkdir(root, { recursive: true, mode: 0o711 })
@@ -205,6 +216,7 @@ export const makeLocalDriver = (
             },
             { PATH: DEFAULT_PATH, [SANDBOX_ID_ENV]: id },
             startTimeoutMs,
+            spawnMode,
           )
           const { pid, startTime } = holder
           await writeMeta(dir, { ...meta, cgroups: [...cgroups], holder: { pid, startTime } })
@@ -230,7 +242,7 @@ export const makeLocalDriver = (
               if (!made.holder.alive())
                 throw new SandboxDied({ id, reason: "its processes were killed from outside" })
               const [file = "", ...args] = await shellArgv(launch)
-              return spawnShellProcess(file, args, { cwd: hostWork, env })
+              return spawnShellProcess(file, args, { cwd: hostWork, env, spawn: spawnMode })
             },
             startTimeoutMs,
             ...(options.interruptGraceMs === undefined
@@ -345,6 +357,7 @@ export const makeLocalDriver = (
       kind: "local",
       isolation,
       root,
+      spawn: spawnMode === "helper" && helperAvailable() ? "helper" : "direct",
       create,
       exec,
       put,

@@ -1,0 +1,302 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { existsSync, rmSync } from "node:fs"
+import { connect, type Socket } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import type { Readable, Writable } from "node:stream"
+import { fileURLToPath } from "node:url"
+
+/**
+ * A process the local driver started: its stdio are streams, its end is reported once.
+ * `onExit` sees the exit status as soon as it is known (before stdout has necessarily ended).
+ */
+export interface Started {
+  readonly pid: number
+  readonly stdin: Writable
+  readonly stdout: Readable
+  readonly stderr: Readable
+  readonly onExit: (listener: (code: number | null, signal: string | null) => void) => void
+  readonly exited: () => boolean
+  readonly kill: (signal: NodeJS.Signals) => void
+}
+
+export interface StartOptions {
+  readonly cwd: string
+  readonly env: Readonly<Record<string, string>>
+}
+
+/**
+ * How the local driver starts processes. `helper` (the default where python3 is found): a small
+ * helper process forks them (spawner.py), so this process never forks — from a process holding a
+ * model each fork blocked the event loop ~35 ms (node's spawn forks the whole process) and its
+ * memory writes page-faulted after. `direct`: node's own spawn.
+ */
+export type SpawnMode = "helper" | "direct"
+
+const exitOf = (child: ChildProcess) => child.exitCode !== null || child.signalCode !== null
+
+/** node's own spawn, as a Started once the process runs. */
+export const startDirect = (
+  file: string,
+  args: ReadonlyArray<string>,
+  options: StartOptions,
+): Promise<Started> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(file, [...args], {
+      cwd: options.cwd,
+      env: { ...options.env },
+      stdio: ["pipe", "pipe", "pipe"],
+    })
+    child.once("error", reject)
+    child.once("spawn", () => {
+      child.off("error", reject)
+      const { stdin, stdout, stderr, pid } = child
+      if (stdin === null || stdout === null || stderr === null || pid === undefined) {
+        reject(new Error("stdio must be pipes"))
+        return
+      }
+      child.on("error", () => undefined)
+      resolve({
+        pid,
+        stdin,
+        stdout,
+        stderr,
+        onExit: (listener) => {
+          if (exitOf(child)) listener(child.exitCode, child.signalCode)
+          else child.once("exit", (code, signal) => listener(code, signal))
+        },
+        exited: () => exitOf(child),
+        kill: (signal) => {
+          if (!exitOf(child)) child.kill(signal)
+        },
+      })
+    })
+  })
+
+interface Pending {
+  readonly resolve: (pid: number) => void
+  readonly reject: (e: Error) => void
+}
+
+interface Exit {
+  readonly code: number | null
+  readonly signal: string | null
+}
+
+type Reply =
+  | { readonly ready: true }
+  | { readonly id: number; readonly pid: number }
+  | { readonly id: number; readonly error: string; readonly code: string }
+  | { readonly exit: number; readonly code: number | null; readonly signal: string | null }
+
+const HELPER_SOURCE = fileURLToPath(new URL("./spawner.py", import.meta.url))
+
+/** How often a child whose helper died is looked for (its end is then seen only this way). */
+const ORPHAN_POLL_MS = 100
+
+const pidAlive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/** One helper process (spawner.py) and the children it started for this process. */
+class Helper {
+  private nextId = 1
+  private readonly pending = new Map<number, Pending>()
+  private readonly exitListeners = new Map<number, Array<(exit: Exit) => void>>()
+  private readonly exits = new Map<number, Exit>()
+  private buffered = ""
+  private dead: Error | undefined
+  readonly ready: Promise<void>
+
+  constructor(
+    private readonly python: string,
+    private readonly socketPath: string,
+  ) {
+    const child = spawn(python, ["-I", "-S", "-B", HELPER_SOURCE, socketPath], {
+      stdio: ["pipe", "pipe", "pipe"],
+      detached: false,
+    })
+    this.child = child
+    let stderr = ""
+    child.stderr?.on("data", (d: Buffer) => {
+      stderr = (stderr + d.toString()).slice(-2000)
+    })
+    child.stdin?.on("error", () => undefined)
+    child.on("error", (e) => this.die(e))
+    child.once("exit", (code, signal) =>
+      this.die(new Error(`the process helper exited (${signal ?? code}): ${stderr.trim()}`)),
+    )
+    child.stdout?.setEncoding("utf8")
+    child.stdout?.on("data", (s: string) => this.receive(s))
+    // Never what keeps this process alive.
+    child.unref()
+    for (const s of [child.stdin, child.stdout, child.stderr]) (s as Socket | null)?.unref()
+    this.ready = new Promise((resolve, reject) => {
+      this.onReady = resolve
+      this.onDead = reject
+    })
+    // A helper that never starts fails the starts waiting for it, not the process.
+    this.ready.catch(() => undefined)
+  }
+
+  private onReady: () => void = () => undefined
+  private onDead: (e: Error) => void = () => undefined
+
+  private readonly child: ChildProcess
+
+  get alive(): boolean {
+    return this.dead === undefined
+  }
+
+  private receive(text: string) {
+    this.buffered += text
+    const lines = this.buffered.split("\n")
+    this.buffered = lines.pop() ?? ""
+    for (const line of lines) {
+      if (line.trim() === "") continue
+      const reply = JSON.parse(line) as Reply
+      if ("ready" in reply) this.onReady()
+      else if ("exit" in reply) {
+        const exit = { code: reply.code, signal: reply.signal }
+        this.exits.set(reply.exit, exit)
+        for (const listener of this.exitListeners.get(reply.exit)?.splice(0) ?? []) listener(exit)
+        this.exitListeners.delete(reply.exit)
+      } else {
+        const waiting = this.pending.get(reply.id)
+        this.pending.delete(reply.id)
+        if ("pid" in reply) waiting?.resolve(reply.pid)
+        else {
+          const e: NodeJS.ErrnoException = new Error(`spawn: ${reply.error}`)
+          e.code = reply.code
+          waiting?.reject(e)
+        }
+      }
+    }
+  }
+
+  private die(e: Error) {
+    if (this.dead !== undefined) return
+    this.dead = e
+    this.onDead(e)
+    rmSync(this.socketPath, { force: true })
+    for (const waiting of this.pending.values()) waiting.reject(e)
+    this.pending.clear()
+    // Its children live on, orphaned: their end is now seen by looking for them.
+    for (const [pid, listeners] of this.exitListeners) {
+      const poll = setInterval(() => {
+        if (pidAlive(pid)) return
+        clearInterval(poll)
+        for (const listener of listeners.splice(0)) listener({ code: null, signal: null })
+      }, ORPHAN_POLL_MS)
+      poll.unref()
+    }
+    this.exitListeners.clear()
+  }
+
+  close() {
+    this.child.kill("SIGKILL")
+  }
+
+  async start(file: string, args: ReadonlyArray<string>, options: StartOptions): Promise<Started> {
+    await this.ready
+    if (this.dead !== undefined) throw this.dead
+    const id = this.nextId++
+    const pidPromise = new Promise<number>((resolve, reject) =>
+      this.pending.set(id, { resolve, reject }),
+    )
+    const request = { id, file, args: [file, ...args], cwd: options.cwd, env: options.env }
+    this.child.stdin?.write(`${JSON.stringify(request)}\n`)
+    const sockets = [0, 1, 2].map((k) => {
+      const socket = connect(this.socketPath)
+      socket.on("error", () => undefined)
+      socket.write(`${id} ${k}\n`)
+      return socket
+    })
+    const [stdin, stdout, stderr] = sockets as [Socket, Socket, Socket]
+    // Each end is one-way: the child never writes to its stdin, nor reads its output.
+    stdout.end()
+    stderr.end()
+    let pid: number
+    try {
+      pid = await pidPromise
+    } catch (e) {
+      for (const s of sockets) s.destroy()
+      throw e
+    }
+    const exited = () => this.exits.has(pid) || (this.dead !== undefined && !pidAlive(pid))
+    return {
+      pid,
+      stdin,
+      stdout,
+      stderr,
+      onExit: (listener) => {
+        const known = this.exits.get(pid)
+        if (known !== undefined) {
+          listener(known.code, known.signal)
+          return
+        }
+        const wrapped = (exit: Exit) => listener(exit.code, exit.signal)
+        if (this.dead !== undefined) {
+          const poll = setInterval(() => {
+            if (pidAlive(pid)) return
+            clearInterval(poll)
+            wrapped({ code: null, signal: null })
+          }, ORPHAN_POLL_MS)
+          poll.unref()
+          return
+        }
+        const listeners = this.exitListeners.get(pid) ?? []
+        listeners.push(wrapped)
+        this.exitListeners.set(pid, listeners)
+      },
+      exited,
+      kill: (signal) => {
+        if (exited()) return
+        try {
+          process.kill(pid, signal)
+        } catch {}
+      },
+    }
+  }
+}
+
+let helper: Helper | undefined
+
+const findPython = (): string | undefined =>
+  ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"].find((p) => existsSync(p))
+
+/** Whether `helper` mode can run here (a python3 at a system path). */
+export const helperAvailable = (): boolean => findPython() !== undefined
+
+const currentHelper = (): Helper => {
+  if (helper?.alive) return helper
+  const python = findPython()
+  if (python === undefined) throw new Error("no python3 for the process helper")
+  const path = join(tmpdir(), `t1-spawner-${process.pid}-${randomBytes(4).toString("hex")}.sock`)
+  process.once("exit", () => rmSync(path, { force: true }))
+  helper = new Helper(python, path)
+  return helper
+}
+
+/** Starts `file` with `args` as `mode` says (helper: falls back to direct without python3). */
+export const startProcess = (
+  mode: SpawnMode,
+  file: string,
+  args: ReadonlyArray<string>,
+  options: StartOptions,
+): Promise<Started> =>
+  mode === "helper" && helperAvailable()
+    ? currentHelper().start(file, args, options)
+    : startDirect(file, args, options)
+
+/** Ends the helper (tests; it never keeps a process alive and ends with it). */
+export const closeProcessHelper = (): void => {
+  helper?.close()
+  helper = undefined
+}
