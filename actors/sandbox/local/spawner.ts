@@ -115,7 +115,7 @@ class Helper {
   readonly ready: Promise<void>
 
   constructor(
-    private readonly python: string,
+    python: string,
     private readonly socketPath: string,
   ) {
     const child = spawn(python, ["-I", "-S", "-B", HELPER_SOURCE, socketPath], {
