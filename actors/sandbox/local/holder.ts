@@ -54,6 +54,8 @@ if [ -n "$hide_run" ] && [ -d /run ]; then
   mount -t tmpfs -o mode=755,size=16m t1-run /run
   if [ -n "$saved" ]; then mkdir -p "\${resolv%/*}"; printf '%s\\n' "$saved" > "$resolv"; fi
   if [ -d /var/run ] && [ ! -L /var/run ]; then mount -t tmpfs -o mode=755,size=1m t1-run /var/run; fi
+fi
+if [ -n "$hide_run" ]; then
   for private in /tests /logs; do
     [ -d "$private" ] || mkdir "$private"
     mount -t tmpfs -o mode=755,size=256m t1-private "$private"

@@ -151,6 +151,38 @@ describe("local driver", () => {
   })
 
   it.skipIf(!isolation.mountNamespace)(
+    "transfers files in a sandbox's private /tests and /logs, and nowhere else outside the workdir",
+    async () => {
+      const [inFirst, inSecond, back, link, etc] = await withDriver((driver) =>
+        Effect.gen(function* () {
+          const first = yield* driver.create(baseSpec)
+          const second = yield* driver.create(baseSpec)
+          const archive = yield* Effect.promise(() =>
+            archiveOf([{ name: "test.sh", body: "echo mine\n" }]),
+          )
+          yield* driver.put(first.id, "/tests", archive)
+          const inFirst = yield* driver.exec(first.id, "cat /tests/test.sh", quick)
+          const inSecond = yield* driver.exec(second.id, "ls -A /tests", quick)
+          yield* driver.exec(first.id, "mkdir -p /logs/v && echo 1 > /logs/v/reward.txt", quick)
+          const back = yield* driver.get(first.id, "/logs/v/reward.txt")
+          // A symlink the sandbox made there leads to the host's files: refused.
+          yield* driver.exec(first.id, "ln -s /etc /tests/etc", quick)
+          const link = yield* Effect.exit(driver.put(first.id, "/tests/etc", archive))
+          const etc = yield* Effect.exit(driver.put(first.id, "/etc", archive))
+          return [inFirst, inSecond, back, link, etc] as const
+        }),
+      )
+      expect(text(inFirst.output)).toBe("echo mine\n")
+      expect(text(inSecond.output)).toBe("")
+      expect(existsSync("/tests/test.sh")).toBe(false)
+      expect(back.byteLength).toBeGreaterThan(512)
+      expect(text(back)).toContain("reward.txt")
+      expect(failure(link)?._tag).toBe("FileTransferError")
+      expect(failure(etc)?._tag).toBe("FileTransferError")
+    },
+  )
+
+  it.skipIf(!isolation.mountNamespace)(
     "gives each sandbox its own /app, leaving the host's untouched",
     async () => {
       const [a, b] = await withDriver((driver) =>

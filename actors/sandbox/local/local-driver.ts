@@ -1,6 +1,6 @@
 import { chown, mkdir, mkdtemp, readdir, rm } from "node:fs/promises"
 import { hostname, tmpdir } from "node:os"
-import { basename, join } from "node:path"
+import { basename, join, posix } from "node:path"
 import { Effect, Layer, type Scope } from "effect"
 import {
   DEFAULT_PIDS_LIMIT,
@@ -77,6 +77,9 @@ interface LocalSandbox {
 
 const ID_SHAPE = /^local-[A-Za-z0-9]+$/
 
+/** The tmpfs a sandbox with a mount namespace gets of its own (holder.ts), besides the workdir. */
+const PRIVATE_MOUNTS: ReadonlyArray<string> = ["tests", "logs"]
+
 const reasonOf = (e: unknown) => (e instanceof Error ? e.message : String(e))
 
 /** Probing spawns helpers; drivers sharing a root and mode share the answer. */
@@ -115,7 +118,8 @@ const removeSandbox = async (root: string, id: string) => {
  * any defence against a command that means harm. Without root it has none of the additions:
  * the workdir must be "" (the sandbox directory), network: false is not enforced, pidsLimit is
  * an RLIMIT_NPROC on top of the user's current process count and memoryMb an RLIMIT_AS, both
- * best effort, and cpus is ignored. put and get reach only files under the workdir.
+ * best effort, and cpus is ignored. put and get reach only files under the workdir, and with a
+ * mount namespace also under its private /tests and /logs.
  */
 export const makeLocalDriver = (
   options: LocalDriverOptions = {},
@@ -283,25 +287,38 @@ export const makeLocalDriver = (
         ),
       )
 
+    /**
+     * Where a transfer of `path` happens on this host: below the sandbox directory when the path
+     * is in the workdir; elsewhere, in a sandbox with its own mount namespace, through its
+     * holder's view of that namespace (/proc/<pid>/root), only in its private /tests and /logs
+     * tmpfs: the verifier unpacks tests there in one put instead of a staged copy and a script.
+     */
     const transferParts = (sandbox: LocalSandbox, path: string) => {
       const parts = workdirParts(path, sandbox.workdir, sandbox.hostWork)
+      if (parts !== undefined) return Effect.succeed({ base: sandbox.hostWork, parts })
+      const inNamespace = posix.normalize(path).split("/").filter(Boolean)
+      if (
+        sandbox.workdir.kind === "mounted" &&
+        posix.isAbsolute(path) &&
+        PRIVATE_MOUNTS.includes(inNamespace[0] ?? "") &&
+        sandbox.holder.alive()
+      )
+        return Effect.succeed({ base: `/proc/${sandbox.holder.pid}/root`, parts: inNamespace })
       const workdir = insidePath(sandbox.workdir, sandbox.hostWork)
-      return parts === undefined
-        ? Effect.fail(
-            new FileTransferError({
-              path,
-              reason: `outside the workdir ${workdir}: the local driver transfers files only there`,
-            }),
-          )
-        : Effect.succeed(parts)
+      return Effect.fail(
+        new FileTransferError({
+          path,
+          reason: `outside the workdir ${workdir}: the local driver transfers files only there, and with a mount namespace also in its private ${PRIVATE_MOUNTS.map((m) => `/${m}`).join(" and ")}`,
+        }),
+      )
     }
 
     const put = (id: string, path: string, archive: Uint8Array) =>
       Effect.gen(function* () {
         const sandbox = yield* lookup(id)
-        const parts = yield* transferParts(sandbox, path)
+        const { base, parts } = yield* transferParts(sandbox, path)
         yield* Effect.tryPromise({
-          try: () => extractTar(archive, sandbox.hostWork, parts, path),
+          try: () => extractTar(archive, base, parts, path),
           catch: infra("put"),
         })
       })
@@ -309,10 +326,10 @@ export const makeLocalDriver = (
     const get = (id: string, path: string) =>
       Effect.gen(function* () {
         const sandbox = yield* lookup(id)
-        const parts = yield* transferParts(sandbox, path)
+        const { base, parts } = yield* transferParts(sandbox, path)
         const rootName = basename(insidePath(sandbox.workdir, sandbox.hostWork))
         return yield* Effect.tryPromise({
-          try: () => packPath(sandbox.hostWork, parts, path, rootName),
+          try: () => packPath(base, parts, path, rootName),
           catch: infra("get"),
         })
       })

@@ -30,6 +30,12 @@ const isWithin = (path: string, dir: string) => path === dir || path.startsWith(
 class Refused extends Error {}
 
 /**
+ * The directory transfers resolve paths under: `dir` itself, unless it is a view into a process's
+ * mount namespace (`/proc/<pid>/root`), whose real path would name this host's root instead.
+ */
+const baseOf = (dir: string) => (/^\/proc\/\d+\/root$/.test(dir) ? dir : realpath(dir))
+
+/**
  * Walks (and, with `create`, makes) the directories `parts` below `root`. A symlink on the way
  * is followed only when it resolves inside `root`. Returns the real path reached.
  */
@@ -74,7 +80,7 @@ export const extractTar = async (
   shownPath: string,
 ): Promise<void> => {
   try {
-    const sandboxRoot = await realpath(sandboxDir)
+    const sandboxRoot = await baseOf(sandboxDir)
     const root = await walkDirs(sandboxRoot, targetParts, true)
     const extract = tar.extract()
     const feeding = pipeline(Readable.from([Buffer.from(archive)]), extract)
@@ -164,7 +170,7 @@ export const packPath = async (
     // Sockets, fifos and devices are left out.
   }
   try {
-    const sandboxRoot = await realpath(sandboxDir)
+    const sandboxRoot = await baseOf(sandboxDir)
     const parent = await walkDirs(sandboxRoot, parts.slice(0, -1), false)
     const last = parts[parts.length - 1]
     if (last === undefined) await add(sandboxRoot, rootName)
