@@ -181,6 +181,7 @@ export const makeLocalDriver = (
         }
 
         let holder: Holder | undefined
+        let abandoned = false
         const setUp = async () => {
           await mkdir(hostWork)
           await mkdir(home)
@@ -222,6 +223,12 @@ export const makeLocalDriver = (
             startTimeoutMs,
             spawnMode,
           )
+          // The create was given up on (interrupted) while the holder started: nothing else will
+          // kill it.
+          if (abandoned) {
+            holder.kill()
+            throw new Error("the sandbox's creation was abandoned")
+          }
           const { pid, startTime } = holder
           await writeMeta(dir, { ...meta, cgroups: [...cgroups], holder: { pid, startTime } })
           return { holder, cgroups }
@@ -259,6 +266,7 @@ export const makeLocalDriver = (
           // Failed or interrupted half-way: leave nothing behind.
           Effect.onError(() =>
             Effect.promise(async () => {
+              abandoned = true
               holder?.kill()
               await removeSandbox(root, id).catch(() => undefined)
             }),

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { afterAll, describe, expect, it } from "vitest"
 import {
+  ChildExits,
   closeProcessHelper,
   helperAvailable,
   type SpawnMode,
@@ -85,5 +86,22 @@ describe.runIf(helperAvailable())("process helper", () => {
     const after = await startProcess("helper", "/bin/sh", ["-c", "sleep 0.2; echo again"], options)
     expect(parentOf(after.pid)).not.toBe(helperPid)
     expect(await output(after)).toBe("again\n")
+  })
+})
+
+describe("child exits", () => {
+  it("a reused pid names the new child: the earlier one's listener is not told again", () => {
+    const exits = new ChildExits()
+    const told: string[] = []
+    exits.started(5, (e) => told.push(`first ${e.code}`))
+    exits.exited(5, { code: 0, signal: null })
+    exits.started(5, (e) => told.push(`second ${e.signal}`))
+    exits.exited(7, { code: 1, signal: null })
+    expect(told).toEqual(["first 0"])
+    exits.exited(5, { code: null, signal: "SIGKILL" })
+    exits.exited(5, { code: 2, signal: null })
+    expect(told).toEqual(["first 0", "second SIGKILL"])
+    exits.started(9, () => undefined)
+    expect(exits.drain().map(([pid]) => pid)).toEqual([9])
   })
 })

@@ -75,7 +75,7 @@ export const startDirect = (
   })
 
 interface Pending {
-  readonly resolve: (pid: number) => void
+  readonly resolve: (child: { readonly pid: number; readonly watch: ExitWatch }) => void
   readonly reject: (e: Error) => void
 }
 
@@ -89,6 +89,47 @@ type Reply =
   | { readonly id: number; readonly pid: number }
   | { readonly id: number; readonly error: string; readonly code: string }
   | { readonly exit: number; readonly code: number | null; readonly signal: string | null }
+
+/**
+ * Who waits for the exit of each of a helper's children, by pid. Pids are reused (pid_max is
+ * often 32768 and an RL run starts ~35 processes an episode), so a pid names one child from the
+ * helper's report of it to the report of its exit (one ordered stream), and only then.
+ */
+export class ChildExits {
+  private readonly waiting = new Map<number, (exit: Exit) => void>()
+
+  started(pid: number, onExit: (exit: Exit) => void): void {
+    this.waiting.set(pid, onExit)
+  }
+
+  exited(pid: number, exit: Exit): void {
+    const onExit = this.waiting.get(pid)
+    this.waiting.delete(pid)
+    onExit?.(exit)
+  }
+
+  /** Every child still waited for (the helper died: their ends must be looked for). */
+  drain(): Array<[number, (exit: Exit) => void]> {
+    const all = [...this.waiting]
+    this.waiting.clear()
+    return all
+  }
+}
+
+/** One child's end: known once, told to every listener. */
+class ExitWatch {
+  exit: Exit | undefined
+  private readonly listeners: Array<(exit: Exit) => void> = []
+  readonly end = (exit: Exit) => {
+    if (this.exit !== undefined) return
+    this.exit = exit
+    for (const listener of this.listeners.splice(0)) listener(exit)
+  }
+  on(listener: (exit: Exit) => void) {
+    if (this.exit !== undefined) listener(this.exit)
+    else this.listeners.push(listener)
+  }
+}
 
 const HELPER_SOURCE = fileURLToPath(new URL("./spawner.py", import.meta.url))
 
@@ -108,8 +149,7 @@ const pidAlive = (pid: number) => {
 class Helper {
   private nextId = 1
   private readonly pending = new Map<number, Pending>()
-  private readonly exitListeners = new Map<number, Array<(exit: Exit) => void>>()
-  private readonly exits = new Map<number, Exit>()
+  private readonly exits = new ChildExits()
   private buffered = ""
   private dead: Error | undefined
   readonly ready: Promise<void>
@@ -162,16 +202,16 @@ class Helper {
       if (line.trim() === "") continue
       const reply = JSON.parse(line) as Reply
       if ("ready" in reply) this.onReady()
-      else if ("exit" in reply) {
-        const exit = { code: reply.code, signal: reply.signal }
-        this.exits.set(reply.exit, exit)
-        for (const listener of this.exitListeners.get(reply.exit)?.splice(0) ?? []) listener(exit)
-        this.exitListeners.delete(reply.exit)
-      } else {
+      else if ("exit" in reply)
+        this.exits.exited(reply.exit, { code: reply.code, signal: reply.signal })
+      else {
         const waiting = this.pending.get(reply.id)
         this.pending.delete(reply.id)
-        if ("pid" in reply) waiting?.resolve(reply.pid)
-        else {
+        if ("pid" in reply) {
+          const watch = new ExitWatch()
+          this.exits.started(reply.pid, watch.end)
+          waiting?.resolve({ pid: reply.pid, watch })
+        } else {
           const e: NodeJS.ErrnoException = new Error(`spawn: ${reply.error}`)
           e.code = reply.code
           waiting?.reject(e)
@@ -188,15 +228,14 @@ class Helper {
     for (const waiting of this.pending.values()) waiting.reject(e)
     this.pending.clear()
     // Its children live on, orphaned: their end is now seen by looking for them.
-    for (const [pid, listeners] of this.exitListeners) {
+    for (const [pid, onExit] of this.exits.drain()) {
       const poll = setInterval(() => {
         if (pidAlive(pid)) return
         clearInterval(poll)
-        for (const listener of listeners.splice(0)) listener({ code: null, signal: null })
+        onExit({ code: null, signal: null })
       }, ORPHAN_POLL_MS)
       poll.unref()
     }
-    this.exitListeners.clear()
   }
 
   close() {
@@ -207,8 +246,8 @@ class Helper {
     await this.ready
     if (this.dead !== undefined) throw this.dead
     const id = this.nextId++
-    const pidPromise = new Promise<number>((resolve, reject) =>
-      this.pending.set(id, { resolve, reject }),
+    const started = new Promise<{ readonly pid: number; readonly watch: ExitWatch }>(
+      (resolve, reject) => this.pending.set(id, { resolve, reject }),
     )
     const request = { id, file, args: [file, ...args], cwd: options.cwd, env: options.env }
     this.child.stdin?.write(`${JSON.stringify(request)}\n`)
@@ -222,42 +261,24 @@ class Helper {
     // Each end is one-way: the child never writes to its stdin, nor reads its output.
     stdout.end()
     stderr.end()
-    let pid: number
+    let child: { readonly pid: number; readonly watch: ExitWatch }
     try {
-      pid = await pidPromise
+      child = await started
     } catch (e) {
       for (const s of sockets) s.destroy()
       throw e
     }
-    const exited = () => this.exits.has(pid) || (this.dead !== undefined && !pidAlive(pid))
+    const { pid, watch } = child
     return {
       pid,
       stdin,
       stdout,
       stderr,
-      onExit: (listener) => {
-        const known = this.exits.get(pid)
-        if (known !== undefined) {
-          listener(known.code, known.signal)
-          return
-        }
-        const wrapped = (exit: Exit) => listener(exit.code, exit.signal)
-        if (this.dead !== undefined) {
-          const poll = setInterval(() => {
-            if (pidAlive(pid)) return
-            clearInterval(poll)
-            wrapped({ code: null, signal: null })
-          }, ORPHAN_POLL_MS)
-          poll.unref()
-          return
-        }
-        const listeners = this.exitListeners.get(pid) ?? []
-        listeners.push(wrapped)
-        this.exitListeners.set(pid, listeners)
-      },
-      exited,
+      onExit: (listener) => watch.on((exit) => listener(exit.code, exit.signal)),
+      exited: () => watch.exit !== undefined,
+      // Never after its end: the pid may be another process's by then.
       kill: (signal) => {
-        if (exited()) return
+        if (watch.exit !== undefined) return
         try {
           process.kill(pid, signal)
         } catch {}
