@@ -136,7 +136,9 @@ export interface LadderRecipeOptions {
  * +25.0 and −8.3 (session 13). Session 15: dynamic sampling, at most 2 waves an update, 20
  * updates (~2500 episodes against 2048) gained +16.7, +24.2 and +10.0 on seeds 0–2 (mean +17.0,
  * each above its SFT control; every update trains on ~8 groups whose rewards vary instead of the
- * ~3 of a single wave), at 27–30 minutes a seed with a CI run on the same 2 cores.
+ * ~3 of a single wave), at 27–30 minutes a seed with a CI run on the same 2 cores. Session 16
+ * (cheaper local-driver episodes): 15.0 minutes a seed alone, gains +9.2, +24.2 and +4.2 (mean
+ * +12.5): a seed's outcome swings by ~7 points between runs.
  */
 export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   seed: 0,
