@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs"
 import { readdir, readFile } from "node:fs/promises"
 import type { Tools } from "./isolation.ts"
-import { type SpawnMode, startProcess } from "./spawner.ts"
+import { type SpawnMode, type Started, startProcess } from "./spawner.ts"
 
 /**
  * The holder is a sandbox's anchor process, the local stand-in for a container: it creates the
@@ -125,24 +125,27 @@ export const startHolder = (
   const [file, ...args] = inCgroups(tools, plan.cgroupProcs, script)
   return new Promise((resolve, reject) => {
     let settled = false
+    let started: Started | undefined
     const fail = (e: Error) => {
       if (settled) return
       settled = true
       clearTimeout(timer)
       reject(e)
     }
-    const timer = setTimeout(
-      () => fail(new Error(`the sandbox's holder did not start within ${timeoutMs} ms`)),
-      timeoutMs,
-    )
+    // One deadline for the start and the "ready": past it the holder is killed, if it ever runs.
+    const timer = setTimeout(() => {
+      started?.kill("SIGKILL")
+      fail(new Error(`the sandbox's holder did not start within ${timeoutMs} ms`))
+    }, timeoutMs)
     startProcess(spawnMode, file as string, args, { cwd: plan.hostWork, env: { ...env } }).then(
       (child) => {
-        let said = ""
-        let stderr = ""
         if (settled) {
           child.kill("SIGKILL")
           return
         }
+        started = child
+        let said = ""
+        let stderr = ""
         child.stderr.on("data", (d: Buffer) => {
           stderr = (stderr + d.toString()).slice(-2000)
         })
@@ -150,12 +153,9 @@ export const startHolder = (
         child.onExit((code, signal) =>
           fail(new Error(`the sandbox's holder exited (${signal ?? code}): ${stderr.trim()}`)),
         )
-        const onTimeout = () => child.kill("SIGKILL")
-        const timeoutKill = setTimeout(onTimeout, timeoutMs)
         child.stdout.on("data", (d: Buffer) => {
           said += d.toString()
           if (!said.includes("ready\n") || settled) return
-          clearTimeout(timeoutKill)
           const pid = child.pid
           const startTime = processStartTime(pid)
           if (startTime === undefined) {

@@ -37,7 +37,7 @@ export type SpawnMode = "helper" | "direct"
 const exitOf = (child: ChildProcess) => child.exitCode !== null || child.signalCode !== null
 
 /** node's own spawn, as a Started once the process runs. */
-export const startDirect = (
+const startDirect = (
   file: string,
   args: ReadonlyArray<string>,
   options: StartOptions,
