@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest"
 import { JobKind } from "../../proto/index.ts"
-import { collectGarbage, grownBy, heapCounts } from "../../test/support/heap.ts"
+import { grownBy, heapCensus, heapCounts } from "../../test/support/heap.ts"
 import { useNatsServer } from "../../test/support/nats-url.ts"
 import { NatsBusLive } from "../bus/index.ts"
 import { type JobServiceClient, jobServiceClient } from "./client.ts"
@@ -14,10 +14,10 @@ const WATCHES = 1000
  * a round of WATCHES concurrent WatchJob streams on one job (each reads its first event and
  * closes, as a client that stops watching does), then a full collection and a snapshot counted
  * by constructor and closure name. Anything a watch leaves behind shows up as a name that grew
- * by about one per watch; and a further round must not grow the heap.
+ * by about one per watch; and further rounds must not grow the heap round after round.
  */
 describe("gateway memory after WatchJob streams close (NATS)", () => {
-  it("1000 closed watches leave nothing per watch on the heap, and another 1000 do not grow it", async () => {
+  it("1000 closed watches leave nothing per watch on the heap, and further rounds of 1000 do not grow it", async () => {
     const h = await gatewayHarness(NatsBusLive({ servers: nats.url, name: "t1-gateway-memory" }))
     try {
       const g = await h.start()
@@ -49,28 +49,36 @@ describe("gateway memory after WatchJob streams close (NATS)", () => {
           await new Promise((r) => setTimeout(r, 50))
         expect(await openStreams()).toBe(0)
       }
-      const heapUsed = async () => {
-        await collectGarbage()
-        return process.memoryUsage().heapUsed
+      // The live data on the heap after a full collection, without compiled code: the JIT keeps
+      // optimising the same functions for a while (a few hundred KB a round here), which is
+      // bounded by the program, not by how many watches came and went.
+      const liveData = async () => {
+        let bytes = 0
+        for (const [name, c] of await heapCensus()) if (name !== "code") bytes += c.bytes
+        return bytes
       }
       // The first round pays for what is made once (code, caches, connection buffers); later
-      // rounds must reuse what the one before freed.
+      // rounds must reuse what the one before freed. A leak grows every round by the same
+      // amount, while what V8 keeps back (a page after a collection, feedback) grows one round
+      // and not the next: so the growth that counts is the smaller of two round-to-round ones.
       const rounds: number[] = []
       const rss: number[] = []
-      for (let i = 0; i < 3; i++) {
+      for (let i = 0; i < 4; i++) {
         await round()
-        rounds.push(await heapUsed())
+        rounds.push(await liveData())
         rss.push(process.memoryUsage().rss)
       }
-      const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`
+      const mib = (n: number) => `${(n / 2 ** 20).toFixed(2)} MiB`
       console.log(
-        `after rounds 1-3 of ${WATCHES} watches: heap used ${rounds.map(mib).join(", ")}; RSS ${rss.map(mib).join(", ")}`,
+        `after rounds 1-4 of ${WATCHES} watches: live heap data ${rounds.map(mib).join(", ")}; RSS ${rss.map(mib).join(", ")}`,
       )
-      const [, second = 0, third = 0] = rounds
-      expect(third - second).toBeLessThan(WATCHES * 512)
+      const steadyGrowth = (xs: ReadonlyArray<number>) => {
+        const [, second = 0, third = 0, fourth = 0] = xs
+        return Math.min(third - second, fourth - third)
+      }
+      expect(steadyGrowth(rounds)).toBeLessThan(WATCHES * 512)
       // The process's memory (what RSS counts) is reused too, not grown a round at a time.
-      const [, rss2 = 0, rss3 = 0] = rss
-      expect(rss3 - rss2).toBeLessThan(WATCHES * 4096)
+      expect(steadyGrowth(rss)).toBeLessThan(WATCHES * 4096)
       // And nothing is kept per watch: counted by constructor and closure over one more round,
       // no name grows by half a watch's worth.
       const before = await heapCounts()
