@@ -138,7 +138,8 @@ export interface LadderRecipeOptions {
  * each above its SFT control; every update trains on ~8 groups whose rewards vary instead of the
  * ~3 of a single wave), at 27–30 minutes a seed with a CI run on the same 2 cores. Session 16
  * (cheaper local-driver episodes): 15.0 minutes a seed alone, gains +9.2, +24.2 and +4.2 (mean
- * +12.5): a seed's outcome swings by ~7 points between runs.
+ * +12.5): a seed's outcome swings by ~7 points between runs. Session 17 spends the 5 minutes a
+ * seed that left on 30% more updates (26).
  */
 export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   seed: 0,
@@ -150,7 +151,7 @@ export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   sftSteps: 600,
   sftBatch: 8,
   sftLr: 2e-3,
-  rlSteps: 20,
+  rlSteps: 26,
   tasksPerStep: 8,
   samples: 8,
   waves: 2,
