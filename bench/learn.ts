@@ -33,6 +33,7 @@ import {
   openLadderRecipe,
   type RecipeScore,
   type RecipeTask,
+  RlTimeBudget,
   resolvedRate,
   scoreTrajectories,
   sftUpdates,
@@ -44,6 +45,12 @@ import { type Bus, MemoryBusLive } from "../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"
 import { parseRungs, type Rung, writeLadder } from "../tasks/ladder/index.ts"
 import { mean, stratifiedPairedInterval, tInterval, wilson } from "./stats.ts"
+
+/**
+ * A seed's default time budget: the acceptance allows 20 minutes a seed, and this leaves room
+ * for an evaluation slower than the one before RL.
+ */
+const DEFAULT_SEED_MINUTES = 18
 
 const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [options]
 
@@ -64,6 +71,10 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --sft-batch N          sequences per SFT step (default ${D.sftBatch})
   --sft-lr X             SFT learning rate (default ${D.sftLr})
   --rl-steps N           RL updates (default ${D.rlSteps})
+  --seed-minutes M       a seed's time budget: RL stops before an update that would leave too
+                         little of it for the evaluation after RL and the SFT control (each
+                         estimated from the run's own timings so far); the report gives the
+                         updates done (default ${DEFAULT_SEED_MINUTES}; 0: no budget, every --rl-steps)
   --tasks-per-step N     tasks per RL update (default ${D.tasksPerStep})
   --samples N            episodes per task in an RL update: the group (default ${D.samples})
   --waves N              dynamic sampling: an update admits further waves of fresh tasks until
@@ -103,6 +114,8 @@ interface Options extends Omit<LadderRecipeOptions, "seed" | "learner" | "taskDi
   /** Unseen tasks with train names per family (the "seen names" evaluation). */
   readonly seenPerFamily: number
   readonly dump: string | undefined
+  /** A seed's time budget in minutes (0: none): RL ends early rather than overrun it. */
+  readonly seedMinutes: number
   /** Learner settings of every seed run (the ablations change one more). */
   readonly learner: Pick<
     LearnerConfig,
@@ -202,7 +215,10 @@ const runSeed = (
 
       // 1. Warm start.
       log(`seed ${seed}: playing ${recipe.demos.length} demonstrations`)
+      const warmStarted = Date.now()
       const warm = yield* recipe.warmStart()
+      // An upper bound of one SFT step (the demonstrations' episodes included): the control's.
+      const sftStepMs = (Date.now() - warmStarted) / Math.max(1, o.sftSteps)
       log(
         `seed ${seed}: SFT on ${warm.sequences.length} demonstrations (${warm.skipped.length} unresolved): loss ${warm.losses[0]?.toFixed(2)} → ${warm.losses.at(-1)?.toFixed(2)} in ${o.sftSteps} steps`,
       )
@@ -216,21 +232,40 @@ const runSeed = (
               if (o.dump !== undefined) dumpEpisodes(o.dump, `seed${seed}-${name}`, ts, recipe)
               return scoreTrajectories(ts, recipe.rungOf)
             })
-      const before = {
-        id: yield* evaluate("eval-before", 0n, recipe.heldIn),
-        ood: yield* evaluate("ood-before", 0n, recipe.heldOut),
-        seen: yield* evaluate("seen-before", 0n, seen),
-      }
+      // Each evaluation timed: after RL they run again, and the control runs two of them.
+      const timed = <A, E, R>(run: Effect.Effect<A, E, R>) =>
+        Effect.gen(function* () {
+          const t = Date.now()
+          const value = yield* run
+          return { value, ms: Date.now() - t }
+        })
+      const beforeId = yield* timed(evaluate("eval-before", 0n, recipe.heldIn))
+      const beforeOod = yield* timed(evaluate("ood-before", 0n, recipe.heldOut))
+      const beforeSeen = yield* timed(evaluate("seen-before", 0n, seen))
+      const before = { id: beforeId.value, ood: beforeOod.value, seen: beforeSeen.value }
+      // What must still fit in the budget after RL: the same evaluations again, then the
+      // control's SFT steps (at most one per RL update) and its held-out and seen-names runs.
+      const reserveMs = 2 * (beforeId.ms + beforeSeen.ms) + beforeOod.ms + sftStepMs * o.rlSteps
+      const budget = new RlTimeBudget(started + o.seedMinutes * 60_000, reserveMs, Date.now())
       log(
         `seed ${seed}: before RL: held-out ${(rate(before.id) * 100).toFixed(1)}%, OOD ${(rate(before.ood) * 100).toFixed(1)}%, seen names ${pctOf(before.seen)}`,
       )
 
       // 3. RL through the buffer and the learner.
       const rl = yield* recipe.reinforce(warm, policy, {
-        onStep: (step, s, report) =>
+        onStep: (step, s, report) => {
+          budget.stepEnded(Date.now())
           log(
             `seed ${seed}: RL step ${step}/${o.rlSteps}: resolved ${(rate(s) * 100).toFixed(1)}% reward ${s.reward.toFixed(3)} (${report.phase}, clipfrac ${report.clipfrac.toFixed(3)}, kl ${report.approxKl.toFixed(4)}, ${report.seconds.toFixed(1)} s)`,
-          ),
+          )
+        },
+        stopBefore: (done) => {
+          if (o.seedMinutes === 0 || budget.fits(Date.now())) return false
+          log(
+            `seed ${seed}: RL stops after ${done} of ${o.rlSteps} updates: one more (~${(budget.nextStepMs / 1000).toFixed(0)} s) and the evaluations after it (~${(reserveMs / 1000).toFixed(0)} s) would pass --seed-minutes ${o.seedMinutes}`,
+          )
+          return true
+        },
       })
       const after = {
         id: yield* evaluate("eval-after", rl.version, recipe.heldIn),
@@ -265,7 +300,7 @@ const runSeed = (
         after,
         control: controlScore,
         controlSeen,
-        steps: o.rlSteps,
+        steps: rl.steps,
         episodes: rl.episodes,
         minutes: (Date.now() - started) / 60_000,
         rewardCurve: rl.curve.map((c) => c.score.reward),
@@ -282,13 +317,13 @@ const meanRateOf = (scores: ReadonlyArray<Score>): number | null =>
 
 const table = (results: ReadonlyArray<SeedResult>): string => {
   const rows = [
-    "| seed | held-out before | after | 95% (after) | SFT control | OOD before | OOD after | seen names before | after | SFT control | minutes |",
-    "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    "| seed | held-out before | after | 95% (after) | SFT control | OOD before | OOD after | seen names before | after | SFT control | RL updates | minutes |",
+    "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
   ]
   for (const r of results) {
     const w = wilson(r.after.id.resolved, r.after.id.episodes)
     rows.push(
-      `| ${r.seed} | ${pct(rate(r.before.id))} | ${pct(rate(r.after.id))} | ${pct(w[0])}–${pct(w[1])} | ${pct(rate(r.control))} | ${pct(rate(r.before.ood))} | ${pct(rate(r.after.ood))} | ${pctOf(r.before.seen)} | ${pctOf(r.after.seen)} | ${pctOf(r.controlSeen)} | ${r.minutes.toFixed(1)} |`,
+      `| ${r.seed} | ${pct(rate(r.before.id))} | ${pct(rate(r.after.id))} | ${pct(w[0])}–${pct(w[1])} | ${pct(rate(r.control))} | ${pct(rate(r.before.ood))} | ${pct(rate(r.after.ood))} | ${pctOf(r.before.seen)} | ${pctOf(r.after.seen)} | ${pctOf(r.controlSeen)} | ${r.steps} | ${r.minutes.toFixed(1)} |`,
     )
   }
   const rungs = [...new Set(results.flatMap((r) => Object.keys(r.before.id.rungs)))].sort()
@@ -346,6 +381,8 @@ const summary = (results: ReadonlyArray<SeedResult>) => {
       control: rate(r.control),
       ood_before: rate(r.before.ood),
       ood_after: rate(r.after.ood),
+      steps: r.steps,
+      minutes: r.minutes,
       reward_curve: r.rewardCurve,
     })),
   }
@@ -414,6 +451,7 @@ const main = Effect.gen(function* () {
       "sft-batch": { type: "string" },
       "sft-lr": { type: "string" },
       "rl-steps": { type: "string" },
+      "seed-minutes": { type: "string" },
       "tasks-per-step": { type: "string" },
       samples: { type: "string" },
       waves: { type: "string" },
@@ -479,6 +517,7 @@ const main = Effect.gen(function* () {
     sftBatch: num("sft-batch", D.sftBatch, 1),
     sftLr: num("sft-lr", D.sftLr, 0, false),
     rlSteps: num("rl-steps", D.rlSteps, 1),
+    seedMinutes: num("seed-minutes", DEFAULT_SEED_MINUTES, 0, false),
     tasksPerStep: num("tasks-per-step", D.tasksPerStep, 1),
     samples: num("samples", D.samples, 2),
     waves: num("waves", D.waves, 1),
@@ -515,16 +554,16 @@ const main = Effect.gen(function* () {
     `\nresolved ${pct(figures.resolved_before)} → ${pct(figures.resolved_after)} (gain ${pct(figures.gain)}, 95% over held-out tasks ${pct(figures.gain_ci95[0])}–${pct(figures.gain_ci95[1])}, over seeds ${pct(figures.gain_ci95_seeds[0])}–${pct(figures.gain_ci95_seeds[1])}); SFT control ${pct(figures.sft_control_resolved)}; OOD ${pct(figures.ood_resolved_before)} → ${pct(figures.ood_resolved_after)}; ${figures.minutes.toFixed(1)} min`,
   )
   if (values.ablate) {
-    const rows = ["| variant | before | after | gain |", "|---|--:|--:|--:|"]
+    const rows = ["| variant | before | after | gain | RL updates |", "|---|--:|--:|--:|--:|"]
     // The default is the first seed's run above; each variant changes one setting from it.
     const first = results[0] as SeedResult
     rows.push(
-      `| default | ${pct(rate(first.before.id))} | ${pct(rate(first.after.id))} | ${pct(rate(first.after.id) - rate(first.before.id))} |`,
+      `| default | ${pct(rate(first.before.id))} | ${pct(rate(first.after.id))} | ${pct(rate(first.after.id) - rate(first.before.id))} | ${first.steps} |`,
     )
     for (const a of ABLATIONS) {
       const r = yield* runSeed(o.firstSeed, { ...o, ...a.options }, a.learner ?? {}, log)
       rows.push(
-        `| ${a.name} | ${pct(rate(r.before.id))} | ${pct(rate(r.after.id))} | ${pct(rate(r.after.id) - rate(r.before.id))} |`,
+        `| ${a.name} | ${pct(rate(r.before.id))} | ${pct(rate(r.after.id))} | ${pct(rate(r.after.id) - rate(r.before.id))} | ${r.steps} |`,
       )
     }
     console.log(`\nablations (seed ${o.firstSeed}):\n${rows.join("\n")}`)

@@ -38,7 +38,9 @@ export interface LearnerOptions {
   /**
    * Sizes each update's batch (trajectories) just before it is taken, in place of `batchSize`:
    * for a driver that admits a varying number of episodes per update (the recipe's dynamic
-   * sampling). Asked once per update, however many takes the update needs.
+   * sampling). Asked once per update, however many takes the update needs. 0 ends training
+   * before `maxSteps` (a driver out of time): the updates so far are final, checkpointed and
+   * announced.
    */
   readonly nextBatchSize?: Effect.Effect<number>
   readonly maxBatchTokens?: number
@@ -186,9 +188,30 @@ export const runLearner = (
     const trainedOn = new Set<string>()
     // The size of the update being gathered: kept across takes that come back empty.
     let size: number | undefined
+    // The step of the last checkpoint and of the last announcement: an early end (a batch size
+    // of 0) stores and announces what the last updates did if their turn had not come yet.
+    let savedStep = trainer.step
+    let announcedStep = trainer.step
     while (options.maxSteps === undefined || trainer.step < options.maxSteps) {
       if (size === undefined)
         size = options.nextBatchSize ? yield* options.nextBatchSize : options.batchSize
+      if (size === 0) {
+        if (trainer.step > savedStep)
+          yield* saveCheckpoint(bus, bucket, options.jobId, trainer, version, lastBatchId)
+        if (trainer.step > announcedStep)
+          yield* publishWeights(
+            bus,
+            options.subjects,
+            options.jobId,
+            trainer.model,
+            version,
+            BigInt(trainer.step),
+          )
+        yield* Effect.logInfo(
+          `learner: ${options.jobId}: training ended by its driver after ${trainer.step} updates, version ${version}`,
+        )
+        break
+      }
       const batch = yield* takeBatch(bus, options.subjects, {
         jobId: options.jobId,
         maxTrajectories: size,
@@ -297,9 +320,12 @@ export const runLearner = (
           bufferDroppedStale: batch.droppedStale,
         })
       const last = options.maxSteps !== undefined && trainer.step >= options.maxSteps
-      if (trainer.step % every === 0 || last)
+      if (trainer.step % every === 0 || last) {
         yield* saveCheckpoint(bus, bucket, options.jobId, trainer, version, lastBatchId)
-      if (trainer.step % publishEvery === 0 || last)
+        savedStep = trainer.step
+      }
+      if (trainer.step % publishEvery === 0 || last) {
+        announcedStep = trainer.step
         yield* publishWeights(
           bus,
           options.subjects,
@@ -308,6 +334,7 @@ export const runLearner = (
           version,
           BigInt(trainer.step),
         )
+      }
     }
     return { steps: trainer.step, version }
   })

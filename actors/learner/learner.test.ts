@@ -328,6 +328,54 @@ describe("learner actor: warm start, publication, filters and weights (in-memory
     expect(asked).toBe(3)
   }, 60_000)
 
+  it("ends before maxSteps when nextBatchSize answers 0, and checkpoints and announces the last update", async () => {
+    const subjects = subjectsFor("learnerstop")
+    const job = "job-stop"
+    const initial = TinyMoe.create({ config, seed: 4 })
+    const sizes = [4, 4]
+    let asked = 0
+    const announced: bigint[] = []
+    const out = await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const bus = yield* Bus
+          yield* ensureSamplerStreams(bus, subjects)
+          yield* Effect.forkScoped(runBuffer({ subjects, jobId: job }))
+          yield* followWeights(bus, subjects, job, {
+            version: -1n,
+            setWeights: (_: TinyMoe, v: bigint) => void announced.push(v),
+          })
+          yield* publishEpisodes(bus, subjects, job, initial, 0, 12, 0n)
+          const result = yield* runLearner({
+            subjects,
+            jobId: job,
+            // Announced every 5th update and checkpointed every 10th: neither falls on update 2.
+            config: { ...DEFAULT_LEARNER_CONFIG, criticWarmupSteps: 0, publishEverySteps: 5 },
+            initial,
+            batchSize: 4,
+            nextBatchSize: Effect.sync(() => sizes[asked++] ?? 0),
+            maxStaleness: 4,
+            maxSteps: 10,
+            checkpointEvery: 10,
+            batchWaitMs: 5_000,
+          })
+          yield* Effect.sleep("200 millis")
+          const ckpt = yield* loadCheckpoint(bus, `${subjects.prefix}-checkpoints`, job, {
+            ...DEFAULT_LEARNER_CONFIG,
+            criticWarmupSteps: 0,
+          })
+          return { result, checkpointStep: ckpt?.trainer.step, checkpointVersion: ckpt?.version }
+        }),
+      ).pipe(Effect.provide(layers)),
+    )
+    expect(out.result).toEqual({ steps: 2, version: 2n })
+    expect(asked).toBe(3)
+    expect(out.checkpointStep).toBe(2)
+    expect(out.checkpointVersion).toBe(2n)
+    // v0 at the start, then the last update's on the early end (its turn of 5 never came).
+    expect(announced).toEqual([0n, 2n])
+  }, 60_000)
+
   it("multiplies the policy loss of stale trajectories by the buffer's weight", async () => {
     const subjects = subjectsFor("learnerstale")
     const job = "job-stale"

@@ -6,6 +6,7 @@ export {
   openLadderRecipe,
   type RecipeScore,
   type RecipeTask,
+  type RlHooks,
   type RlResult,
   recipeLimits,
   resolvedRate,
@@ -13,3 +14,4 @@ export {
   sftUpdates,
   type WarmStart,
 } from "./ladder.ts"
+export { RlTimeBudget } from "./time-budget.ts"

@@ -83,14 +83,19 @@ describe("ladder recipe RL: dynamic sampling", () => {
     ).toBe(2)
   })
 
-  /** One RL update of 2 tasks × 2 samples from an untrained policy (which resolves nothing). */
-  const run = (waves: number, rlTemperature = 1) =>
+  /** RL updates of 2 tasks × 2 samples from an untrained policy (which resolves nothing). */
+  const run = (
+    waves: number,
+    rlTemperature = 1,
+    rlSteps = 1,
+    stopBefore?: (stepsDone: number) => boolean,
+  ) =>
     Effect.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
           const recipe = yield* openLadderRecipe({
             ...TINY,
-            rlSteps: 1,
+            rlSteps,
             tasksPerStep: 2,
             samples: 2,
             waves,
@@ -114,9 +119,17 @@ describe("ladder recipe RL: dynamic sampling", () => {
             {
               onStep: (_, __, report) => void reports.push(report.sequences),
               onEpisode: (_, t) => void episodes.push(t),
+              ...(stopBefore === undefined ? {} : { stopBefore }),
             },
           )
-          return { episodes: rl.episodes, trained: reports, sampled: episodes, model }
+          return {
+            episodes: rl.episodes,
+            trained: reports,
+            sampled: episodes,
+            model,
+            steps: rl.steps,
+            version: rl.version,
+          }
         }),
       ).pipe(Effect.provide(layers())),
     )
@@ -127,6 +140,16 @@ describe("ladder recipe RL: dynamic sampling", () => {
     // share of informative groups is at its floor of one in four).
     expect(await run(1)).toMatchObject({ episodes: 4, trained: [4] })
     expect(await run(3)).toMatchObject({ episodes: 12, trained: [12] })
+  }, 180_000)
+
+  it("ends RL before an update when stopBefore says so, with the learner's last version final", async () => {
+    const asked: number[] = []
+    const stopped = await run(1, 1, 3, (done) => {
+      asked.push(done)
+      return done === 2
+    })
+    expect(asked).toEqual([1, 2])
+    expect(stopped).toMatchObject({ episodes: 8, trained: [4, 4], steps: 2, version: 2n })
   }, 180_000)
 
   it("samples RL episodes at rlTemperature", async () => {

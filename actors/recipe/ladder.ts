@@ -343,11 +343,19 @@ export interface LadderRecipe {
   readonly reinforce: (
     warm: WarmStart,
     policy: EmbeddedPolicy,
-    hooks?: {
-      readonly onStep?: (step: number, score: RecipeScore, report: StepReport) => void
-      readonly onEpisode?: (step: number, t: Trajectory) => void
-    },
+    hooks?: RlHooks,
   ) => Effect.Effect<RlResult, unknown, Bus | Metrics | Scope.Scope>
+}
+
+/** What a driver of the recipe's RL phase hears and decides. */
+export interface RlHooks {
+  readonly onStep?: (step: number, score: RecipeScore, report: StepReport) => void
+  readonly onEpisode?: (step: number, t: Trajectory) => void
+  /**
+   * Asked before each update after the first with the updates done so far: true ends RL there
+   * (a run out of time), the last update's policy final.
+   */
+  readonly stopBefore?: (stepsDone: number) => boolean
 }
 
 /**
@@ -493,14 +501,7 @@ export const openLadderRecipe = (
         onEpisode,
       )
 
-    const reinforce = (
-      warm: WarmStart,
-      policy: EmbeddedPolicy,
-      hooks: {
-        readonly onStep?: (step: number, score: RecipeScore, report: StepReport) => void
-        readonly onEpisode?: (step: number, t: Trajectory) => void
-      } = {},
-    ) =>
+    const reinforce = (warm: WarmStart, policy: EmbeddedPolicy, hooks: RlHooks = {}) =>
       Effect.gen(function* () {
         const config: LearnerConfig = {
           ...EMBEDDED_RL_CONFIG,
@@ -540,6 +541,10 @@ export const openLadderRecipe = (
         let informative = 1
         let groups = 2
         for (let step = 0; step < o.rlSteps; step++) {
+          if (step > 0 && hooks.stopBefore?.(step) === true) {
+            yield* Queue.offer(sizes, 0)
+            break
+          }
           const ts: Trajectory[] = []
           // Distinct tasks within the step (episode ids name the task): a partial Fisher–Yates
           // draw over the pool, continued by each wave.
