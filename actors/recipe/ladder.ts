@@ -138,8 +138,10 @@ export interface LadderRecipeOptions {
  * each above its SFT control; every update trains on ~8 groups whose rewards vary instead of the
  * ~3 of a single wave), at 27–30 minutes a seed with a CI run on the same 2 cores. Session 16
  * (cheaper local-driver episodes): 15.0 minutes a seed alone, gains +9.2, +24.2 and +4.2 (mean
- * +12.5): a seed's outcome swings by ~7 points between runs. Session 17 spends the 5 minutes a
- * seed that left on 30% more updates (26).
+ * +12.5): a seed's outcome swings by ~7 points between runs. Session 17, on cores that ran an
+ * update in ~11 s: 26 updates gained +15.0, +25.0 and +3.3 (mean +14.4, 7 minutes a seed), 40
+ * gained +16.7, +33.3 and +12.5 (mean +20.8, 10–11 minutes a seed). `exp:learn --seed-minutes`
+ * (18 by default) stops RL early where updates are slower (the session-16 cores: ~30 s each).
  */
 export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   seed: 0,
@@ -151,7 +153,7 @@ export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   sftSteps: 600,
   sftBatch: 8,
   sftLr: 2e-3,
-  rlSteps: 26,
+  rlSteps: 40,
   tasksPerStep: 8,
   samples: 8,
   waves: 2,
