@@ -161,6 +161,17 @@ export const runLearner = (
     trainer.template = options.template
     let version = restored?.version ?? options.initialVersion ?? 0n
     let lastBatchId = restored?.lastBatchId ?? ""
+    // The weights and the checkpoint at the current update (what a call finds then).
+    const announce = () =>
+      publishWeights(
+        bus,
+        options.subjects,
+        options.jobId,
+        trainer.model,
+        version,
+        BigInt(trainer.step),
+      )
+    const save = () => saveCheckpoint(bus, bucket, options.jobId, trainer, version, lastBatchId)
     if (restored)
       yield* Effect.logInfo(
         `learner: ${options.jobId} resumed at step ${trainer.step}, version ${version}`,
@@ -170,17 +181,10 @@ export const runLearner = (
       // one its first episodes are sampled with) is the warm-started policy.
       yield* sftWarmStartSteps(trainer, options, m.sftLoss)
       // Saved now, so that a restart does not run the warm start again.
-      yield* saveCheckpoint(bus, bucket, options.jobId, trainer, version, lastBatchId)
+      yield* save()
     }
     // Announced again after a restart: the last one may have died with the previous process.
-    yield* publishWeights(
-      bus,
-      options.subjects,
-      options.jobId,
-      trainer.model,
-      version,
-      BigInt(trainer.step),
-    )
+    yield* announce()
     m.version.set(Number(version))
     const every = options.checkpointEvery ?? 10
     const publishEvery = Math.max(1, options.config.publishEverySteps)
@@ -196,17 +200,8 @@ export const runLearner = (
       if (size === undefined)
         size = options.nextBatchSize ? yield* options.nextBatchSize : options.batchSize
       if (size === 0) {
-        if (trainer.step > savedStep)
-          yield* saveCheckpoint(bus, bucket, options.jobId, trainer, version, lastBatchId)
-        if (trainer.step > announcedStep)
-          yield* publishWeights(
-            bus,
-            options.subjects,
-            options.jobId,
-            trainer.model,
-            version,
-            BigInt(trainer.step),
-          )
+        if (trainer.step > savedStep) yield* save()
+        if (trainer.step > announcedStep) yield* announce()
         yield* Effect.logInfo(
           `learner: ${options.jobId}: training ended by its driver after ${trainer.step} updates, version ${version}`,
         )
@@ -321,19 +316,12 @@ export const runLearner = (
         })
       const last = options.maxSteps !== undefined && trainer.step >= options.maxSteps
       if (trainer.step % every === 0 || last) {
-        yield* saveCheckpoint(bus, bucket, options.jobId, trainer, version, lastBatchId)
+        yield* save()
         savedStep = trainer.step
       }
       if (trainer.step % publishEvery === 0 || last) {
         announcedStep = trainer.step
-        yield* publishWeights(
-          bus,
-          options.subjects,
-          options.jobId,
-          trainer.model,
-          version,
-          BigInt(trainer.step),
-        )
+        yield* announce()
       }
     }
     return { steps: trainer.step, version }
