@@ -152,6 +152,11 @@ const main = async () => {
             String(BREAKER_WINDOW_MS),
             "--breaker-cooldown-ms",
             String(jobTimeoutMs),
+            // One create at its engine at a time (two taken, against 4 and 8 by default): fewer
+            // creates already taken when the breaker opens, which still reach the engine (a CI
+            // run saw 5 refused against the bound of 4 below with the defaults).
+            "--max-starting",
+            "1",
           ],
           env: { DOCKER_HOST: failing.dockerHost },
         })
