@@ -37,6 +37,7 @@ import {
   endMsgId,
   endRecord,
   maxChunkTokens,
+  publishChunk,
   splitSpan,
 } from "../actors/sampler/records.ts"
 import type { ChunkSpan } from "../actors/sampler/tito.ts"
@@ -55,9 +56,9 @@ import {
 const USAGE = `usage: npm run bench:stream -- [--json] [--episodes N] [--tokens N] [--rounds R] [--window N]
 
   --json          also print one JSON object as the last line of output
-  --episodes N    trajectories per round and path (default 24)
+  --episodes N    trajectories per round and path (default 48)
   --tokens N      tokens per trajectory (default 4096)
-  --rounds R      measured rounds per path, after one warm-up round each (default 3)
+  --rounds R      measured rounds per path, after one warm-up round each (default 7)
   --window N      JetStream publishes in flight at once, every path (default 32)
   -h, --help      this text
 
@@ -108,9 +109,9 @@ const parseOptions = (argv: ReadonlyArray<string>): Options | "help" => {
   if (values.help === true) return "help"
   return {
     json: values.json === true,
-    episodes: positiveInt("episodes", values.episodes, 24),
+    episodes: positiveInt("episodes", values.episodes, 48),
     tokens: positiveInt("tokens", values.tokens, 4096),
-    rounds: positiveInt("rounds", values.rounds, 3),
+    rounds: positiveInt("rounds", values.rounds, 7),
     window: positiveInt("window", values.window, 32),
   }
 }
@@ -209,6 +210,10 @@ interface Round {
   readonly bytes: number
 }
 
+/** A full collection (node --expose-gc, as `npm run bench:stream` runs it); absent otherwise. */
+const collectGarbage: (() => void) | undefined =
+  typeof globalThis.gc === "function" ? globalThis.gc : undefined
+
 const jsonEncoder = new TextEncoder()
 const jsonDecoder = new TextDecoder()
 
@@ -282,8 +287,17 @@ const bench = (opts: Options) =>
           ...pieces.map((piece, seq) => ({
             encode: () => encodeRecord(chunkRecord(who, seq, piece)),
             msgId: chunkMsgId(who, seq),
+            publish: (subject: string) =>
+              publishChunk(who, seq, piece, pub.maxPayload, (bytes, msgId) =>
+                pub.jsPublish(subject, bytes, { msgId }),
+              ),
           })),
-          { encode: () => encodeRecord(endRecord(end)), msgId: endMsgId(who) },
+          {
+            encode: () => encodeRecord(endRecord(end)),
+            msgId: endMsgId(who),
+            publish: (subject: string) =>
+              pub.jsPublish(subject, encodeRecord(endRecord(end)), { msgId: endMsgId(who) }),
+          },
         ]
       })
     let streamN = 0
@@ -322,17 +336,19 @@ const bench = (opts: Options) =>
           const assembler = new TrajectoryAssembler()
           yield* Effect.forkScoped(
             Stream.runForEach(sub.consume(name, "buffer", { maxInFlight: MAX_IN_FLIGHT }), (item) =>
-              Effect.gen(function* () {
-                const record = fromBinary(TrajectoryRecordSchema, item.data)
-                progress.received(item.data.byteLength)
-                const done = assembler.add(record)
-                if (done instanceof TrajectoryCorrupt) progress.failure = new Error(done.message)
-                else if (done !== undefined) {
-                  progress.tokens += done.tokenIds.byteLength / 4
-                  progress.done++
-                }
-                yield* item.ack
-              }),
+              Effect.andThen(
+                Effect.sync(() => {
+                  const record = fromBinary(TrajectoryRecordSchema, item.data)
+                  progress.received(item.data.byteLength)
+                  const done = assembler.add(record)
+                  if (done instanceof TrajectoryCorrupt) progress.failure = new Error(done.message)
+                  else if (done !== undefined) {
+                    progress.tokens += done.tokens
+                    progress.done++
+                  }
+                }),
+                item.ack,
+              ),
             ).pipe(
               Effect.catch((e) => Effect.sync(() => (progress.failure = new Error(String(e))))),
             ),
@@ -346,7 +362,7 @@ const bench = (opts: Options) =>
             (send, i) =>
               Effect.andThen(
                 Effect.promise(() => progress.reached(i - BACKLOG)),
-                pub.jsPublish(subject, send.encode(), { msgId: send.msgId }),
+                send.publish(subject),
               ),
             {
               concurrency: opts.window,
@@ -499,6 +515,15 @@ const bench = (opts: Options) =>
         catch: benchError("json round"),
       })
 
+    /**
+     * Before each round: the previous round's garbage (hundreds of MB of message buffers, most
+     * of all after JSON) is collected now rather than during the next round, which would charge
+     * one path for another's allocations.
+     */
+    const settle = Effect.andThen(
+      Effect.sync(() => collectGarbage?.()),
+      Effect.sleep("100 millis"),
+    )
     const log = (line: string) => Effect.sync(() => process.stderr.write(`${line}\n`))
     yield* log(
       `stream bench: ${opts.episodes} trajectories × ${opts.tokens} tokens per round, routing ${LAYERS} layers × top-${TOP_K} of ${EXPERTS} experts, ${Math.ceil(opts.tokens / maxTokens)} chunks each (≤ ${maxTokens} tokens), nats ${external ? "external" : "private"} ${url}`,
@@ -516,8 +541,10 @@ const bench = (opts: Options) =>
         () => Effect.map(rawRound(), (x) => void raw.push(x)),
         () => Effect.map(jsonRound(`r${r}`), (x) => void json.push(x)),
       ]
-      for (let i = 0; i < order.length; i++)
+      for (let i = 0; i < order.length; i++) {
+        yield* settle
         yield* (order[(i + r) % order.length] as () => Effect.Effect<void, BenchError>)()
+      }
       const last = (xs: Round[]) => xs.at(-1) as Round
       yield* log(
         `round ${r + 1}/${opts.rounds}: t1 ${fmt(tokS(last(t1)), 0)} tok/s, raw ${fmt(tokS(last(raw)), 0)} tok/s, json ${fmt(tokS(last(json)), 0)} tok/s`,

@@ -1,4 +1,4 @@
-import { create } from "@bufbuild/protobuf"
+import { create, toBinary } from "@bufbuild/protobuf"
 import { Data } from "effect"
 import {
   DType,
@@ -8,7 +8,12 @@ import {
   type TrajectoryRecord,
   TrajectorySchema,
 } from "../../proto/index.ts"
-import { concatBytes } from "../../services/packed/index.ts"
+import {
+  concatBytes,
+  firstExpertOutOfRange,
+  type RoutingValues,
+  spliceBytesFields,
+} from "../../services/packed/index.ts"
 
 /** A chunk stream that cannot be a trajectory (gaps, overlaps, inconsistent arrays). */
 export class TrajectoryCorrupt extends Data.TaggedError("TrajectoryCorrupt")<{
@@ -18,6 +23,67 @@ export class TrajectoryCorrupt extends Data.TaggedError("TrajectoryCorrupt")<{
 }> {
   override get message(): string {
     return `trajectory ${this.episodeId} attempt ${this.attempt}: ${this.reason}`
+  }
+}
+
+/** The four per-token arrays of a trajectory, as the parts its chunks brought, in order. */
+interface BulkParts {
+  readonly tokenIds: ReadonlyArray<Uint8Array>
+  readonly logprobs: ReadonlyArray<Uint8Array>
+  readonly lossMask: ReadonlyArray<Uint8Array>
+  readonly routing: ReadonlyArray<Uint8Array>
+}
+
+const BULK_FIELDS = {
+  tokenIds: TrajectorySchema.field.tokenIds.number,
+  logprobs: TrajectorySchema.field.logprobs.number,
+  lossMask: TrajectorySchema.field.lossMask.number,
+  routing: TrajectorySchema.field.routing.number,
+} as const
+
+/**
+ * A checked, complete trajectory whose per-token arrays are still its chunks' bytes: nothing is
+ * joined until it is encoded (one copy, into the message the buffer stores) or a caller asks for
+ * the Trajectory message itself.
+ */
+export class AssembledTrajectory {
+  constructor(
+    /** Every field but the four per-token arrays, which are empty here. */
+    readonly head: Trajectory,
+    readonly parts: BulkParts,
+    /** Token positions (end.total_tokens). */
+    readonly tokens: number,
+  ) {}
+
+  get episodeId(): string {
+    return this.head.episodeId
+  }
+  get attempt(): number {
+    return this.head.attempt
+  }
+  get end(): EpisodeEnd | undefined {
+    return this.head.end
+  }
+
+  /** The Trajectory message, its arrays joined. */
+  toTrajectory(): Trajectory {
+    return create(TrajectorySchema, {
+      ...this.head,
+      tokenIds: concatBytes(this.parts.tokenIds),
+      logprobs: concatBytes(this.parts.logprobs),
+      lossMask: concatBytes(this.parts.lossMask),
+      routing: concatBytes(this.parts.routing),
+    })
+  }
+
+  /** The encoded Trajectory message, each chunk's bytes copied once into it. */
+  encode(): Uint8Array {
+    return spliceBytesFields(toBinary(TrajectorySchema, this.head), [
+      [BULK_FIELDS.tokenIds, this.parts.tokenIds],
+      [BULK_FIELDS.logprobs, this.parts.logprobs],
+      [BULK_FIELDS.lossMask, this.parts.lossMask],
+      [BULK_FIELDS.routing, this.parts.routing],
+    ])
   }
 }
 
@@ -51,7 +117,10 @@ export class TrajectoryAssembler {
     return this.partial.size
   }
 
-  add(record: TrajectoryRecord, nowMs = Date.now()): Trajectory | TrajectoryCorrupt | undefined {
+  add(
+    record: TrajectoryRecord,
+    nowMs = Date.now(),
+  ): AssembledTrajectory | TrajectoryCorrupt | undefined {
     const r = record.record
     if (r.case === undefined) return undefined
     const v = r.value
@@ -89,10 +158,17 @@ export class TrajectoryAssembler {
   }
 }
 
+/** The chunk's routing as expert indices (little-endian host, as every packed array here). */
+const routingValues = (c: TrajectoryChunk): RoutingValues => {
+  if (c.routingDtype !== DType.DTYPE_UINT16) return c.routing
+  const b = c.routing.byteOffset % 2 === 0 ? c.routing : c.routing.slice()
+  return new Uint16Array(b.buffer, b.byteOffset, b.length / 2)
+}
+
 const assemble = (
   end: EpisodeEnd,
   chunks: ReadonlyMap<number, TrajectoryChunk>,
-): Trajectory | TrajectoryCorrupt => {
+): AssembledTrajectory | TrajectoryCorrupt => {
   const fail = (reason: string) =>
     new TrajectoryCorrupt({ episodeId: end.episodeId, attempt: end.attempt, reason })
   const ordered: TrajectoryChunk[] = []
@@ -124,6 +200,14 @@ const assemble = (
         )
       if (layers !== 0 && (l !== layers || k !== topK || c.routingDtype !== dtype))
         return fail(`chunk ${i}: routing layout changed`)
+      if (c.numExperts === 0) return fail(`chunk ${i}: routing without num_experts`)
+      const bad = firstExpertOutOfRange(routingValues(c), c.numExperts)
+      if (bad >= 0) {
+        const row = Math.floor(bad / (l * k))
+        return fail(
+          `chunk ${i}: expert ${routingValues(c)[bad]} at [token ${c.tokenStart + row}, layer ${Math.floor((bad % (l * k)) / k)}, k ${bad % k}] is not below num_experts ${c.numExperts}`,
+        )
+      }
       if (routingRows !== c.tokenStart)
         return fail(`chunk ${i}: routing rows do not continue from position ${routingRows}`)
       if (rows < n && i !== ordered.length - 1)
@@ -143,19 +227,24 @@ const assemble = (
   }
   if (position !== end.totalTokens)
     return fail(`chunks cover ${position} tokens, the end record says ${end.totalTokens}`)
-  return create(TrajectorySchema, {
-    jobId: end.jobId,
-    episodeId: end.episodeId,
-    attempt: end.attempt,
-    tokenIds: concatBytes(ordered.map((c) => c.tokenIds)),
-    logprobs: concatBytes(ordered.map((c) => c.logprobs)),
-    lossMask: concatBytes(ordered.map((c) => c.lossMask)),
-    routing: concatBytes(ordered.map((c) => c.routing)),
-    routingDtype: dtype,
-    routingShape: layers ? [routingRows, layers, topK] : [],
-    turnStarts: ordered.flatMap((c) => c.turnStarts),
-    policyVersionStart: versionStart ?? 0n,
-    policyVersionEnd: versionEnd ?? 0n,
-    end,
-  })
+  return new AssembledTrajectory(
+    create(TrajectorySchema, {
+      jobId: end.jobId,
+      episodeId: end.episodeId,
+      attempt: end.attempt,
+      routingDtype: dtype,
+      routingShape: layers ? [routingRows, layers, topK] : [],
+      turnStarts: ordered.flatMap((c) => c.turnStarts),
+      policyVersionStart: versionStart ?? 0n,
+      policyVersionEnd: versionEnd ?? 0n,
+      end,
+    }),
+    {
+      tokenIds: ordered.map((c) => c.tokenIds),
+      logprobs: ordered.map((c) => c.logprobs),
+      lossMask: ordered.map((c) => c.lossMask),
+      routing: ordered.map((c) => c.routing),
+    },
+    position,
+  )
 }

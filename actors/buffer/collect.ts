@@ -38,8 +38,10 @@ export const collectTrajectories = (
             yield* item.ack
             const done = assembler.add(record)
             if (done instanceof TrajectoryCorrupt) return yield* Effect.fail(done)
-            if (done && onTrajectory) onTrajectory(done)
-            return done
+            if (done === undefined) return undefined
+            const t = done.toTrajectory()
+            onTrajectory?.(t)
+            return t
           }),
         ),
         Stream.filter((t): t is Trajectory => t !== undefined),

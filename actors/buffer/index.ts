@@ -1,5 +1,5 @@
 export { type BufferOptions, runBuffer } from "./actor.ts"
-export { TrajectoryAssembler, TrajectoryCorrupt } from "./assemble.ts"
+export { AssembledTrajectory, TrajectoryAssembler, TrajectoryCorrupt } from "./assemble.ts"
 export {
   BufferClientError,
   resolveBatch,

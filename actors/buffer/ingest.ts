@@ -1,12 +1,9 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
 import { Effect, Option, Result, Schedule } from "effect"
 import {
-  EpisodeEndSchema,
   ReadyTrajectorySchema,
-  type Trajectory,
   type TrajectoryRecord,
   TrajectoryRecordSchema,
-  TrajectorySchema,
 } from "../../proto/index.ts"
 import {
   type BusError,
@@ -15,9 +12,12 @@ import {
   type KvBucket,
   type WorkItem,
 } from "../../services/bus/index.ts"
-import { TrajectoryAssembler, TrajectoryCorrupt } from "./assemble.ts"
+import { spliceBytesFields } from "../../services/packed/index.ts"
+import { type AssembledTrajectory, TrajectoryAssembler, TrajectoryCorrupt } from "./assemble.ts"
 import type { BufferMetrics, DropReason } from "./metrics.ts"
 import { type BufferNames, type Exclusion, exclusionOf, fitsInline, sha256Hex } from "./wire.ts"
+
+const INLINE_FIELD = ReadyTrajectorySchema.field.inline.number
 
 /** A Map that forgets its oldest entries beyond `limit` (memory of settled attempts). */
 export class BoundedMap<K, V> {
@@ -165,7 +165,7 @@ export const makeIngest = (options: IngestOptions) => {
 
   /** Publishes the trajectory on READY (or to the object store plus a pointer). */
   const publish = (
-    t: Trajectory,
+    t: AssembledTrajectory,
     excluded: Exclusion | undefined,
   ): Effect.Effect<boolean, BusError> =>
     Effect.gen(function* () {
@@ -174,15 +174,12 @@ export const makeIngest = (options: IngestOptions) => {
         excluded === undefined
           ? names.readyMsgId(episodeId)
           : names.excludedMsgId(episodeId, t.attempt, excluded)
-      const encoded = toBinary(TrajectorySchema, t)
-      const endBytes = t.end ? toBinary(EpisodeEndSchema, t.end).length : 0
-      // The READY message: the end record, the trajectory, two field headers.
-      if (fitsInline(encoded.length, encoded.length + endBytes + 12, bus.maxPayload)) {
-        const ready = create(ReadyTrajectorySchema, {
-          end: t.end,
-          body: { case: "inline", value: t },
-        })
-        yield* bus.jsPublish(names.ready, toBinary(ReadyTrajectorySchema, ready), { msgId })
+      const encoded = t.encode()
+      // The READY message: the end record, then the encoded trajectory as its inline body.
+      const endOnly = toBinary(ReadyTrajectorySchema, create(ReadyTrajectorySchema, { end: t.end }))
+      if (fitsInline(encoded.length, endOnly.length + encoded.length + 12, bus.maxPayload)) {
+        const ready = spliceBytesFields(endOnly, [[INLINE_FIELD, encoded]])
+        yield* bus.jsPublish(names.ready, ready, { msgId })
         return true
       }
       const name =
@@ -207,7 +204,7 @@ export const makeIngest = (options: IngestOptions) => {
       return false
     })
 
-  const store = (t: Trajectory): Effect.Effect<StoreOutcome, BusError> =>
+  const store = (t: AssembledTrajectory): Effect.Effect<StoreOutcome, BusError> =>
     Effect.gen(function* () {
       const excluded = exclusionOf(t.end)
       if (excluded !== undefined) {
@@ -243,7 +240,7 @@ export const makeIngest = (options: IngestOptions) => {
       }
     })
 
-  const complete = (a: Attempt, t: Trajectory) =>
+  const complete = (a: Attempt, t: AssembledTrajectory) =>
     Effect.gen(function* () {
       a.storing = true
       const outcome = yield* Effect.result(

@@ -11,12 +11,11 @@ import type { BusShape, Subjects } from "../../services/bus/index.ts"
 import { sandboxClient } from "../sandbox/client.ts"
 import { CommandRejected, EpisodeInfraError, type EpisodePorts } from "./episode.ts"
 import {
-  chunkMsgId,
-  chunkRecord,
   encodeRecord,
   endMsgId,
   endRecord,
   maxChunkTokens,
+  publishChunk,
   splitSpan,
 } from "./records.ts"
 import type { TrajectoryBuilder } from "./tito.ts"
@@ -123,7 +122,7 @@ export const busPorts = (
           const r = span.routing
           const routingBytes = r ? r.layers * r.topK * (r.rows instanceof Uint16Array ? 2 : 1) : 0
           for (const piece of splitSpan(span, maxChunkTokens(bus.maxPayload, routingBytes))) {
-            yield* publishRecord(encodeRecord(chunkRecord(who, seq, piece)), chunkMsgId(who, seq))
+            yield* publishChunk(who, seq, piece, bus.maxPayload, publishRecord)
             seq++
           }
         }

@@ -1,7 +1,9 @@
 import { create, equals, fromBinary, toBinary } from "@bufbuild/protobuf"
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { DType, TrajectoryRecordSchema } from "../../proto/index.ts"
-import { encodeRecord } from "./records.ts"
+import { encodeRecord, publishChunk } from "./records.ts"
+import type { ChunkSpan } from "./tito.ts"
 
 const chunk = (tokens: number, routed: boolean) =>
   create(TrajectoryRecordSchema, {
@@ -59,5 +61,47 @@ describe("spliced chunk records", () => {
       },
     })
     expect(encodeRecord(end)).toEqual(toBinary(TrajectoryRecordSchema, end))
+  })
+})
+
+describe("publishChunk", () => {
+  const who = { jobId: "job-1", episodeId: "ep-pool", attempt: 0 }
+  const piece = (start: number): ChunkSpan => ({
+    start,
+    end: start + 4,
+    ids: Uint32Array.from([1, 2, 3, 4]),
+    logprobs: new Float32Array(4),
+    lossMask: new Uint8Array(4),
+    routing: undefined,
+    turnStarts: [],
+    versionStart: 0n,
+    versionEnd: 0n,
+  })
+
+  it("reuses a chunk's buffer only after its publish succeeded", async () => {
+    const sent: Uint8Array[] = []
+    const ok = (bytes: Uint8Array, msgId: string) =>
+      Effect.sync(() => {
+        sent.push(bytes)
+        return msgId
+      })
+    const failing = (bytes: Uint8Array) =>
+      Effect.suspend(() => {
+        sent.push(bytes)
+        return Effect.fail("lost")
+      })
+    const maxPayload = 1 << 16
+    expect(await Effect.runPromise(publishChunk(who, 0, piece(0), maxPayload, ok))).toBe(
+      "job-1:ep-pool:0:0",
+    )
+    await Effect.runPromise(publishChunk(who, 1, piece(4), maxPayload, ok))
+    // The first chunk's buffer came back after its publish and carried the second.
+    expect(sent[1]?.buffer).toBe(sent[0]?.buffer)
+    const back = fromBinary(TrajectoryRecordSchema, sent[1] as Uint8Array)
+    expect(back.record.case === "chunk" && back.record.value.seq).toBe(1)
+    await Effect.runPromise(Effect.exit(publishChunk(who, 2, piece(8), maxPayload, failing)))
+    await Effect.runPromise(publishChunk(who, 3, piece(12), maxPayload, ok))
+    // A failed publish may still be queued in the client: its buffer is never lent again.
+    expect(sent[3]?.buffer).not.toBe(sent[2]?.buffer)
   })
 })

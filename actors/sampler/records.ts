@@ -1,4 +1,5 @@
 import { create, toBinary } from "@bufbuild/protobuf"
+import { Effect } from "effect"
 import {
   DType,
   type EpisodeEnd,
@@ -6,7 +7,7 @@ import {
   type TrajectoryRecord,
   TrajectoryRecordSchema,
 } from "../../proto/index.ts"
-import { spliceBytesFields } from "../../services/packed/index.ts"
+import { BufferPool, spliceBytesFields } from "../../services/packed/index.ts"
 import type { ChunkSpan } from "./tito.ts"
 
 const bytesOf = (a: Uint32Array | Float32Array | Uint8Array | Uint16Array): Uint8Array =>
@@ -106,7 +107,10 @@ const BULK = [
  * generated encoding of its other fields, each copied once: the generic writer spends about
  * 0.5 ms on a 1 MB chunk, which is what the trajectory stream is bounded by (bench:stream).
  */
-export const encodeRecord = (record: TrajectoryRecord): Uint8Array => {
+export const encodeRecord = (record: TrajectoryRecord): Uint8Array => encodeRecordInto(record)
+
+/** As {@link encodeRecord}, written into `into` when it is large enough (a view of it returned). */
+export const encodeRecordInto = (record: TrajectoryRecord, into?: Uint8Array): Uint8Array => {
   if (record.record.case !== "chunk") return toBinary(TrajectoryRecordSchema, record)
   const c = record.record.value
   const empty = new Uint8Array(0)
@@ -130,6 +134,7 @@ export const encodeRecord = (record: TrajectoryRecord): Uint8Array => {
       [routing, c.routing],
     ],
     CHUNK,
+    into,
   )
 }
 
@@ -137,3 +142,26 @@ export const encodeRecord = (record: TrajectoryRecord): Uint8Array => {
 export const chunkMsgId = (who: ChunkIdentity, seq: number) =>
   `${who.jobId}:${who.episodeId}:${who.attempt}:${seq}`
 export const endMsgId = (who: ChunkIdentity) => `${who.jobId}:${who.episodeId}:${who.attempt}:end`
+
+/** Chunk encodings of this process's episodes; at most 64 MiB kept for reuse. */
+const chunkBuffers = new BufferPool(64 * 1024 * 1024)
+
+/**
+ * Encodes one chunk into a lent buffer and publishes it. The buffer is taken back only when the
+ * publish succeeded: a failed or interrupted one may still sit in the client's outgoing queue,
+ * where reused bytes would go out under this chunk's message id.
+ */
+export const publishChunk = <A, E, R>(
+  who: ChunkIdentity,
+  seq: number,
+  piece: ChunkSpan,
+  maxPayload: number,
+  publish: (bytes: Uint8Array, msgId: string) => Effect.Effect<A, E, R>,
+): Effect.Effect<A, E, R> =>
+  Effect.suspend(() => {
+    const buffer = chunkBuffers.take(maxPayload)
+    return publish(
+      encodeRecordInto(chunkRecord(who, seq, piece), buffer),
+      chunkMsgId(who, seq),
+    ).pipe(Effect.tap(() => Effect.sync(() => chunkBuffers.give(buffer))))
+  })

@@ -1,7 +1,12 @@
-import { create } from "@bufbuild/protobuf"
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
 import { describe, expect, it } from "vitest"
-import { EpisodeEndSchema, type Trajectory } from "../../proto/index.ts"
-import { TrajectoryAssembler, TrajectoryCorrupt } from "../buffer/assemble.ts"
+import {
+  EpisodeEndSchema,
+  type TrajectoryChunk,
+  TrajectoryRecordSchema,
+  TrajectorySchema,
+} from "../../proto/index.ts"
+import { AssembledTrajectory, TrajectoryAssembler, TrajectoryCorrupt } from "../buffer/assemble.ts"
 import { chunkRecord, endRecord, splitSpan } from "./records.ts"
 import { type ChunkSpan, TrajectoryBuilder } from "./tito.ts"
 
@@ -93,7 +98,7 @@ describe("trajectory assembly (buffer side)", () => {
     const a = new TrajectoryAssembler()
     for (const r of [end, chunks[2], chunks[0], chunks[0]])
       expect(a.add(r as (typeof chunks)[number])).toBeUndefined()
-    const t = a.add(chunks[1] as (typeof chunks)[number]) as Trajectory
+    const t = (a.add(chunks[1] as (typeof chunks)[number]) as AssembledTrajectory).toTrajectory()
     expect(t.end?.attempt).toBe(3)
     expect(new Uint32Array(t.tokenIds.slice().buffer)).toEqual(
       Uint32Array.from([1, 2, 3, 4, 5, 10, 11, 12, 20, 21, 22, 23, 30, 31]),
@@ -106,7 +111,7 @@ describe("trajectory assembly (buffer side)", () => {
     const a = new TrajectoryAssembler()
     for (const c of chunks.slice(1)) a.add(c)
     a.add(end)
-    const t = a.add(chunks[0] as (typeof chunks)[number]) as Trajectory
+    const t = (a.add(chunks[0] as (typeof chunks)[number]) as AssembledTrajectory).toTrajectory()
     expect(t.end?.totalTokens).toBe(14)
     expect(t.tokenIds.length).toBe(14 * 4)
     expect(t.routingShape).toEqual([13, 2, 2])
@@ -135,5 +140,54 @@ describe("trajectory assembly (buffer side)", () => {
     expect(String((short as TrajectoryCorrupt).message)).toMatch(
       /cover 7 tokens, the end record says 14/,
     )
+  })
+
+  it("encodes the assembled trajectory as the Trajectory message its joined arrays make", () => {
+    const { chunks, end } = records()
+    const a = new TrajectoryAssembler()
+    for (const r of [...chunks, end]) a.add(r)
+    const { chunks: again, end: end2 } = records()
+    const b = new TrajectoryAssembler()
+    let done: AssembledTrajectory | TrajectoryCorrupt | undefined
+    for (const r of [...again, end2]) done = b.add(r)
+    const assembled = done as AssembledTrajectory
+    expect(assembled.tokens).toBe(14)
+    expect(assembled.parts.tokenIds).toHaveLength(chunks.length)
+    const decoded = fromBinary(TrajectorySchema, assembled.encode())
+    expect(decoded).toEqual(assembled.toTrajectory())
+    expect(toBinary(TrajectorySchema, decoded)).toEqual(
+      toBinary(TrajectorySchema, assembled.toTrajectory()),
+    )
+  })
+
+  it("refuses routing to an expert the model does not have, and routing without num_experts", () => {
+    const tamper = (numExperts: number, at: number, value: number) => {
+      const { chunks, end } = records()
+      const c = chunks[1]?.record.value as TrajectoryChunk
+      const routing = c.routing.slice()
+      routing[at] = value
+      const a = new TrajectoryAssembler()
+      let out: AssembledTrajectory | TrajectoryCorrupt | undefined
+      for (const r of [
+        ...chunks.map((r, i) =>
+          i === 1
+            ? create(TrajectoryRecordSchema, {
+                record: { case: "chunk", value: { ...c, routing, numExperts } },
+              })
+            : r,
+        ),
+        end,
+      ])
+        out = a.add(r)
+      return out
+    }
+    expect(tamper(4, 0, 3)).toBeInstanceOf(AssembledTrajectory)
+    const bad = tamper(4, 5, 4) as TrajectoryCorrupt
+    expect(bad).toBeInstanceOf(TrajectoryCorrupt)
+    // Chunk 1 starts at position 4; flat index 5 is token 5, layer 0, k 1 (2 layers × top-2).
+    expect(bad.message).toMatch(
+      /chunk 1: expert 4 at \[token 5, layer 0, k 1\] is not below num_experts 4/,
+    )
+    expect((tamper(0, 0, 1) as TrajectoryCorrupt).message).toMatch(/routing without num_experts/)
   })
 })

@@ -27,26 +27,33 @@ const checkRank = (field: string, shape: ReadonlyArray<number>) =>
         }),
       )
 
+/**
+ * The position of the first expert index ≥ `numExperts`, or -1. A dtype that cannot hold such an
+ * index (uint8 with 256 experts) is not scanned.
+ */
+export const firstExpertOutOfRange = (values: RoutingValues, numExperts: number): number => {
+  const max = values instanceof Uint8Array ? 0xff : 0xffff
+  if (numExperts > max) return -1
+  for (let i = 0; i < values.length; i++) if ((values[i] ?? 0) >= numExperts) return i
+  return -1
+}
+
 /** Replaying a route to a nonexistent expert would index out of the expert table. */
 const checkIndices = (
   field: string,
   values: RoutingValues,
   spec: RoutingSpec,
 ): Result.Result<RoutingValues, PackedArrayError> => {
-  for (let i = 0; i < values.length; i++) {
-    const expert = values[i] ?? 0
-    if (expert >= spec.numExperts) {
-      const [token, layer, k] = coordinatesOf(i, spec.shape)
-      return Result.fail(
-        new PackedArrayError({
-          field,
-          expected: `expert indices < ${spec.numExperts}`,
-          actual: `${expert} at [token ${token}, layer ${layer}, k ${k}]`,
-        }),
-      )
-    }
-  }
-  return Result.succeed(values)
+  const i = firstExpertOutOfRange(values, spec.numExperts)
+  if (i < 0) return Result.succeed(values)
+  const [token, layer, k] = coordinatesOf(i, spec.shape)
+  return Result.fail(
+    new PackedArrayError({
+      field,
+      expected: `expert indices < ${spec.numExperts}`,
+      actual: `${values[i] ?? 0} at [token ${token}, layer ${layer}, k ${k}]`,
+    }),
+  )
 }
 
 export const encodeRoutingResult = (

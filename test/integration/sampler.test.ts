@@ -28,7 +28,6 @@ import {
   EpisodeWorkItemSchema,
   type Task as TaskMessage,
   TerminationReason,
-  type Trajectory,
   TrajectoryRecordSchema,
 } from "../../proto/index.ts"
 import {
@@ -146,7 +145,7 @@ const readTrajectory = (bus: BusShape, subjects: Subjects, job: string) =>
     const trajectory = found._tag === "Some" ? found.value : undefined
     if (!trajectory || trajectory instanceof TrajectoryCorrupt)
       throw new Error(`no trajectory: ${String(trajectory)}`)
-    return { trajectory: trajectory as Trajectory, seqs }
+    return { trajectory: trajectory.toTrajectory(), seqs }
   })
 
 const u32 = (b: Uint8Array) =>

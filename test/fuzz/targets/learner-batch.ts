@@ -33,7 +33,7 @@ const assembled = (rng: Random): Trajectory[] => {
     const assembler = new TrajectoryAssembler()
     for (const record of validRecords(rng)) {
       const done = assembler.add(record)
-      if (done !== undefined && !(done instanceof Error)) out.push(done)
+      if (done !== undefined && !(done instanceof Error)) out.push(done.toTrajectory())
     }
   }
   return out

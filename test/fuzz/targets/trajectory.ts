@@ -170,7 +170,7 @@ const feed = (messages: ReadonlyArray<Uint8Array>): Verdict => {
     const out = judge(() => {
       const done = assembler.add(exit.value)
       if (done instanceof TrajectoryCorrupt) return REJECTED
-      if (done !== undefined) trainingSequence(done, 2n)
+      if (done !== undefined) trainingSequence(done.toTrajectory(), 2n)
       return ACCEPTED
     })
     if (out.kind === "crash") return crash(`${out.reason} (record ${toHex(bytes)})`)
