@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import {
   DType,
   type EpisodeEnd,
+  type TrajectoryChunk,
   TrajectoryChunkSchema,
   type TrajectoryRecord,
   TrajectoryRecordSchema,
@@ -114,16 +115,15 @@ export const encodeRecordInto = (record: TrajectoryRecord, into?: Uint8Array): U
   if (record.record.case !== "chunk") return toBinary(TrajectoryRecordSchema, record)
   const c = record.record.value
   const empty = new Uint8Array(0)
-  const head = toBinary(
-    TrajectoryChunkSchema,
-    create(TrajectoryChunkSchema, {
-      ...c,
-      tokenIds: empty,
-      logprobs: empty,
-      lossMask: empty,
-      routing: empty,
-    }),
-  )
+  // A shallow copy is a complete message already (create() would copy every field again).
+  const withoutBulk: TrajectoryChunk = {
+    ...c,
+    tokenIds: empty,
+    logprobs: empty,
+    lossMask: empty,
+    routing: empty,
+  }
+  const head = toBinary(TrajectoryChunkSchema, withoutBulk)
   const [ids, logprobs, mask, routing] = BULK
   return spliceBytesFields(
     head,

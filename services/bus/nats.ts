@@ -95,6 +95,28 @@ const workItem = (m: JsMsg): WorkItem => ({
   term: () => Effect.sync(() => m.term()),
 })
 
+/** The consumer's messages as work items, mapped as they are taken (no stream stage of its own). */
+const workItems = (messages: AsyncIterable<JsMsg>): AsyncIterable<WorkItem> => ({
+  [Symbol.asyncIterator]: () => {
+    const it = messages[Symbol.asyncIterator]()
+    return {
+      next: () =>
+        it
+          .next()
+          .then(
+            (r): IteratorResult<WorkItem> =>
+              r.done === true
+                ? { done: true, value: undefined }
+                : { done: false, value: workItem(r.value) },
+          ),
+      return: (value?: unknown) =>
+        it.return === undefined
+          ? Promise.resolve({ done: true as const, value: undefined })
+          : it.return(value).then(() => ({ done: true as const, value: undefined })),
+    }
+  },
+})
+
 /** How long one jsPublish attempt waits for a dropped connection to come back. */
 const PUBLISH_RECONNECT_WAIT_MS = 5_000
 /**
@@ -102,6 +124,8 @@ const PUBLISH_RECONNECT_WAIT_MS = 5_000
  * up: it also means "no stream is bound to the subject", which no retry fixes.
  */
 const PUBLISH_NO_RESPONDER_RETRIES = 3
+/** The wait before a publish's first retry; later ones follow `publishRetry`. */
+const PUBLISH_FIRST_RETRY = "100 millis"
 /** jsPublish retries transient failures for about this long, then fails with the last one. */
 const publishRetry = Schedule.min([
   Schedule.exponential("100 millis"),
@@ -246,13 +270,22 @@ export const makeNatsBus = (
             },
             catch: (cause) => ({ cause, retry: retryable(cause) }),
           })
-          return Effect.andThen(
-            checkSize(subject, data, options?.headers),
-            once.pipe(
-              Effect.retry({ while: (failure) => failure.retry, schedule: publishRetry }),
-              Effect.mapError((failure) => natsFailure("jsPublish", subject)(failure.cause)),
+          // The retry schedule is built only once a first attempt failed: a trajectory chunk is
+          // published per megabyte, and the common path should cost one promise.
+          const withRetries = once.pipe(
+            Effect.catch((first) =>
+              first.retry
+                ? Effect.andThen(
+                    Effect.sleep(PUBLISH_FIRST_RETRY),
+                    once.pipe(
+                      Effect.retry({ while: (failure) => failure.retry, schedule: publishRetry }),
+                    ),
+                  )
+                : Effect.fail(first),
             ),
+            Effect.mapError((failure) => natsFailure("jsPublish", subject)(failure.cause)),
           )
+          return Effect.andThen(checkSize(subject, data, options?.headers), withRetries)
         }).pipe(
           Effect.map((ack) => ({ stream: ack.stream, seq: ack.seq, duplicate: ack.duplicate })),
         ),
@@ -301,9 +334,7 @@ export const makeNatsBus = (
               }),
               (m) => Effect.promise(() => m.close().then(() => undefined)),
             )
-            return Stream.fromAsyncIterable(messages, natsFailure("consume")).pipe(
-              Stream.map(workItem),
-            )
+            return Stream.fromAsyncIterable(workItems(messages), natsFailure("consume"))
           }),
         ),
       kv: (bucket, options) =>
