@@ -1,5 +1,13 @@
 export type { Floats, Kernels } from "./kernels/kernels.ts"
 export { referenceKernels } from "./kernels/reference.ts"
+export {
+  logprobOf,
+  type RowNormaliser,
+  rowLogprob,
+  rowMax,
+  rowNormaliser,
+  rowNormaliserWithExps,
+} from "./logprob.ts"
 export * from "./moe/index.ts"
 export * from "./optim/index.ts"
 export { Rng } from "./rng.ts"

@@ -1,3 +1,4 @@
+import { logprobOf, rowNormaliser } from "../logprob.ts"
 import type { Floats, Kernels } from "./kernels.ts"
 
 /**
@@ -68,12 +69,8 @@ export const referenceKernels: Kernels = {
   logSoftmaxRows(x, rows, n, out) {
     for (let r = 0; r < rows; r++) {
       const o = r * n
-      let max = Number.NEGATIVE_INFINITY
-      for (let j = 0; j < n; j++) max = Math.max(max, x[o + j] as number)
-      let sum = 0
-      for (let j = 0; j < n; j++) sum += Math.exp((x[o + j] as number) - max)
-      const lse = max + Math.log(sum)
-      for (let j = 0; j < n; j++) out[o + j] = (x[o + j] as number) - lse
+      const z = rowNormaliser(x, o, n)
+      for (let j = 0; j < n; j++) out[o + j] = logprobOf(x, o, j, 1, z)
     }
   },
 }

@@ -1,4 +1,5 @@
 import type { Floats } from "../kernels/kernels.ts"
+import { rowLogprob } from "../logprob.ts"
 import { sampleToken } from "../sample/index.ts"
 import type { Row } from "./forward.ts"
 import type { Generated, GenerateRequest } from "./generate.ts"
@@ -18,11 +19,7 @@ const temperatureLogprob = (
   plain: number,
 ): number => {
   if (temperature === 0 || temperature === 1) return plain
-  let max = Number.NEGATIVE_INFINITY
-  for (let j = 0; j < logits.length; j++) max = Math.max(max, (logits[j] as number) / temperature)
-  let sum = 0
-  for (let j = 0; j < logits.length; j++) sum += Math.exp((logits[j] as number) / temperature - max)
-  return (logits[id] as number) / temperature - max - Math.log(sum)
+  return rowLogprob(logits, 0, logits.length, id, 1 / temperature)
 }
 
 /**

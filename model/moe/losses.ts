@@ -1,4 +1,5 @@
 import type { Floats } from "../kernels/kernels.ts"
+import { logprobOf, rowLogprob, rowNormaliserWithExps } from "../logprob.ts"
 
 /** log p(targets[t] | logits row t) for each row, by a numerically stable log-sum-exp. */
 export const tokenLogprobs = (
@@ -7,14 +8,8 @@ export const tokenLogprobs = (
   vocab: number,
 ): Float64Array => {
   const out = new Float64Array(targets.length)
-  for (let t = 0; t < targets.length; t++) {
-    const o = t * vocab
-    let max = Number.NEGATIVE_INFINITY
-    for (let j = 0; j < vocab; j++) max = Math.max(max, logits[o + j] as number)
-    let sum = 0
-    for (let j = 0; j < vocab; j++) sum += Math.exp((logits[o + j] as number) - max)
-    out[t] = (logits[o + (targets[t] as number)] as number) - max - Math.log(sum)
-  }
+  for (let t = 0; t < targets.length; t++)
+    out[t] = rowLogprob(logits, t * vocab, vocab, targets[t] as number)
   return out
 }
 
@@ -31,22 +26,16 @@ export const weightedNll = (
   rows: number,
 ): { loss: number; dLogits: Float64Array } => {
   const dLogits = new Float64Array(rows * vocab)
+  const exps = new Float64Array(vocab)
   let loss = 0
   for (let t = 0; t < targets.length; t++) {
     const w = weights[t] as number
     if (w === 0) continue
     const o = t * vocab
-    let max = Number.NEGATIVE_INFINITY
-    for (let j = 0; j < vocab; j++) max = Math.max(max, logits[o + j] as number)
-    let sum = 0
-    for (let j = 0; j < vocab; j++) {
-      const e = Math.exp((logits[o + j] as number) - max)
-      dLogits[o + j] = e
-      sum += e
-    }
+    const z = rowNormaliserWithExps(logits, o, vocab, 1, exps)
     const target = targets[t] as number
-    loss -= w * ((logits[o + target] as number) - max - Math.log(sum))
-    for (let j = 0; j < vocab; j++) dLogits[o + j] = (w * (dLogits[o + j] as number)) / sum
+    loss -= w * logprobOf(logits, o, target, 1, z)
+    for (let j = 0; j < vocab; j++) dLogits[o + j] = (w * (exps[j] as number)) / z.sum
     dLogits[o + target] = (dLogits[o + target] as number) - w
   }
   return { loss, dLogits }

@@ -1,3 +1,4 @@
+import { logprobOf, rowNormaliser } from "../logprob.ts"
 import { SamplingError } from "./errors.ts"
 
 export type Logits = Float32Array | Float64Array
@@ -65,23 +66,14 @@ function checkedArgmax(logits: Logits): number {
   return best
 }
 
-/** log Σ exp(xᵢ / T) − max/T, i.e. the log-normaliser relative to the largest scaled logit. */
-function logSumExpShifted(logits: Logits, max: number, temperature: number): number {
-  let sum = 0
-  for (let i = 0; i < logits.length; i++)
-    sum += Math.exp(((logits[i] as number) - max) / temperature)
-  return Math.log(sum)
-}
-
 /**
  * log-softmax of a row of logits (temperature 1), in f64. -Infinity logits get -Infinity;
  * NaN or +Infinity logits are a SamplingError.
  */
 export function logSoftmax(logits: Logits): Float64Array {
-  const max = logits[checkedArgmax(logits)] as number
-  const lse = max + logSumExpShifted(logits, max, 1)
+  const z = rowNormaliser(logits, 0, logits.length, 1, logits[checkedArgmax(logits)] as number)
   const out = new Float64Array(logits.length)
-  for (let i = 0; i < logits.length; i++) out[i] = (logits[i] as number) - lse
+  for (let i = 0; i < logits.length; i++) out[i] = logprobOf(logits, 0, i, 1, z)
   return out
 }
 
@@ -134,8 +126,8 @@ export function sampleToken(
   checkParams(params)
   const argmax = checkedArgmax(logits)
   const max = logits[argmax] as number
-  const policyLse = logSumExpShifted(logits, max, 1)
-  const policyLogprob = (id: number) => (logits[id] as number) - max - policyLse
+  const policy = rowNormaliser(logits, 0, logits.length, 1, max)
+  const policyLogprob = (id: number) => logprobOf(logits, 0, id, 1, policy)
 
   const { temperature, topP, topK } = params
   if (temperature === 0) return { id: argmax, logprob: policyLogprob(argmax), sampledLogprob: 0 }

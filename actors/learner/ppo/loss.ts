@@ -19,6 +19,7 @@
  *        + valueCoef · Σ value / valueNormalizer
  */
 
+import { logprobOf, rowLogprob, rowNormaliserWithExps } from "../../../model/index.ts"
 import { fail, requireFinite } from "./errors.ts"
 
 export type Floats = Float32Array | Float64Array
@@ -193,29 +194,20 @@ export const ppoLoss = (input: PpoLossInput): PpoLossResult => {
       const adv = finiteAt("advantages", input.advantages, r)
       const o = r * vocab
 
-      // log-softmax and entropy of z = logits / T, in float64.
-      let max = Number.NEGATIVE_INFINITY
+      // log-softmax and entropy of z = logits / T, in float64, as the sampler computed them.
       for (let j = 0; j < vocab; j++) {
         const x = logits[o + j] as number
         if (!Number.isFinite(x)) fail(`logits[${r}, ${j}]`, `must be finite, got ${x}`)
-        if (x > max) max = x
       }
-      const zMax = max * invT
-      let sum = 0
-      for (let j = 0; j < vocab; j++) {
-        const e = Math.exp((logits[o + j] as number) * invT - zMax)
-        p[j] = e
-        sum += e
-      }
-      const lse = zMax + Math.log(sum)
+      const z = rowNormaliserWithExps(logits, o, vocab, invT, p)
       let pz = 0
       for (let j = 0; j < vocab; j++) {
-        const pj = (p[j] as number) / sum
+        const pj = (p[j] as number) / z.sum
         p[j] = pj
         pz += pj * ((logits[o + j] as number) * invT)
       }
-      const entropy = lse - pz
-      const logp = (logits[o + target] as number) * invT - lse
+      const entropy = z.zMax + z.logSum - pz
+      const logp = logprobOf(logits, o, target, invT, z)
       logprobs[r] = logp
       entropySum += entropy
 
@@ -249,7 +241,7 @@ export const ppoLoss = (input: PpoLossInput): PpoLossResult => {
         const gH = entropyScale
         for (let j = 0; j < vocab; j++) {
           const pj = p[j] as number
-          const logpj = (logits[o + j] as number) * invT - lse
+          const logpj = logprobOf(logits, o, j, invT, z)
           dLogits[o + j] = (-gLogp * pj - gH * pj * (logpj + entropy)) * invT
         }
         dLogits[o + target] = (dLogits[o + target] as number) + gLogp * invT
@@ -329,13 +321,7 @@ export const temperedLogprobs = (
     const target = targets[r] as number
     if (!(Number.isInteger(target) && target >= 0 && target < vocab))
       fail(`targets[${r}]`, `must be a token id in [0, ${vocab}), got ${target}`)
-    const o = r * vocab
-    let max = Number.NEGATIVE_INFINITY
-    for (let j = 0; j < vocab; j++) max = Math.max(max, logits[o + j] as number)
-    const zMax = max * invT
-    let sum = 0
-    for (let j = 0; j < vocab; j++) sum += Math.exp((logits[o + j] as number) * invT - zMax)
-    out[r] = (logits[o + target] as number) * invT - zMax - Math.log(sum)
+    out[r] = rowLogprob(logits, r * vocab, vocab, target, invT)
   }
   return out
 }
