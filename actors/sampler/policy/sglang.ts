@@ -22,7 +22,7 @@
  * Log-probs: SGLang reports them after temperature and before top-p/top-k filtering, which is
  * the behaviour log-prob GenerateResult asks for.
  */
-import { Effect } from "effect"
+
 import {
   type FinishReason,
   type GenerateRequest,
@@ -31,6 +31,7 @@ import {
   PolicyError,
   type RoutingRows,
 } from "./backend.ts"
+import { engineBackend } from "./engine.ts"
 import {
   asArray,
   asCount,
@@ -42,9 +43,8 @@ import {
   child,
   ShapeError,
 } from "./fields.ts"
-import { isTransientStatus, postJson } from "./http.ts"
+import { isTransientStatus } from "./http.ts"
 import {
-  checkLayout,
   decodeBase64,
   type IntDtype,
   type RoutingLayout,
@@ -52,57 +52,21 @@ import {
   routingRows,
   rowsStart,
 } from "./routing.ts"
-import {
-  type EngineOptions,
-  engineUrl,
-  lengthFinish,
-  parseAnswer,
-  preflight,
-  RoutedPositions,
-} from "./turn.ts"
+import { type EngineOptions, lengthFinish } from "./turn.ts"
 
 export type SglangOptions = EngineOptions
 
 const NAME = "sglang"
 
-export const sglangBackend = (options: SglangOptions): PolicyBackend => {
-  if (options.routing !== undefined) checkLayout(options.routing)
-  const url = engineUrl(options, "/generate")
-  const routed = new RoutedPositions()
-
-  const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, PolicyError> =>
-    Effect.gen(function* () {
-      const fallbackVersion = options.policyVersion?.() ?? 0n
-      const plan = yield* preflight(NAME, options.contextLength, request, fallbackVersion)
-      if (plan.kind === "full") return plan.result
-      const routingFrom =
-        options.routing !== undefined && options.incrementalRouting === true
-          ? routed.from(request)
-          : 0
-      const answer = yield* postJson({
-        backend: NAME,
-        url,
-        body: requestBody(request, plan.maxNewTokens, options.routing !== undefined, routingFrom),
-        headers: options.headers,
-        timeoutMs: request.timeoutMs ?? options.timeoutMs ?? 600_000,
-        fetch: options.fetch,
-      })
-      const result = yield* parseAnswer(NAME, url, () =>
-        readAnswer(answer, request, options, routingFrom, fallbackVersion),
-      )
-      // Every position but the last generated token has been routed and reported.
-      if (result.routing !== undefined)
-        routed.record(request.sessionId, request.ids.length + result.tokens.length - 1)
-      return result
-    })
-
-  return {
+export const sglangBackend = (options: SglangOptions): PolicyBackend =>
+  engineBackend(options, {
     name: NAME,
-    contextLength: options.contextLength,
-    generate,
-    release: (sessionId) => Effect.sync(() => routed.forget(sessionId)),
-  }
-}
+    path: "/generate",
+    body: (request, maxNewTokens, routingFrom) =>
+      requestBody(request, maxNewTokens, options.routing !== undefined, routingFrom),
+    read: (answer, request, routingFrom, fallbackVersion) =>
+      readAnswer(answer, request, options, routingFrom, fallbackVersion),
+  })
 
 const requestBody = (
   request: GenerateRequest,

@@ -19,7 +19,7 @@
  * documents processed values as "after applying all processors, including temperature and
  * top_k/top_p", so they match GenerateResult's definition exactly when topP = 1 and topK is unset.
  */
-import { Effect } from "effect"
+
 import {
   type FinishReason,
   type GenerateRequest,
@@ -28,6 +28,7 @@ import {
   PolicyError,
   type RoutingRows,
 } from "./backend.ts"
+import { engineBackend } from "./engine.ts"
 import {
   asArray,
   asCount,
@@ -38,17 +39,9 @@ import {
   child,
   ShapeError,
 } from "./fields.ts"
-import { postJson } from "./http.ts"
 import { parseNpy } from "./npy.ts"
-import { checkLayout, decodeBase64, type RoutingLayout, routingRows, rowsStart } from "./routing.ts"
-import {
-  type EngineOptions,
-  engineUrl,
-  lengthFinish,
-  parseAnswer,
-  preflight,
-  RoutedPositions,
-} from "./turn.ts"
+import { decodeBase64, type RoutingLayout, routingRows, rowsStart } from "./routing.ts"
+import { type EngineOptions, lengthFinish } from "./turn.ts"
 
 export interface VllmOptions extends EngineOptions {
   /** The served model name (`--served-model-name`, or the model path). */
@@ -57,44 +50,15 @@ export interface VllmOptions extends EngineOptions {
 
 const NAME = "vllm"
 
-export const vllmBackend = (options: VllmOptions): PolicyBackend => {
-  if (options.routing !== undefined) checkLayout(options.routing)
-  const url = engineUrl(options, "/v1/completions")
-  const routed = new RoutedPositions()
-
-  const generate = (request: GenerateRequest): Effect.Effect<GenerateResult, PolicyError> =>
-    Effect.gen(function* () {
-      const policyVersion = options.policyVersion?.() ?? 0n
-      const plan = yield* preflight(NAME, options.contextLength, request, policyVersion)
-      if (plan.kind === "full") return plan.result
-      const routingFrom =
-        options.routing !== undefined && options.incrementalRouting === true
-          ? routed.from(request)
-          : 0
-      const answer = yield* postJson({
-        backend: NAME,
-        url,
-        body: requestBody(options.model, request, plan.maxNewTokens, routingFrom),
-        headers: options.headers,
-        timeoutMs: request.timeoutMs ?? options.timeoutMs ?? 600_000,
-        fetch: options.fetch,
-      })
-      const result = yield* parseAnswer(NAME, url, () =>
-        readAnswer(answer, request, options, routingFrom, policyVersion),
-      )
-      // Every position but the last generated token has been routed and reported.
-      if (result.routing !== undefined)
-        routed.record(request.sessionId, request.ids.length + result.tokens.length - 1)
-      return result
-    })
-
-  return {
+export const vllmBackend = (options: VllmOptions): PolicyBackend =>
+  engineBackend(options, {
     name: NAME,
-    contextLength: options.contextLength,
-    generate,
-    release: (sessionId) => Effect.sync(() => routed.forget(sessionId)),
-  }
-}
+    path: "/v1/completions",
+    body: (request, maxNewTokens, routingFrom) =>
+      requestBody(options.model, request, maxNewTokens, routingFrom),
+    read: (answer, request, routingFrom, policyVersion) =>
+      readAnswer(answer, request, options, routingFrom, policyVersion),
+  })
 
 const requestBody = (
   model: string,
