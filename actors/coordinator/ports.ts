@@ -11,7 +11,6 @@ import {
   ErrorDetailSchema,
   type JobEvent,
   JobEventSchema,
-  JobState,
   type JobStatus,
   JobStatusSchema,
 } from "../../proto/index.ts"
@@ -22,6 +21,15 @@ import type {
   PublishAck,
   Subjects,
 } from "../../services/bus/index.ts"
+import {
+  allJobEvents,
+  ensureJobEventsStream,
+  isCancelRequested,
+  isTerminalState,
+  jobEventMsgId,
+  jobEventsStream,
+  laterSeq,
+} from "../../services/jobs/index.ts"
 
 export interface StoredJob {
   readonly jobId: string
@@ -73,53 +81,17 @@ export interface JobStorePort {
   ) => Effect.Effect<JobEvent, BusError | JobNotFound>
 }
 
-const TERMINAL = new Set<JobState>([JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED])
+/** Whether a job state ends the job. */
+export const isTerminal = isTerminalState
 
-export const isTerminal = (state: JobState): boolean => TERMINAL.has(state)
-
-/**
- * A cancel request: JobState has no "cancelling" value, so CancelJob marks a job that is not
- * terminal with `error.code = ERROR_CODE_CANCELLED` (the message is the caller's reason) and
- * leaves its state; the coordinator then stops admitting, lets in-flight episodes end (or waits
- * out a grace period) and moves the job to JOB_STATE_CANCELLED itself.
- */
-export const isCancelRequested = (status: JobStatus): boolean =>
-  !isTerminal(status.state) && status.error?.code === ErrorCode.CANCELLED
-
-/** JetStream stream name of the job event logs (dots are not allowed in stream names). */
-export const jobEventsStream = (subjects: Subjects): string =>
-  `${subjects.prefix.toUpperCase().replace(/[^A-Z0-9]/g, "_")}_JOB_EVENTS`
-
-/** Every job's event subject, for the stream that stores them all. */
-export const allJobEvents = (subjects: Subjects): string => `${subjects.prefix}.jobs.*.events`
-
-/** The larger of two event seqs (bigints, which Math.max does not take). */
-export const laterSeq = (a: bigint, b: bigint): bigint => (a > b ? a : b)
-
-export const jobEventMsgId = (jobId: string, seq: bigint | number): string => `${jobId}:${seq}`
-
-/**
- * Creates the job event stream (or brings it to this configuration); the gateway ensures the
- * same one. Should another stream under another name already hold the subjects, NATS refuses
- * the overlap and that stream is used.
- */
-export const ensureJobEventsStream = (
-  bus: BusShape,
-  subjects: Subjects,
-): Effect.Effect<void, BusError> =>
-  bus
-    .ensureStream({
-      name: jobEventsStream(subjects),
-      subjects: [allJobEvents(subjects)],
-      retention: "limits",
-      storage: "file",
-      duplicateWindowMs: 60 * 60_000,
-    })
-    .pipe(
-      Effect.catchTag("JetStreamError", (e) =>
-        /overlap/i.test(e.reason) ? Effect.void : Effect.fail(e),
-      ),
-    )
+export {
+  allJobEvents,
+  ensureJobEventsStream,
+  isCancelRequested,
+  jobEventMsgId,
+  jobEventsStream,
+  laterSeq,
+}
 
 const decodeStatus = (jobId: string, bytes: Uint8Array): JobStatus | undefined => {
   try {

@@ -67,6 +67,15 @@ import {
   type Subjects,
 } from "../../services/bus/index.ts"
 import {
+  allJobEvents,
+  ensureJobEventsStream,
+  isTerminalEvent,
+  isTerminalState,
+  jobEventMsgId,
+  jobEventsStream,
+  TERMINAL_STATES,
+} from "../jobs/index.ts"
+import {
   InvalidArgument,
   JobAlreadyExists,
   JobContended,
@@ -79,43 +88,15 @@ import { ID_PATTERN } from "./validate.ts"
 export type JobEventInit = MessageInitShape<typeof JobEventSchema>
 export type ErrorDetailInit = MessageInitShape<typeof ErrorDetailSchema>
 
-export const TERMINAL_STATES: ReadonlyArray<JobState> = [
-  JobState.SUCCEEDED,
-  JobState.FAILED,
-  JobState.CANCELLED,
-]
-
-export const isTerminalState = (state: JobState): boolean => TERMINAL_STATES.includes(state)
-
-/** The event that moves a job into a terminal state: WatchJob ends after it. */
-export const isTerminalEvent = (event: JobEvent): boolean =>
-  event.event.case === "stateChanged" && isTerminalState(event.event.value.state)
-
-/** JetStream stream of every job's events (dots are not allowed in stream names). */
-export const jobEventsStream = (subjects: Subjects): string =>
-  `${subjects.prefix.toUpperCase().replace(/[^A-Z0-9]/g, "_")}_JOB_EVENTS`
-
-/** Every job's event subject (`<prefix>.jobs.*.events`), bound to {@link jobEventsStream}. */
-export const allJobEvents = (subjects: Subjects): string => `${subjects.prefix}.jobs.*.events`
-
-/** Nats-Msg-Id of a job's event: the claim on its seq. */
-export const jobEventMsgId = (jobId: string, seq: bigint | number): string => `${jobId}:${seq}`
-
-/** Duplicate window of the event stream: a seq is claimed within it. */
-const EVENT_DUPLICATE_WINDOW_MS = 60 * 60_000
-
-/** Creates the job event stream, or brings an existing one to this configuration. */
-export const ensureJobEventsStream = (
-  bus: BusShape,
-  subjects: Subjects,
-): Effect.Effect<void, BusError> =>
-  bus.ensureStream({
-    name: jobEventsStream(subjects),
-    subjects: [allJobEvents(subjects)],
-    retention: "limits",
-    storage: "file",
-    duplicateWindowMs: EVENT_DUPLICATE_WINDOW_MS,
-  })
+export {
+  allJobEvents,
+  ensureJobEventsStream,
+  isTerminalEvent,
+  isTerminalState,
+  jobEventMsgId,
+  jobEventsStream,
+  TERMINAL_STATES,
+}
 
 /** Job ids derived from an idempotency key are stable; others sort roughly by submission time. */
 export const newJobId = (requestId?: string): string => {
