@@ -101,3 +101,73 @@ describe("sandbox host circuit breaker", () => {
     expect(gauge(outcome.end, "t1_breaker_opens_total", "healthy")).toBeUndefined()
   }, 30_000)
 })
+
+describe("sandbox host circuit breaker, creates already taken", () => {
+  it("a create waiting for a start slot when the breaker opens is answered unavailable without reaching the engine", async () => {
+    let engineCalls = 0
+    const SlowBroken = Layer.effect(
+      SandboxDriver,
+      Effect.gen(function* () {
+        const driver = yield* SandboxDriver
+        return {
+          ...driver,
+          create: () =>
+            Effect.andThen(
+              Effect.sync(() => {
+                engineCalls++
+              }),
+              Effect.andThen(
+                Effect.sleep("100 millis"),
+                Effect.fail(new SandboxInfraError({ operation: "create", reason: "engine hung" })),
+              ),
+            ),
+        }
+      }),
+    ).pipe(Layer.provide(LocalDriverLive()))
+    const options = testHostOptions(subjects, "slow-broken", {
+      // One start slot: the host takes two creates at a time, the second waits for the slot.
+      pool: { warm: [], maxStarting: 1, createPerSecond: 1000, createBurst: 100 },
+      heartbeatMs: 60_000,
+      breaker: { failures: 2, windowMs: 10_000, cooldownMs: COOLDOWN_MS },
+    })
+    const answers = await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const bus = yield* Bus
+          yield* Effect.forkScoped(runSandboxHost(options).pipe(Effect.provide(SlowBroken)))
+          yield* Effect.sleep("100 millis")
+          const client = sandboxClient(bus, subjects)
+          return yield* Effect.forEach(
+            Array.from({ length: 6 }),
+            () =>
+              client.create({ image: "local", workdir: "/sbx" }).pipe(
+                Effect.map(() => "created"),
+                // Creates the host never took (it left the queue group) wait out their timeout.
+                Effect.timeoutOrElse({
+                  duration: "3 seconds",
+                  orElse: () => Effect.succeed("not taken"),
+                }),
+                Effect.catch((e) =>
+                  Effect.succeed(e._tag === "SandboxRequestFailed" ? e.detail.message : e._tag),
+                ),
+              ),
+            { concurrency: "unbounded" },
+          )
+        }),
+      ).pipe(
+        Effect.provide(
+          Layer.mergeAll(
+            MemoryBusLive(),
+            Layer.succeed(Metrics, makeMetrics({ defaultMetrics: false })),
+          ),
+        ),
+      ),
+    )
+    // Two failures open the breaker; the create that then got the slot never reached the engine.
+    expect(engineCalls).toBe(2)
+    expect(answers.filter((a) => /circuit breaker is open/.test(a)).length).toBeGreaterThanOrEqual(
+      1,
+    )
+    expect(answers).not.toContain("created")
+  }, 30_000)
+})

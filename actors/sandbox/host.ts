@@ -30,7 +30,7 @@ import {
   type SandboxDriverShape,
   type SandboxInfo,
 } from "./driver.ts"
-import { InvalidCommand, type SandboxError } from "./errors.ts"
+import { EngineUnavailable, InvalidCommand, type SandboxError } from "./errors.ts"
 import { sandboxMetrics } from "./metrics.ts"
 import { makeSandboxPool, type PoolOptions } from "./pool.ts"
 import { reapOnce, startReaper } from "./reaper.ts"
@@ -325,7 +325,8 @@ export const runSandboxHost = (
           }
           const lease = yield* pool.acquire(spec).pipe(Effect.tapError(countError), Effect.result)
           if (lease._tag === "Failure") {
-            if (lease.failure.errorClass === "infra") yield* breakerFailure
+            if (lease.failure.errorClass === "infra" && !(lease.failure instanceof BreakerOpen))
+              yield* breakerFailure
             return encode(CreateSandboxResultSchema, { error: errorDetail(lease.failure) })
           }
           if (breaker.success()) bm.set(BREAKER_COMPONENT, options.owner, "closed")
@@ -375,6 +376,14 @@ export const runSandboxHost = (
       const pool = yield* makeSandboxPool(driver, options.pool, {
         onCreated: (source, ms) => m.createSeconds.observe({ source }, ms / 1000),
         prepare: startServing,
+        // Creates taken before the breaker opened still wait for a start slot; once open, they
+        // are answered "unavailable" (the client retries elsewhere) instead of reaching the engine.
+        admit: () =>
+          Effect.flatMap(Clock.currentTimeMillis, (now) =>
+            breaker.state(now) === "open"
+              ? Effect.fail(new BreakerOpen(options.owner))
+              : Effect.void,
+          ),
       })
       yield* startReaper(driver, reaper, { startup: false })
 
@@ -456,6 +465,16 @@ export const runSandboxHost = (
       )
     }),
   )
+
+/** A create refused at its start slot because this host's breaker is open (never an engine call). */
+class BreakerOpen extends EngineUnavailable {
+  constructor(owner: string) {
+    super({
+      engine: owner,
+      reason: "this sandbox host's circuit breaker is open; try another host",
+    })
+  }
+}
 
 export const newOwnerId = (): string => `sandbox-${randomUUID().slice(0, 8)}`
 export type { SandboxDriverShape }

@@ -32,6 +32,12 @@ export interface PoolEvents {
    * serving it needs is up before a client can hold its id.
    */
   readonly prepare?: (info: SandboxInfo) => Effect.Effect<void>
+  /**
+   * Asked once a create holds a start slot, right before the engine is called: a failure answers
+   * the create without calling the engine (a host whose breaker opened while the create waited
+   * for its slot).
+   */
+  readonly admit?: () => Effect.Effect<void, SandboxError>
 }
 
 /**
@@ -78,19 +84,23 @@ export const makeSandboxPool = (
     let wake: (() => void) | undefined
 
     const prepare = events.prepare ?? (() => Effect.void)
+    const admit = events.admit ?? (() => Effect.void)
     const create = (spec: SandboxSpec) =>
       Effect.andThen(
         bucket.take,
         starting.withPermits(1)(
-          Effect.acquireUseRelease(
-            Effect.sync(() => {
-              startingNow++
-            }),
-            () => Effect.tap(driver.create(spec), prepare),
-            () =>
+          Effect.andThen(
+            Effect.suspend(admit),
+            Effect.acquireUseRelease(
               Effect.sync(() => {
-                startingNow--
+                startingNow++
               }),
+              () => Effect.tap(driver.create(spec), prepare),
+              () =>
+                Effect.sync(() => {
+                  startingNow--
+                }),
+            ),
           ),
         ),
       )
