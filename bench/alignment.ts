@@ -36,6 +36,7 @@ import { runEpisodeHere } from "../actors/sampler/in-process.ts"
 import { embeddedPolicy } from "../actors/sampler/policy/embedded.ts"
 import { ensureSamplerStreams } from "../actors/sampler/streams.ts"
 import { dockerEngineAvailable } from "../actors/sandbox/docker/index.ts"
+import { resolvedWireTask } from "../actors/sandbox/image/index.ts"
 import { loadBundledTokenizer } from "../model/bundled/bundled.ts"
 import {
   bf16Round,
@@ -50,7 +51,6 @@ import { EpisodePurpose, EpisodeWorkItemSchema, type Trajectory } from "../proto
 import { Bus, MemoryBusLive, subjectsFor } from "../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"
 import { loadTask } from "../tasks/index.ts"
-import { resolvedWireTask } from "../tasks/wire.ts"
 
 const USAGE = `usage: npm run exp:alignment -- [--json] [--episodes N] [--turns N] [--seed S] [--weights FILE]
 

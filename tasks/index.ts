@@ -1,11 +1,4 @@
 export {
-  type ResolvedTaskImage,
-  type ResolveTaskImageError,
-  type ResolveTaskImageOptions,
-  resolveTaskImage,
-  TaskImageUnavailable,
-} from "./image.ts"
-export {
   defaultTaskCacheDir,
   detectTaskFormat,
   findTaskDirs,

@@ -14,9 +14,10 @@ import { Effect, ManagedRuntime, References } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { connectDocker, DockerDriverLive } from "../actors/sandbox/docker/index.ts"
 import { SandboxDriver, sandboxSpec } from "../actors/sandbox/driver.ts"
+import { resolveTaskImage } from "../actors/sandbox/image/index.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "../actors/sandbox/image/testing.ts"
 import { driverSandbox, type VerifierOutcome, verifyEpisode } from "../actors/verifier/index.ts"
-import { loadTasks, resolveTaskImage, type Task } from "./index.ts"
+import { loadTasks, type Task } from "./index.ts"
 
 const FIXTURES = resolve(dirname(fileURLToPath(import.meta.url)), "fixtures")
 

@@ -1,10 +1,8 @@
 import { readFile } from "node:fs/promises"
 import { create } from "@bufbuild/protobuf"
 import { Data, Effect } from "effect"
-import { packFiles } from "../actors/sandbox/tar-bytes.ts"
-import { packDirectory } from "../actors/verifier/archive.ts"
 import { TaskFormat, type Task as TaskMessage, TaskSchema, TaskSplit } from "../proto/index.ts"
-import { resolveTaskImage } from "./image.ts"
+import { packDirectory, packFiles } from "../services/tar/index.ts"
 import type { Task } from "./task.ts"
 
 export class TaskWireError extends Data.TaggedError("TaskWireError")<{
@@ -75,7 +73,3 @@ export const taskToWire = (task: Task, image: string): Effect.Effect<TaskMessage
     },
     catch: (cause) => new TaskWireError({ task: task.id, reason: String(cause) }),
   })
-
-/** A task's wire form with the image it resolves to on this machine's engine (built if needed). */
-export const resolvedWireTask = (task: Task) =>
-  Effect.flatMap(resolveTaskImage(task), ({ image }) => taskToWire(task, image))

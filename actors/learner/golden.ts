@@ -10,11 +10,11 @@ import {
 } from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
 import type { Task } from "../../tasks/index.ts"
-import { resolvedWireTask } from "../../tasks/wire.ts"
 import { collectTrajectories } from "../buffer/collect.ts"
 import type { ActionFormat } from "../sampler/actions/index.ts"
 import { runEpisodeHere } from "../sampler/in-process.ts"
 import { scriptedPolicy } from "../sampler/policy/scripted.ts"
+import { resolvedWireTask } from "../sandbox/image/index.ts"
 
 /**
  * Golden trajectories for the SFT warm start: each task's reference solution played as agent

@@ -33,7 +33,7 @@ import { Bus, type BusShape, type Subjects, subjectsFor } from "../../services/b
 import type { Metrics } from "../../services/metrics/index.ts"
 import { loadTasks, type Task } from "../../tasks/index.ts"
 import { type LadderTask, type Rung, writeLadder } from "../../tasks/ladder/index.ts"
-import { resolvedWireTask, taskToWire } from "../../tasks/wire.ts"
+import { taskToWire } from "../../tasks/wire.ts"
 import { runBuffer } from "../buffer/index.ts"
 import { runLearner, type StepReport } from "../learner/actor.ts"
 import { type TrainingSequence, trainingSequence } from "../learner/decode.ts"
@@ -47,7 +47,7 @@ import { runSampler } from "../sampler/actor.ts"
 import { runEpisodeBatch } from "../sampler/batch.ts"
 import { type EmbeddedPolicy, embeddedPolicy } from "../sampler/policy/embedded.ts"
 import { ensureSamplerStreams } from "../sampler/streams.ts"
-import { BASE_IMAGE } from "../sandbox/image/index.ts"
+import { BASE_IMAGE, resolvedWireTask } from "../sandbox/image/index.ts"
 
 export interface LadderRecipeOptions {
   /** Ladder, model initialisation, SFT batches and sampling all follow the seed. */

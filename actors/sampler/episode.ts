@@ -14,7 +14,7 @@ import {
   type VerifierResult,
 } from "../../proto/index.ts"
 import { concatBytes } from "../../services/packed/index.ts"
-import { packFiles } from "../sandbox/tar-bytes.ts"
+import { packFiles } from "../../services/tar/index.ts"
 import type { ActionFormat, ShellCommand } from "./actions/format.ts"
 import { formatObservation, malformedObservation } from "./actions/observation.ts"
 import { Conversation } from "./conversation.ts"

@@ -17,12 +17,12 @@ import {
 import { ERROR_HEADER } from "../../services/actor/index.ts"
 import { Bus, type BusShape, MemoryBusLive, subjectsFor } from "../../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
+import { packDirectory } from "../../services/tar/index.ts"
 import { sandboxClient } from "../sandbox/client.ts"
 import { sandboxSpec } from "../sandbox/driver.ts"
 import { runSandboxHost } from "../sandbox/host.ts"
 import { LocalDriverLive } from "../sandbox/local/index.ts"
 import { runVerifier } from "./actor.ts"
-import { packDirectory } from "./archive.ts"
 
 const subjects = subjectsFor("verifiertest")
 const scratch = mkdtempSync(join(tmpdir(), "t1-verifier-actor-"))

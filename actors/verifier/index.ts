@@ -1,8 +1,8 @@
 import { type FlagValues, flagInt, flagText, type HostedActor } from "../hosted.ts"
 import { runVerifier } from "./actor.ts"
 
+export { openArchive, packDirectory, type TestsArchive } from "../../services/tar/index.ts"
 export { runVerifier, type VerifierActorOptions } from "./actor.ts"
-export { openArchive, packDirectory, type TestsArchive } from "./archive.ts"
 export {
   InvalidVerifierTask,
   SandboxCallFailed,

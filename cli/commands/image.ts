@@ -7,9 +7,9 @@ import {
   buildBaseImage,
   buildTaskImage,
   type ImageAliases,
+  taskBuildNetwork,
 } from "../../actors/sandbox/image/index.ts"
 import { ensureToolchain } from "../../actors/sandbox/toolchain/index.ts"
-import { taskBuildNetwork } from "../../tasks/image.ts"
 import { loadTask } from "../../tasks/load/index.ts"
 import { choiceFlag, parseFlags, UsageError } from "../flags.ts"
 import { logFlagSpec, logFlagsHelp, loggingLayer } from "../run-main.ts"

@@ -6,8 +6,8 @@ import { fileURLToPath } from "node:url"
 import { Effect, Exit } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import type { VerifierOutcome } from "../../actors/verifier/index.ts"
-import { type CheckRow, imageFailureRow } from "../../tasks/check.ts"
 import { UsageError } from "../flags.ts"
+import { type CheckRow, imageFailureRow } from "../task-check.ts"
 import { finishCheck, tasksCommand } from "./tasks.ts"
 
 const BIN = fileURLToPath(new URL("../bin/t1.js", import.meta.url))

@@ -1,6 +1,5 @@
 import { Console, Effect } from "effect"
 import { BUILD_NETWORKS } from "../../actors/sandbox/image/index.ts"
-import { type CheckReport, checkTasks, TaskCheckFailed } from "../../tasks/check.ts"
 import {
   ContaminationFound,
   checkSplits,
@@ -10,6 +9,7 @@ import {
 } from "../../tasks/decontam/index.ts"
 import { ALL_FAMILIES, DIFFICULTIES, synthesize } from "../../tasks/synth/index.ts"
 import { choiceFlag, intFlag, parseFlags, UsageError } from "../flags.ts"
+import { type CheckReport, checkTasks, TaskCheckFailed } from "../task-check.ts"
 
 export const tasksUsage = () => `Usage: t1 tasks <families|synth|decontam|check> [options]
 

@@ -1,7 +1,7 @@
 import { readdir } from "node:fs/promises"
 import { join, posix } from "node:path"
 import { Effect } from "effect"
-import { parseDockerfile } from "../../actors/sandbox/image/index.ts"
+import { parseDockerfile } from "./dockerfile.ts"
 import { TaskLoadError } from "./errors.ts"
 import { pathKind, readLenient, readUtf8 } from "./text.ts"
 

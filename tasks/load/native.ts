@@ -1,6 +1,6 @@
 /** t1's own format, specified in tasks/NATIVE.md: every field is checked, unknown ones refused. */
 import { Effect } from "effect"
-import { BASE_IMAGE } from "../../actors/sandbox/image/index.ts"
+import { BASE_IMAGE } from "../base-image.ts"
 import type { Task } from "../task.ts"
 import type { TaskContext } from "./context.ts"
 import { TaskLoadError } from "./errors.ts"

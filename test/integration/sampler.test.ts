@@ -14,6 +14,7 @@ import { embeddedPolicy } from "../../actors/sampler/policy/embedded.ts"
 import { scriptedPolicy } from "../../actors/sampler/policy/scripted.ts"
 import { ensureSamplerStreams } from "../../actors/sampler/streams.ts"
 import { dockerEngineAvailable } from "../../actors/sandbox/docker/index.ts"
+import { resolveTaskImage } from "../../actors/sandbox/image/index.ts"
 import {
   CHAT_SPECIAL_TOKENS,
   ChatTemplate,
@@ -38,7 +39,7 @@ import {
   subjectsFor,
 } from "../../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
-import { loadTask, resolveTaskImage } from "../../tasks/index.ts"
+import { loadTask } from "../../tasks/index.ts"
 import { taskToWire } from "../../tasks/wire.ts"
 import { useNatsServer } from "../support/nats-url.ts"
 

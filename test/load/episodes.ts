@@ -13,6 +13,7 @@ import { shellBlock } from "../../actors/sampler/actions/index.ts"
 import { runSampler } from "../../actors/sampler/actor.ts"
 import { scriptedPolicy } from "../../actors/sampler/policy/scripted.ts"
 import { ensureSamplerStreams } from "../../actors/sampler/streams.ts"
+import { resolvedWireTask } from "../../actors/sandbox/image/index.ts"
 import { DONE_TOKEN, loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { ChatTemplate } from "../../model/index.ts"
 import {
@@ -26,7 +27,6 @@ import {
 } from "../../proto/index.ts"
 import { Bus } from "../../services/bus/index.ts"
 import { loadTask } from "../../tasks/index.ts"
-import { resolvedWireTask } from "../../tasks/wire.ts"
 import type { LoadRuntime } from "./runtime.ts"
 import type { Teardown } from "./teardown.ts"
 

@@ -31,7 +31,7 @@ import {
 import { CAPABILITIES, connectDocker } from "../../actors/sandbox/docker/index.ts"
 import { SANDBOX_NETWORK, SANDBOX_NETWORK_OPTIONS } from "../../actors/sandbox/docker/spec.ts"
 import { DEFAULT_PIDS_LIMIT } from "../../actors/sandbox/driver.ts"
-import { BASE_IMAGE } from "../../actors/sandbox/image/index.ts"
+import { BASE_IMAGE, resolvedWireTask } from "../../actors/sandbox/image/index.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "../../actors/sandbox/image/testing.ts"
 import { TOOLCHAIN_ROOT } from "../../actors/sandbox/toolchain/index.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
@@ -47,7 +47,7 @@ import {
 import { Bus, type BusShape, makeMemoryBus, subjectsFor } from "../../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
 import { loadTask } from "../../tasks/index.ts"
-import { resolvedWireTask, taskToWire } from "../../tasks/wire.ts"
+import { taskToWire } from "../../tasks/wire.ts"
 
 /** A bundled task: its tests are six pytest cases over /app/top.txt and /app/stats.txt. */
 const TASK_DIR = fileURLToPath(

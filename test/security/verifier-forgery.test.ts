@@ -22,10 +22,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { connectDocker, DockerDriverLive } from "../../actors/sandbox/docker/index.ts"
 import { SandboxDriver, sandboxSpec } from "../../actors/sandbox/driver.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "../../actors/sandbox/image/testing.ts"
-import { singleFileTar } from "../../actors/verifier/archive.ts"
 import type { VerifierOutcome } from "../../actors/verifier/outcome.ts"
 import { driverSandbox } from "../../actors/verifier/port.ts"
 import { verifyEpisode } from "../../actors/verifier/verify.ts"
+import { singleFileTar } from "../../services/tar/index.ts"
 
 const TESTS = `from pathlib import Path
 

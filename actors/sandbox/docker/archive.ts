@@ -1,7 +1,7 @@
 import { Readable } from "node:stream"
 import { pipeline } from "node:stream/promises"
 import * as tar from "tar-stream"
-import { collectBytes } from "../tar-bytes.ts"
+import { collectBytes } from "../../../services/tar/index.ts"
 
 /** The user a sandbox's shell runs as, in numbers: what files put into it are owned by. */
 export interface Owner {

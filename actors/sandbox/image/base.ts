@@ -4,6 +4,7 @@ import { homedir } from "node:os"
 import { join } from "node:path"
 import type Dockerode from "dockerode"
 import { Effect } from "effect"
+import { BASE_IMAGE, BASE_REPOSITORY } from "../../../tasks/base-image.ts"
 import {
   connectDocker,
   describeEngine,
@@ -20,8 +21,7 @@ import { followProgress } from "./progress.ts"
 /** Bumped whenever the recipe below changes what an image with the same inputs contains. */
 export const BASE_RECIPE_VERSION = 1
 
-export const BASE_REPOSITORY = "t1-base"
-export const BASE_IMAGE = `${BASE_REPOSITORY}:latest`
+export { BASE_IMAGE, BASE_REPOSITORY }
 
 /**
  * What every sandbox needs: the shell and its tools, and Python with pytest for the verifiers.

@@ -5,8 +5,6 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect, Exit, References } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { connectDocker } from "../docker/index.ts"
-import { BASE_IMAGE, baseImageHash, basePackages } from "./base.ts"
 import {
   DEFAULT_ALIASES,
   findUnsupported,
@@ -14,7 +12,9 @@ import {
   parseDockerfile,
   resolveAlias,
   rewriteFrom,
-} from "./dockerfile.ts"
+} from "../../../tasks/load/dockerfile.ts"
+import { connectDocker } from "../docker/index.ts"
+import { BASE_IMAGE, baseImageHash, basePackages } from "./base.ts"
 import { BUILD_OUTPUT_LINES, buildTaskImage, type TaskImageError } from "./index.ts"
 import { keepOutput, networkHint, taskBuildOptions } from "./task.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "./testing.ts"

@@ -1,4 +1,13 @@
 export {
+  DEFAULT_ALIASES,
+  type FromRewrite,
+  findUnsupported,
+  type ImageAliases,
+  parseDockerfile,
+  resolveAlias,
+  rewriteFrom,
+} from "../../../tasks/load/dockerfile.ts"
+export {
   BASE_IMAGE,
   BASE_PACKAGES,
   type BaseImage,
@@ -7,15 +16,6 @@ export {
   buildBaseImage,
   defaultCacheDir,
 } from "./base.ts"
-export {
-  DEFAULT_ALIASES,
-  type FromRewrite,
-  findUnsupported,
-  type ImageAliases,
-  parseDockerfile,
-  resolveAlias,
-  rewriteFrom,
-} from "./dockerfile.ts"
 export {
   BaseImageBuildFailed,
   ImageBuildFailed,
@@ -34,3 +34,12 @@ export {
   taskBuildOptions,
   taskImageName,
 } from "./task.ts"
+export {
+  type ResolvedTaskImage,
+  type ResolveTaskImageError,
+  type ResolveTaskImageOptions,
+  resolvedWireTask,
+  resolveTaskImage,
+  TaskImageUnavailable,
+  taskBuildNetwork,
+} from "./task-image.ts"

@@ -7,16 +7,16 @@ import { pipeline } from "node:stream/promises"
 import type Dockerode from "dockerode"
 import { Effect, Stream } from "effect"
 import * as tar from "tar-stream"
-import { connectDocker, describeEngine, isUnreachable, reasonOf } from "../docker/engine.ts"
-import { EngineUnavailable } from "../errors.ts"
-import { imageExists } from "./base.ts"
 import {
   findUnsupported,
   type ImageAliases,
   type Instruction,
   parseDockerfile,
   rewriteFrom,
-} from "./dockerfile.ts"
+} from "../../../tasks/load/dockerfile.ts"
+import { connectDocker, describeEngine, isUnreachable, reasonOf } from "../docker/engine.ts"
+import { EngineUnavailable } from "../errors.ts"
+import { imageExists } from "./base.ts"
 import {
   type BaseImageBuildFailed,
   ImageBuildFailed,

@@ -1,5 +1,4 @@
-import { packFiles } from "../../../actors/sandbox/tar-bytes.ts"
-import { openArchive } from "../../../actors/verifier/archive.ts"
+import { openArchive, packFiles } from "../../../services/tar/index.ts"
 import {
   ACCEPTED,
   crash,

@@ -3,7 +3,7 @@ import { join, posix } from "node:path"
 import { Readable } from "node:stream"
 import { pipeline } from "node:stream/promises"
 import * as tar from "tar-stream"
-import { collectBytes } from "../sandbox/tar-bytes.ts"
+import { collectBytes } from "./bytes.ts"
 
 /** A file tree as a tar archive, and what the verifier needs to know about its contents. */
 export interface TestsArchive {

@@ -15,7 +15,10 @@ import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import type Dockerode from "dockerode"
 import { Data, Effect } from "effect"
-import { connectDocker, describeEngine } from "../actors/sandbox/docker/index.ts"
+import type { Task } from "../../../tasks/index.ts"
+import { taskToWire } from "../../../tasks/wire.ts"
+import { connectDocker, describeEngine } from "../docker/index.ts"
+import { EngineUnavailable } from "../errors.ts"
 import {
   BASE_IMAGE,
   type BuildNetwork,
@@ -25,9 +28,7 @@ import {
   resolveAlias,
   TaskContextInvalid,
   type TaskImageError,
-} from "../actors/sandbox/image/index.ts"
-import { EngineUnavailable } from "../actors/sandbox/index.ts"
-import type { Task } from "./task.ts"
+} from "./index.ts"
 
 export interface ResolvedTaskImage {
   readonly image: string
@@ -176,3 +177,7 @@ export const resolveTaskImage = (
           : "is not on the engine (t1 never pulls), and the task has no Dockerfile to build it from: load it into the engine (docker load) or alias it to a local image",
     })
   })
+
+/** A task's wire form with the image it resolves to on this machine's engine (built if needed). */
+export const resolvedWireTask = (task: Task) =>
+  Effect.flatMap(resolveTaskImage(task), ({ image }) => taskToWire(task, image))

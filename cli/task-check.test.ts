@@ -19,7 +19,7 @@ import {
   rowJson,
   type SolveRun,
   scoreCell,
-} from "./check.ts"
+} from "./task-check.ts"
 
 const outcome = (overrides: Partial<VerifierOutcome> = {}): VerifierOutcome => ({
   kind: "scored",
@@ -216,8 +216,8 @@ describe("tasks check report", () => {
   })
 })
 
-const BIN = fileURLToPath(new URL("../cli/bin/t1.js", import.meta.url))
-const FIXTURES = fileURLToPath(new URL("./fixtures", import.meta.url))
+const BIN = fileURLToPath(new URL("./bin/t1.js", import.meta.url))
+const FIXTURES = fileURLToPath(new URL("../tasks/fixtures", import.meta.url))
 
 const t1 = (args: ReadonlyArray<string>) =>
   new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {

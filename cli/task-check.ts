@@ -15,8 +15,8 @@ import { Console, Data, Effect, type Layer } from "effect"
 import { DockerDriverLive, dockerEngineAvailable } from "../actors/sandbox/docker/index.ts"
 import { SandboxDriver, type SandboxDriverShape, sandboxSpec } from "../actors/sandbox/driver.ts"
 import type { BuildNetwork } from "../actors/sandbox/image/index.ts"
+import { resolveTaskImage } from "../actors/sandbox/image/index.ts"
 import { LocalDriverLive } from "../actors/sandbox/local/index.ts"
-import { packFiles } from "../actors/sandbox/tar-bytes.ts"
 import {
   driverSandbox,
   packDirectory,
@@ -24,9 +24,8 @@ import {
   verifyEpisode,
 } from "../actors/verifier/index.ts"
 import { shellQuote } from "../actors/verifier/shell.ts"
-import { resolveTaskImage } from "./image.ts"
-import { loadTasks } from "./load/index.ts"
-import type { Task } from "./task.ts"
+import { packFiles } from "../services/tar/index.ts"
+import { loadTasks, type Task } from "../tasks/index.ts"
 
 /** ok: the reference resolves and the no-op does not; unverifiable: the tests cannot run here. */
 export type CheckStatus = "ok" | "failed" | "unverifiable"

@@ -5,11 +5,11 @@
  */
 import { readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { SHELL_BLOCK_PROMPT, shellBlock } from "../../actors/sampler/actions/index.ts"
-import { CHAT_SPECIAL_TOKENS, saveTokenizerJson, trainTokenizer } from "../tokenizer/index.ts"
-import { BUNDLED_TOKENIZER, DONE_TOKEN } from "./bundled.ts"
+import { SHELL_BLOCK_PROMPT, shellBlock } from "../actors/sampler/actions/index.ts"
+import { BUNDLED_TOKENIZER, DONE_TOKEN } from "../model/bundled/bundled.ts"
+import { CHAT_SPECIAL_TOKENS, saveTokenizerJson, trainTokenizer } from "../model/tokenizer/index.ts"
 
-const TRAIN = join(import.meta.dirname, "../../tasks/bundled/train")
+const TRAIN = join(import.meta.dirname, "../tasks/bundled/train")
 
 export const bundledTokenizerJson = (): { json: string; vocabSize: number; texts: number } => {
   const corpus: string[] = [SHELL_BLOCK_PROMPT]

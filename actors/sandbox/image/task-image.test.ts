@@ -6,19 +6,18 @@ import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, References } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { connectDocker } from "../actors/sandbox/docker/index.ts"
-import { BASE_IMAGE } from "../actors/sandbox/image/index.ts"
-import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "../actors/sandbox/image/testing.ts"
-import { taskBuildNetwork } from "./image.ts"
+import { loadTask, type Task } from "../../../tasks/index.ts"
+import { connectDocker } from "../docker/index.ts"
+import { BASE_IMAGE } from "./index.ts"
 import {
-  loadTask,
   type ResolvedTaskImage,
   type ResolveTaskImageError,
   resolveTaskImage,
-  type Task,
-} from "./index.ts"
+  taskBuildNetwork,
+} from "./task-image.ts"
+import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "./testing.ts"
 
-const FIXTURES = resolve(dirname(fileURLToPath(import.meta.url)), "fixtures")
+const FIXTURES = resolve(dirname(fileURLToPath(import.meta.url)), "../../../tasks/fixtures")
 
 describe("task image resolution (real engine, nothing pulled)", () => {
   const docker = connectDocker()
