@@ -23,9 +23,9 @@
 import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
-import { create } from "@bufbuild/protobuf"
 import { Effect, Layer, Logger } from "effect"
 import { collectTrajectories } from "../actors/buffer/collect.ts"
+import { episodeWorkItem } from "../actors/coordinator/work-item.ts"
 import { trainingSequence } from "../actors/learner/decode.ts"
 import { trainInferLogprobAbsDiff } from "../actors/learner/ppo/index.ts"
 import { messagesOf } from "../actors/learner/retokenize.ts"
@@ -47,7 +47,7 @@ import {
   tokenLogprobs,
 } from "../model/index.ts"
 import { selectKernels } from "../model/kernels/select.ts"
-import { EpisodePurpose, EpisodeWorkItemSchema, type Trajectory } from "../proto/index.ts"
+import { EpisodePurpose, type Trajectory } from "../proto/index.ts"
 import { Bus, MemoryBusLive, subjectsFor } from "../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"
 import { loadTask } from "../tasks/index.ts"
@@ -121,11 +121,10 @@ const main = Effect.gen(function* () {
         const task = yield* loadTask(join(TRAIN_DIR, name))
         const wire = yield* resolvedWireTask(task)
         const episodeId = `align-${i}`
-        const item = create(EpisodeWorkItemSchema, {
+        const item = episodeWorkItem({
           jobId: "alignment",
           episodeId,
           task: wire,
-          taskRef: { taskSet: wire.taskSet, taskId: wire.id },
           sampling: { temperature: 1, topP: 1, maxTokens: 48, seed: BigInt(SEED * 1000 + i) },
           limits: {
             maxTurns: TURNS,
@@ -134,7 +133,7 @@ const main = Effect.gen(function* () {
             observationMaxTokens: 256,
           },
           purpose: EpisodePurpose.TRAIN,
-          admittedUnixMs: BigInt(Date.now()),
+          admittedAtMs: Date.now(),
         })
         return yield* runEpisodeHere(bus, subjects, item, { policy, template, format: shellBlock })
       }),

@@ -1,13 +1,7 @@
-/**
- * How a job becomes episodes: which tasks, in which order, how many samples per task, and the
- * work item of each episode. Pure, apart from loading the job's tasks.
- */
-import { create } from "@bufbuild/protobuf"
 import { Data, Effect } from "effect"
 import {
   EpisodePurpose,
   type EpisodeWorkItem,
-  EpisodeWorkItemSchema,
   JobKind,
   type JobSpec,
   type Task as TaskMessage,
@@ -16,6 +10,7 @@ import {
 import { loadTasks, type Task } from "../../tasks/index.ts"
 import { taskToWire } from "../../tasks/wire.ts"
 import { learnerStepBudget } from "../learner/job-spec.ts"
+import { episodeWorkItem } from "./work-item.ts"
 
 export type JobKindName = "train" | "eval" | "rollout"
 
@@ -316,11 +311,11 @@ export const workItemOf = (
   const slot = slotOf(plan, seed, issue.index)
   const task = tasks[slot.taskIndex]?.wire
   const sampling = spec.sampling
-  return create(EpisodeWorkItemSchema, {
+  return episodeWorkItem({
     jobId: plan.jobId,
     episodeId: episodeId(plan.jobId, issue.index),
     attempt: issue.attempt,
-    ...(task ? { task, taskRef: { taskSet: task.taskSet, taskId: task.id } } : {}),
+    ...(task ? { task } : {}),
     ...(sampling
       ? {
           sampling: {
@@ -340,11 +335,13 @@ export const workItemOf = (
       : {}),
     ...(spec.limits ? { limits: spec.limits } : {}),
     admittedPolicyVersion: issue.admittedVersion,
-    groupId: groupId(plan.jobId, task?.id ?? `task${slot.taskIndex}`, slot.round),
-    sampleIndex: slot.sampleIndex,
-    groupSize: plan.groupSize,
+    group: {
+      id: groupId(plan.jobId, task?.id ?? `task${slot.taskIndex}`, slot.round),
+      sampleIndex: slot.sampleIndex,
+      size: plan.groupSize,
+    },
     purpose: plan.purpose,
-    admittedUnixMs: BigInt(issue.issuedAtMs),
+    admittedAtMs: issue.issuedAtMs,
     // Training samples with the job's latest announced weights; the others with the spec's.
     policyRef: plan.kind === "train" ? "" : spec.policyRef,
   })

@@ -1,16 +1,11 @@
 import { readFile } from "node:fs/promises"
-import { create } from "@bufbuild/protobuf"
 import { Effect } from "effect"
 import type { ChatTemplate } from "../../model/index.ts"
-import {
-  EpisodePurpose,
-  EpisodeWorkItemSchema,
-  type Task as TaskMessage,
-  type Trajectory,
-} from "../../proto/index.ts"
+import { EpisodePurpose, type Task as TaskMessage, type Trajectory } from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
 import type { Task } from "../../tasks/index.ts"
 import { collectTrajectories } from "../buffer/collect.ts"
+import { episodeWorkItem } from "../coordinator/work-item.ts"
 import type { ActionFormat } from "../sampler/actions/index.ts"
 import { runEpisodeHere } from "../sampler/in-process.ts"
 import { scriptedPolicy } from "../sampler/policy/scripted.ts"
@@ -53,15 +48,14 @@ export const goldenTrajectories = (
       (task) =>
         Effect.gen(function* () {
           const wire = yield* (options.toWire ?? resolvedWireTask)(task)
-          const item = create(EpisodeWorkItemSchema, {
+          const item = episodeWorkItem({
             jobId: job,
             episodeId: task.id,
             task: wire,
-            taskRef: { taskSet: task.taskSet, taskId: task.id },
             sampling: { temperature: 1, topP: 1, maxTokens: 4096 },
             limits: { maxTurns: 64, maxTokens: 16_384, commandTimeoutMs: 60_000 },
             purpose: EpisodePurpose.ROLLOUT,
-            admittedUnixMs: BigInt(Date.now()),
+            admittedAtMs: Date.now(),
           })
           return yield* runEpisodeHere(bus, subjects, item, { policy, template, format })
         }),

@@ -1,4 +1,4 @@
-import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf"
+import { type MessageInitShape, toBinary } from "@bufbuild/protobuf"
 import { Effect } from "effect"
 import {
   type EpisodePurpose,
@@ -10,6 +10,7 @@ import {
 } from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
 import { collectTrajectories } from "../buffer/collect.ts"
+import { episodeWorkItem } from "../coordinator/work-item.ts"
 
 /** One group of episodes: `samples` runs of one task. */
 export interface EpisodeGroup {
@@ -54,19 +55,16 @@ export const runEpisodeBatch = (
       const group = `${task.id}${batch.tag === undefined ? "" : `-${batch.tag}`}`
       for (let k = 0; k < samples; k++) {
         const episodeId = `${group}-s${k}`
-        const item = create(EpisodeWorkItemSchema, {
+        const item = episodeWorkItem({
           jobId: batch.job,
           episodeId,
           task,
-          taskRef: { taskSet: task.taskSet, taskId: task.id },
           sampling: { ...batch.sampling, seed: BigInt(batch.seedBase + n) },
           limits: batch.limits,
           purpose: batch.purpose,
           admittedPolicyVersion: batch.policyVersion,
-          groupId: `${batch.job}:${group}`,
-          sampleIndex: k,
-          groupSize: samples,
-          admittedUnixMs: BigInt(Date.now()),
+          group: { id: `${batch.job}:${group}`, sampleIndex: k, size: samples },
+          admittedAtMs: Date.now(),
         })
         yield* bus.jsPublish(subjects.episodes, toBinary(EpisodeWorkItemSchema, item), {
           msgId: `${batch.job}:${episodeId}:0`,
