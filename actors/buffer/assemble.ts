@@ -12,6 +12,7 @@ import {
   concatBytes,
   firstExpertOutOfRange,
   type RoutingValues,
+  routingShapeProblem,
   spliceBytesFields,
 } from "../../services/packed/index.ts"
 
@@ -193,11 +194,12 @@ const assemble = (
     }
     if (c.routing.length > 0) {
       const [rows = 0, l = 0, k = 0] = c.routingShape
-      const width = c.routingDtype === DType.DTYPE_UINT16 ? 2 : 1
-      if (rows * l * k * width !== c.routing.length)
-        return fail(
-          `chunk ${i}: routing shape [${c.routingShape.join(", ")}] does not match ${c.routing.length} bytes`,
-        )
+      const shapeProblem = routingShapeProblem(
+        c.routing.length,
+        c.routingShape,
+        c.routingDtype === DType.DTYPE_UINT16 ? 2 : 1,
+      )
+      if (shapeProblem !== undefined) return fail(`chunk ${i}: ${shapeProblem}`)
       if (layers !== 0 && (l !== layers || k !== topK || c.routingDtype !== dtype))
         return fail(`chunk ${i}: routing layout changed`)
       if (c.numExperts === 0) return fail(`chunk ${i}: routing without num_experts`)

@@ -1,5 +1,6 @@
 import { Data } from "effect"
 import { DType, type Trajectory } from "../../proto/index.ts"
+import { routingShapeProblem } from "../../services/packed/index.ts"
 
 /** A trajectory whose arrays do not fit together (a buffer bug or a corrupted batch). */
 export class TrajectoryMalformed extends Data.TaggedError("TrajectoryMalformed")<{
@@ -44,11 +45,11 @@ const malformation = (t: Trajectory): string | undefined => {
   if (t.logprobs.length !== 4 * n) return `logprobs is ${t.logprobs.length} bytes for ${n} tokens`
   if (t.lossMask.length !== n) return `loss_mask is ${t.lossMask.length} bytes for ${n} tokens`
   if (t.routing.length === 0) return undefined
-  const [rows = 0, layers = 0, topK = 0] = t.routingShape
-  const width = t.routingDtype === DType.DTYPE_UINT16 ? 2 : 1
-  if (rows * layers * topK * width !== t.routing.length)
-    return `routing is ${t.routing.length} bytes, shape [${t.routingShape.join(", ")}] needs ${rows * layers * topK * width}`
-  return undefined
+  return routingShapeProblem(
+    t.routing.length,
+    t.routingShape,
+    t.routingDtype === DType.DTYPE_UINT16 ? 2 : 1,
+  )
 }
 
 /**

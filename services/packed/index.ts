@@ -18,5 +18,6 @@ export {
   encodeRouting,
   encodeRoutingSync,
   firstExpertOutOfRange,
+  routingShapeProblem,
 } from "./routing.ts"
 export { type BytesField, spliceBytesFields } from "./splice.ts"

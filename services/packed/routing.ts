@@ -113,3 +113,22 @@ export const decodeRouting = (
 
 export const decodeRoutingSync = (data: Uint8Array, spec: RoutingSpec): RoutingValues =>
   Result.getOrThrow(decodeRoutingResult(data, spec))
+
+/**
+ * Why `bytes` of routing cannot be the table `shape` ([tokens, layers, top_k]) describes with
+ * `bytesPerIndex` (1 for uint8, 2 for uint16), or undefined when they fit. The one shape check
+ * of a routing table, at ingest and in the learner.
+ */
+export const routingShapeProblem = (
+  bytes: number,
+  shape: ReadonlyArray<number>,
+  bytesPerIndex: number,
+): string | undefined => {
+  if (shape.length !== 3)
+    return `routing shape [${shape.join(", ")}] is not [tokens, layers, top_k]`
+  const [rows = 0, layers = 0, topK = 0] = shape
+  const needs = rows * layers * topK * bytesPerIndex
+  return needs === bytes
+    ? undefined
+    : `routing is ${bytes} bytes, shape [${shape.join(", ")}] needs ${needs}`
+}
