@@ -1,7 +1,7 @@
 import { Effect, Stream } from "effect"
 import { type Trajectory, TrajectoryRecordSchema } from "../../proto/index.ts"
-import { protobufDecoder } from "../../services/actor/index.ts"
-import type { BusShape, Subjects } from "../../services/bus/index.ts"
+import { type MalformedMessage, protobufDecoder } from "../../services/actor/index.ts"
+import type { BusError, BusShape, Subjects } from "../../services/bus/index.ts"
 import { TrajectoryAssembler, TrajectoryCorrupt } from "./assemble.ts"
 
 const decodeRecord = protobufDecoder(TrajectoryRecordSchema)
@@ -19,7 +19,7 @@ export const collectTrajectories = (
   count: number,
   durable = `collect-${job}`,
   onTrajectory?: (t: Trajectory) => void,
-): Effect.Effect<Trajectory[], unknown> =>
+): Effect.Effect<Trajectory[], BusError | MalformedMessage | TrajectoryCorrupt> =>
   Effect.gen(function* () {
     yield* bus.ensureConsumer({
       stream: subjects.trajectoriesStream,

@@ -1,4 +1,4 @@
-import { Effect, Schedule } from "effect"
+import { Data, Effect, Schedule } from "effect"
 import {
   type AdamWState,
   type ChatTemplate,
@@ -6,11 +6,14 @@ import {
   Rng,
   type TinyMoe,
 } from "../../model/index.ts"
-import { Bus, type Subjects } from "../../services/bus/index.ts"
+import { Bus, type BusError, type Subjects } from "../../services/bus/index.ts"
 import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
-import { takeBatch } from "../buffer/client.ts"
-import { loadCheckpoint, saveCheckpoint } from "./checkpoint.ts"
-import { type TrainingSequence, TrajectoryMalformed, trainingSequence } from "./decode.ts"
+import type { TaskLoadErrors } from "../../tasks/index.ts"
+import { type BufferClientError, takeBatch } from "../buffer/client.ts"
+import type { JobSpecInvalid } from "../coordinator/plan.ts"
+import { type CheckpointCorrupt, loadCheckpoint, saveCheckpoint } from "./checkpoint.ts"
+import { readTrainingSequence, type TrainingSequence, TrajectoryMalformed } from "./decode.ts"
+import type { GoldenError } from "./golden.ts"
 import {
   continuedActorOptimizer,
   dropsZeroVarianceGroups,
@@ -19,6 +22,19 @@ import {
   Trainer,
 } from "./trainer.ts"
 import { publishWeights } from "./weights.ts"
+
+/** The SFT warm start was asked for (sft_steps > 0) but has nothing to train on. */
+export class SftUnavailable extends Data.TaggedError("SftUnavailable")<{
+  readonly jobId: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `learner: ${this.jobId}: ${this.reason}`
+  }
+}
+
+/** Why the golden trajectories of a job could not be made (its tasks, their episodes, the bus). */
+export type GoldenSourceError = GoldenError | TaskLoadErrors | JobSpecInvalid
 
 export interface LearnerOptions {
   readonly subjects: Subjects
@@ -55,7 +71,7 @@ export interface LearnerOptions {
    * Golden trajectories for the SFT warm start (config.sftSteps updates before RL, on a job
    * that has no checkpoint yet); asked for only then.
    */
-  readonly golden?: Effect.Effect<ReadonlyArray<TrainingSequence>, unknown>
+  readonly golden?: Effect.Effect<ReadonlyArray<TrainingSequence>, GoldenSourceError>
   /** Golden trajectories per SFT update (default: batchSize, at most the golden set). */
   readonly sftBatch?: number
   /** Save a checkpoint every this many updates (and after the last). */
@@ -137,7 +153,11 @@ const learnerMetrics = (m: MetricsShape) => {
  */
 export const runLearner = (
   options: LearnerOptions,
-): Effect.Effect<{ steps: number; version: bigint }, unknown, Bus | Metrics> =>
+): Effect.Effect<
+  { steps: number; version: bigint },
+  BusError | BufferClientError | CheckpointCorrupt | SftUnavailable | GoldenSourceError,
+  Bus | Metrics
+> =>
   Effect.gen(function* () {
     const bus = yield* Bus
     const m = learnerMetrics(yield* Metrics)
@@ -235,17 +255,13 @@ export const runLearner = (
           `learner: ${batch.trajectories.length - fresh.length} re-served trajectories already trained on; skipped`,
         )
       const sequences = fresh.flatMap(({ t, weight }) => {
-        try {
-          const s = trainingSequence(t, version, weight)
-          return s ? [s] : []
-        } catch (e) {
-          // One bad trajectory is dropped with a warning; it must not stop the job's training.
-          if (e instanceof TrajectoryMalformed) {
-            malformed.push(e)
-            return []
-          }
-          throw e
+        const s = readTrainingSequence(t, version, weight)
+        // One bad trajectory is dropped with a warning; it must not stop the job's training.
+        if (s instanceof TrajectoryMalformed) {
+          malformed.push(s)
+          return []
         }
+        return s ? [s] : []
       })
       for (const e of malformed) yield* Effect.logWarning(`learner: dropped ${e.message}`)
       // The buffer waited up to wait_ms; train on what it had, or ask again. A batch with
@@ -335,22 +351,20 @@ const sftWarmStartSteps = (
   trainer: Trainer,
   options: LearnerOptions,
   loss: { set: (x: number) => void },
-): Effect.Effect<void, unknown> =>
+): Effect.Effect<void, SftUnavailable | GoldenSourceError> =>
   Effect.gen(function* () {
     const steps = options.config.sftSteps
     if (options.golden === undefined)
-      return yield* Effect.fail(
-        new Error(
-          `learner: ${options.jobId}: sft_steps is ${steps} but this learner has no golden trajectories`,
-        ),
-      )
+      return yield* new SftUnavailable({
+        jobId: options.jobId,
+        reason: `sft_steps is ${steps} but this learner has no golden trajectories`,
+      })
     const golden = yield* options.golden
     if (golden.length === 0)
-      return yield* Effect.fail(
-        new Error(
-          `learner: ${options.jobId}: sft_steps is ${steps} but there are no golden trajectories (no task was resolved by its reference solution)`,
-        ),
-      )
+      return yield* new SftUnavailable({
+        jobId: options.jobId,
+        reason: `sft_steps is ${steps} but there are no golden trajectories (no task was resolved by its reference solution)`,
+      })
     const size = Math.max(1, Math.min(options.sftBatch ?? options.batchSize, golden.length))
     const rng = new Rng(options.config.seed ^ 0x5f7)
     yield* Effect.logInfo(

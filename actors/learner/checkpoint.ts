@@ -1,4 +1,4 @@
-import { Effect, Option } from "effect"
+import { Data, Effect, Option } from "effect"
 import {
   AdamW,
   type AdamWState,
@@ -8,7 +8,7 @@ import {
   encodeWeights,
   type Kernels,
 } from "../../model/index.ts"
-import type { BusShape } from "../../services/bus/index.ts"
+import type { BusError, BusShape } from "../../services/bus/index.ts"
 import { CRITIC_PARAMS, type LearnerConfig, Trainer } from "./trainer.ts"
 
 /** What a learner needs to continue after a crash, besides the weights and optimiser moments. */
@@ -41,7 +41,7 @@ export const saveCheckpoint = (
   trainer: Trainer,
   version: bigint,
   lastBatchId: string,
-): Effect.Effect<CheckpointManifest, unknown> =>
+): Effect.Effect<CheckpointManifest, BusError> =>
   Effect.gen(function* () {
     const store = yield* bus.objectStore(bucket)
     const n = names(job)
@@ -67,37 +67,52 @@ export interface Restored {
 }
 
 /** The latest checkpoint of a job, or undefined when it has none. */
+/** A stored checkpoint that cannot be read back (missing part, undecodable bytes, torn write). */
+export class CheckpointCorrupt extends Data.TaggedError("CheckpointCorrupt")<{
+  readonly job: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `checkpoint of ${this.job}: ${this.reason}`
+  }
+}
+
 export const loadCheckpoint = (
   bus: BusShape,
   bucket: string,
   job: string,
   config: LearnerConfig,
   kernels?: Kernels,
-): Effect.Effect<Restored | undefined, unknown> =>
+): Effect.Effect<Restored | undefined, BusError | CheckpointCorrupt> =>
   Effect.gen(function* () {
     const store = yield* bus.objectStore(bucket)
     const n = names(job)
     const manifestBytes = yield* store.get(n.manifest)
     if (Option.isNone(manifestBytes)) return undefined
-    const manifest = JSON.parse(new TextDecoder().decode(manifestBytes.value)) as CheckpointManifest
+    const corrupt = (reason: string) => new CheckpointCorrupt({ job, reason })
+    const decoding = <A>(what: string, f: () => A) =>
+      Effect.try({
+        try: f,
+        catch: (e) => corrupt(`${what}: ${e instanceof Error ? e.message : String(e)}`),
+      })
+    const manifest = yield* decoding(
+      "manifest",
+      () => JSON.parse(new TextDecoder().decode(manifestBytes.value)) as CheckpointManifest,
+    )
     const get = (name: string) =>
       store
         .get(name)
         .pipe(
           Effect.flatMap((o) =>
-            Option.isSome(o)
-              ? Effect.succeed(o.value)
-              : Effect.fail(new Error(`checkpoint ${name} is missing`)),
+            Option.isSome(o) ? Effect.succeed(o.value) : Effect.fail(corrupt(`${name} is missing`)),
           ),
         )
-    const decoded = decodeWeights(yield* get(n.weights), "f32", kernels)
-    if (decoded.metadata.step !== String(manifest.step)) {
-      return yield* Effect.fail(
-        new Error(
-          `checkpoint of ${job} is torn: weights at step ${decoded.metadata.step}, manifest at ${manifest.step}`,
-        ),
+    const weightBytes = yield* get(n.weights)
+    const decoded = yield* decoding("weights", () => decodeWeights(weightBytes, "f32", kernels))
+    if (decoded.metadata.step !== String(manifest.step))
+      return yield* corrupt(
+        `torn: weights at step ${decoded.metadata.step}, manifest at ${manifest.step}`,
       )
-    }
     const model = decoded.model
     const params = model.entries().map((e) => ({ name: e.name, data: e.data, decay: e.decay }))
     const actorParams = params.filter((p) => !CRITIC_PARAMS.has(p.name))
@@ -110,16 +125,18 @@ export const loadCheckpoint = (
         tensors: new Map([...state.tensors].filter(([k]) => names.has(k))),
       }
     }
+    const optimizerBytes = yield* get(n.optimizer)
+    const criticBytes = yield* get(n.critic)
     // The trainer clips the global gradient norm itself: the optimisers do not.
     const optimizer = AdamW.restore(
       { lr: config.lr, weightDecay: config.weightDecay },
       actorParams,
-      actorState(decodeAdamWState(yield* get(n.optimizer))),
+      actorState(yield* decoding("optimizer", () => decodeAdamWState(optimizerBytes))),
     )
     const critic = AdamW.restore(
       { lr: config.criticLr, weightDecay: 0 },
       params.filter((p) => CRITIC_PARAMS.has(p.name)).map((p) => ({ ...p, decay: false })),
-      decodeAdamWState(yield* get(n.critic)),
+      yield* decoding("critic optimizer", () => decodeAdamWState(criticBytes)),
     )
     const trainer = new Trainer(model, config, optimizer, critic)
     trainer.step = manifest.step

@@ -64,8 +64,19 @@ export const trainingSequence = (
   policyVersion: bigint,
   weight = 1,
 ): TrainingSequence | undefined => {
+  const s = readTrainingSequence(t, policyVersion, weight)
+  if (s instanceof TrajectoryMalformed) throw s
+  return s
+}
+
+/** As {@link trainingSequence}, the malformation returned rather than thrown. */
+export const readTrainingSequence = (
+  t: Trajectory,
+  policyVersion: bigint,
+  weight = 1,
+): TrainingSequence | undefined | TrajectoryMalformed => {
   const reason = malformation(t)
-  if (reason !== undefined) throw new TrajectoryMalformed({ episodeId: t.episodeId, reason })
+  if (reason !== undefined) return new TrajectoryMalformed({ episodeId: t.episodeId, reason })
   const ids = new Uint32Array(copy(t.tokenIds))
   const lossMask = new Uint8Array(t.lossMask)
   const logprobs = new Float32Array(copy(t.logprobs))

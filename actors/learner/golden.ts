@@ -2,14 +2,29 @@ import { readFile } from "node:fs/promises"
 import { Effect } from "effect"
 import type { ChatTemplate } from "../../model/index.ts"
 import { EpisodePurpose, type Task as TaskMessage, type Trajectory } from "../../proto/index.ts"
-import type { BusShape, Subjects } from "../../services/bus/index.ts"
+import type { MalformedMessage } from "../../services/actor/index.ts"
+import type { BusError, BusShape, Subjects } from "../../services/bus/index.ts"
 import type { Task } from "../../tasks/index.ts"
+import type { TaskWireError } from "../../tasks/wire.ts"
+import type { TrajectoryCorrupt } from "../buffer/assemble.ts"
 import { collectTrajectories } from "../buffer/collect.ts"
 import { episodeWorkItem } from "../coordinator/work-item.ts"
 import type { ActionFormat } from "../sampler/actions/index.ts"
+import type { EpisodeInfraError } from "../sampler/episode.ts"
 import { runEpisodeHere } from "../sampler/in-process.ts"
 import { scriptedPolicy } from "../sampler/policy/scripted.ts"
-import { resolvedWireTask } from "../sandbox/image/index.ts"
+import { type ResolveTaskImageError, resolvedWireTask } from "../sandbox/image/index.ts"
+
+/** Why a task has no wire form here: its image cannot be resolved, or its files not packed. */
+export type GoldenToWireError = ResolveTaskImageError | TaskWireError
+
+/** Why golden transcripts could not be made: a task's wire form, an episode's infrastructure, the bus. */
+export type GoldenError =
+  | GoldenToWireError
+  | EpisodeInfraError
+  | BusError
+  | MalformedMessage
+  | TrajectoryCorrupt
 
 /**
  * Golden trajectories for the SFT warm start: each task's reference solution played as agent
@@ -27,9 +42,9 @@ export const goldenTrajectories = (
     readonly job?: string
     readonly concurrency?: number
     /** A task's wire form; default resolvedWireTask (its image on this machine's engine). */
-    readonly toWire?: (task: Task) => Effect.Effect<TaskMessage, unknown>
+    readonly toWire?: (task: Task) => Effect.Effect<TaskMessage, GoldenToWireError>
   } = {},
-): Effect.Effect<{ trajectories: Trajectory[]; skipped: string[] }, unknown> =>
+): Effect.Effect<{ trajectories: Trajectory[]; skipped: string[] }, GoldenError> =>
   Effect.gen(function* () {
     const job = options.job ?? `golden-${Date.now().toString(36)}`
     const withSolutions = tasks.filter((t) => t.solution !== undefined)

@@ -9,7 +9,7 @@ import { fromBinary } from "@bufbuild/protobuf"
 import { Effect, Option } from "effect"
 import { decodeWeights, type Kernels, TinyMoe } from "../../model/index.ts"
 import { WeightsAnnouncementSchema } from "../../proto/index.ts"
-import type { BusShape, Subjects } from "../../services/bus/index.ts"
+import type { BusError, BusShape, Subjects } from "../../services/bus/index.ts"
 import { fetchWeights, latestKey, WeightsUnavailable } from "./weights.ts"
 
 export interface ResolvedPolicy {
@@ -25,7 +25,7 @@ export const resolvePolicyRef = (
   ref: string,
   vocabSize: number,
   kernels?: Kernels,
-): Effect.Effect<ResolvedPolicy, unknown> =>
+): Effect.Effect<ResolvedPolicy, BusError | WeightsUnavailable> =>
   Effect.gen(function* () {
     const seeded = ref === "" || ref === "tinymoe:init" ? ["", "0"] : SEED.exec(ref)
     if (seeded !== null) {

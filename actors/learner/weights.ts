@@ -3,7 +3,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
 import { Data, Effect, Option, Stream } from "effect"
 import { decodeWeights, encodeWeights, type Kernels, type TinyMoe } from "../../model/index.ts"
 import { type WeightsAnnouncement, WeightsAnnouncementSchema } from "../../proto/index.ts"
-import type { BusShape, Subjects } from "../../services/bus/index.ts"
+import type { BusError, BusShape, Subjects } from "../../services/bus/index.ts"
 
 export class WeightsUnavailable extends Data.TaggedError("WeightsUnavailable")<{
   readonly name: string
@@ -29,7 +29,7 @@ export const publishWeights = (
   model: TinyMoe,
   version: bigint,
   step: bigint,
-): Effect.Effect<WeightsAnnouncement, unknown> =>
+): Effect.Effect<WeightsAnnouncement, BusError> =>
   Effect.gen(function* () {
     const bytes = encodeWeights(model, "F32", { version, extra: { job, step: step.toString() } })
     const name = `${job}/v${version}.safetensors`
@@ -58,7 +58,7 @@ export const fetchWeights = (
   bus: BusShape,
   announcement: WeightsAnnouncement,
   kernels?: Kernels,
-): Effect.Effect<TinyMoe, unknown> =>
+): Effect.Effect<TinyMoe, BusError | WeightsUnavailable> =>
   Effect.gen(function* () {
     const store = yield* bus.objectStore(announcement.bucket)
     const found = yield* store.get(announcement.name)
