@@ -18,20 +18,17 @@ const hostOptions = (owner: string): SandboxHostOptions =>
     breaker: { failures: 3, windowMs: 10_000, cooldownMs: COOLDOWN_MS },
   })
 
-/** The local driver with an engine that refuses every create (out of disk, say). */
-const BrokenDriver = Layer.effect(
-  SandboxDriver,
-  Effect.gen(function* () {
-    const driver = yield* SandboxDriver
-    return {
-      ...driver,
-      create: () =>
-        Effect.fail(
-          new SandboxInfraError({ operation: "create", reason: "no space left on device" }),
-        ),
-    }
-  }),
-).pipe(Layer.provide(LocalDriverLive()))
+/** The local driver with `create` replaced: an engine that fails its creates. */
+const brokenDriver = (create: () => Effect.Effect<never, SandboxInfraError>) =>
+  Layer.effect(
+    SandboxDriver,
+    Effect.map(SandboxDriver, (driver) => ({ ...driver, create })),
+  ).pipe(Layer.provide(LocalDriverLive()))
+
+/** An engine that refuses every create (out of disk, say). */
+const BrokenDriver = brokenDriver(() =>
+  Effect.fail(new SandboxInfraError({ operation: "create", reason: "no space left on device" })),
+)
 
 const gauge = (text: string, name: string, owner: string): number | undefined => {
   const line = text
@@ -105,25 +102,17 @@ describe("sandbox host circuit breaker", () => {
 describe("sandbox host circuit breaker, creates already taken", () => {
   it("a create waiting for a start slot when the breaker opens is answered unavailable without reaching the engine", async () => {
     let engineCalls = 0
-    const SlowBroken = Layer.effect(
-      SandboxDriver,
-      Effect.gen(function* () {
-        const driver = yield* SandboxDriver
-        return {
-          ...driver,
-          create: () =>
-            Effect.andThen(
-              Effect.sync(() => {
-                engineCalls++
-              }),
-              Effect.andThen(
-                Effect.sleep("100 millis"),
-                Effect.fail(new SandboxInfraError({ operation: "create", reason: "engine hung" })),
-              ),
-            ),
-        }
-      }),
-    ).pipe(Layer.provide(LocalDriverLive()))
+    const SlowBroken = brokenDriver(() =>
+      Effect.andThen(
+        Effect.sync(() => {
+          engineCalls++
+        }),
+        Effect.andThen(
+          Effect.sleep("100 millis"),
+          Effect.fail(new SandboxInfraError({ operation: "create", reason: "engine hung" })),
+        ),
+      ),
+    )
     const options = testHostOptions(subjects, "slow-broken", {
       // One start slot: the host takes two creates at a time, the second waits for the slot.
       pool: { warm: [], maxStarting: 1, createPerSecond: 1000, createBurst: 100 },

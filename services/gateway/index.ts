@@ -3,6 +3,16 @@
  * bus, with bearer-token auth, validation, grpc.health.v1 and server reflection; plus the job
  * store itself (jobs.ts) that the coordinator shares, and a typed client (client.ts).
  */
+
+export {
+  allJobEvents,
+  ensureJobEventsStream,
+  isTerminalEvent,
+  isTerminalState,
+  jobEventMsgId,
+  jobEventsStream,
+  TERMINAL_STATES,
+} from "../jobs/index.ts"
 export { parseTokens, type Role, type TokenGrant, type Tokens, TokensFileError } from "./auth.ts"
 export {
   GatewayCallError,
@@ -26,21 +36,14 @@ export {
 } from "./errors.ts"
 export { codec, type ServiceHandlers, serviceDefinition } from "./grpc-adapter.ts"
 export {
-  allJobEvents,
   appendJobEvent,
   type ErrorDetailInit,
-  ensureJobEventsStream,
-  isTerminalEvent,
-  isTerminalState,
   type JobEventInit,
   type JobPage,
   type JobStore,
   type JobStoreError,
-  jobEventMsgId,
-  jobEventsStream,
   jobStore,
   newJobId,
-  TERMINAL_STATES,
 } from "./jobs.ts"
 export {
   GATEWAY_SERVICES,

@@ -67,13 +67,11 @@ import {
   type Subjects,
 } from "../../services/bus/index.ts"
 import {
-  allJobEvents,
   ensureJobEventsStream,
   isTerminalEvent,
   isTerminalState,
   jobEventMsgId,
   jobEventsStream,
-  TERMINAL_STATES,
 } from "../jobs/index.ts"
 import {
   InvalidArgument,
@@ -87,16 +85,6 @@ import { ID_PATTERN } from "./validate.ts"
 
 export type JobEventInit = MessageInitShape<typeof JobEventSchema>
 export type ErrorDetailInit = MessageInitShape<typeof ErrorDetailSchema>
-
-export {
-  allJobEvents,
-  ensureJobEventsStream,
-  isTerminalEvent,
-  isTerminalState,
-  jobEventMsgId,
-  jobEventsStream,
-  TERMINAL_STATES,
-}
 
 /** Job ids derived from an idempotency key are stable; others sort roughly by submission time. */
 export const newJobId = (requestId?: string): string => {

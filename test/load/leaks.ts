@@ -2,7 +2,7 @@
 import type Dockerode from "dockerode"
 import { Effect } from "effect"
 import { Bus } from "../../services/bus/index.ts"
-import { jobEventsStream } from "../../services/gateway/jobs.ts"
+import { jobEventsStream } from "../../services/jobs/index.ts"
 import type { LoadRuntime } from "./runtime.ts"
 
 /** Containers (running or not) labelled with the sandbox host's owner. */
