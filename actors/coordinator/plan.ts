@@ -9,7 +9,7 @@ import {
 } from "../../proto/index.ts"
 import { loadTasks, type Task } from "../../tasks/index.ts"
 import { taskToWire } from "../../tasks/wire.ts"
-import { learnerStepBudget } from "../learner/job-spec.ts"
+import { jobLearnerPlan } from "../learner/job-spec.ts"
 import { episodeWorkItem } from "./work-item.ts"
 
 export type JobKindName = "train" | "eval" | "rollout"
@@ -59,9 +59,7 @@ export interface JobPlan {
   readonly targetStep: number | undefined
 }
 
-/** The learner's defaults for the zero fields of LearnerConfig (actors/learner/hosted.ts). */
-const LEARNER_DEFAULT_BATCH = 16
-const LEARNER_DEFAULT_MAX_STALENESS = 2
+/** Attempts of an episode when the spec sets none (max_episode_attempts 0). */
 const DEFAULT_MAX_ATTEMPTS = 3
 
 export const kindOf = (spec: JobSpec): Effect.Effect<JobKindName, JobSpecInvalid> => {
@@ -91,7 +89,7 @@ export const planOf = (
   defaults: PlanDefaults,
 ): JobPlan => {
   const groupSize = Math.max(1, spec.samplesPerTask)
-  const learner = spec.learner
+  const learner = jobLearnerPlan(spec)
   return {
     jobId,
     kind,
@@ -101,10 +99,11 @@ export const planOf = (
     total: kind === "train" ? undefined : taskCount * groupSize,
     maxAttempts: spec.maxEpisodeAttempts || DEFAULT_MAX_ATTEMPTS,
     maxConcurrent: spec.maxConcurrentEpisodes || defaults.maxConcurrent,
-    maxStaleness: learner?.maxStaleness || LEARNER_DEFAULT_MAX_STALENESS,
-    batchSize: learner?.batchTrajectories || LEARNER_DEFAULT_BATCH,
+    // The learner's own reading of the spec: its defaults are applied in one place.
+    maxStaleness: learner.maxStaleness,
+    batchSize: learner.batchSize,
     // The learner counts critic warm-up updates and PPO updates as steps (SFT runs before it).
-    targetStep: kind === "train" ? learnerStepBudget(spec) : undefined,
+    targetStep: kind === "train" ? learner.maxSteps : undefined,
   }
 }
 
