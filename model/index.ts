@@ -4,7 +4,6 @@ export {
   logprobOf,
   type RowNormaliser,
   rowLogprob,
-  rowMax,
   rowNormaliser,
   rowNormaliserWithExps,
 } from "./logprob.ts"

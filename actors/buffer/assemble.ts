@@ -203,11 +203,12 @@ const assemble = (
       if (layers !== 0 && (l !== layers || k !== topK || c.routingDtype !== dtype))
         return fail(`chunk ${i}: routing layout changed`)
       if (c.numExperts === 0) return fail(`chunk ${i}: routing without num_experts`)
-      const bad = firstExpertOutOfRange(routingValues(c), c.numExperts)
+      const experts = routingValues(c)
+      const bad = firstExpertOutOfRange(experts, c.numExperts)
       if (bad >= 0) {
         const row = Math.floor(bad / (l * k))
         return fail(
-          `chunk ${i}: expert ${routingValues(c)[bad]} at [token ${c.tokenStart + row}, layer ${Math.floor((bad % (l * k)) / k)}, k ${bad % k}] is not below num_experts ${c.numExperts}`,
+          `chunk ${i}: expert ${experts[bad]} at [token ${c.tokenStart + row}, layer ${Math.floor((bad % (l * k)) / k)}, k ${bad % k}] is not below num_experts ${c.numExperts}`,
         )
       }
       if (routingRows !== c.tokenStart)

@@ -9,7 +9,7 @@ import { type JobInput, type ManagerContext, manageJob } from "./job.ts"
 import { coordinatorBucket } from "./lease.ts"
 import { coordinatorMetrics } from "./metrics.ts"
 import type { JobTask, ResolveImage } from "./plan.ts"
-import { busJobStore, isCancelRequested, isTerminal, type JobStorePort } from "./ports.ts"
+import { busJobStore, isCancelRequested, isTerminalState, type JobStorePort } from "./ports.ts"
 
 export interface CoordinatorOptions {
   readonly subjects: Subjects
@@ -126,7 +126,7 @@ export const runCoordinator = (
             yield* Queue.offer(inbox, { _tag: "Status", job })
             return
           }
-          if (isTerminal(job.status.state)) return
+          if (isTerminalState(job.status.state)) return
           const fresh = yield* Queue.unbounded<JobInput>()
           managers.set(job.jobId, fresh)
           yield* manageJob(ctx, job.jobId, fresh, job).pipe(

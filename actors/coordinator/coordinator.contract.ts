@@ -51,7 +51,7 @@ import { passAtK } from "./pass-at-k.ts"
 import { episodeIndex } from "./plan.ts"
 import {
   busJobStore,
-  isTerminal,
+  isTerminalState,
   type JobStorePort,
   jobEventsStream,
   requestCancel,
@@ -125,7 +125,7 @@ const awaitFinal = (w: World, jobId: string, timeoutMs = 15_000) =>
       const changes = yield* w.store.watch
       const found = yield* changes.pipe(
         Stream.filter(
-          (c) => c._tag === "Put" && c.job.jobId === jobId && isTerminal(c.job.status.state),
+          (c) => c._tag === "Put" && c.job.jobId === jobId && isTerminalState(c.job.status.state),
         ),
         Stream.runHead,
         Effect.timeout(timeoutMs),
@@ -150,7 +150,9 @@ const readEvents = (w: World, jobId: string) =>
       Stream.mapEffect((item) =>
         Effect.as(item.ack, fromBinary(JobEventSchema, item.data) as JobEvent),
       ),
-      Stream.takeUntil((e) => e.event.case === "stateChanged" && isTerminal(e.event.value.state)),
+      Stream.takeUntil(
+        (e) => e.event.case === "stateChanged" && isTerminalState(e.event.value.state),
+      ),
       Stream.runCollect,
       Effect.timeout("10 seconds"),
     )

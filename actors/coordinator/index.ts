@@ -26,7 +26,7 @@ export {
   busJobStore,
   ensureJobEventsStream,
   isCancelRequested,
-  isTerminal,
+  isTerminalState,
   type JobChange,
   JobNotFound,
   type JobStorePort,

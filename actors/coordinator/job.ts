@@ -47,7 +47,7 @@ import {
 } from "./plan.ts"
 import {
   isCancelRequested,
-  isTerminal,
+  isTerminalState,
   type JobStorePort,
   laterSeq,
   type StoredJob,
@@ -139,7 +139,7 @@ export const manageJob = (
     let gen = 0
     let failures = 0
     for (;;) {
-      if (view.deleted || isTerminal(view.status.state)) return
+      if (view.deleted || isTerminalState(view.status.state)) return
       const lease = yield* tryAcquireLease(ctx.leases, jobId, o.instanceId, o.leaseTtlMs).pipe(
         Effect.catch((e) =>
           Effect.as(
@@ -201,7 +201,7 @@ const runJob = (
     absorb({ _tag: "Status", job: fresh.value })
     view.status = fresh.value.status
     view.revision = fresh.value.revision
-    if (!isTerminal(view.status.state))
+    if (!isTerminalState(view.status.state))
       yield* Effect.logInfo(`coordinator: job ${jobId}: lease taken by ${o.instanceId}`)
     // From now on, also while the job's tasks load: a lapsed lease would let another take over.
     const lost = (reason: string) => Queue.offer(inbox, { _tag: "Lost", gen, reason })
@@ -228,7 +228,7 @@ const runJob = (
     const admission = newEffects()
     const stored = lease.ledger()
     if (stored === undefined) {
-      if (isTerminal(view.status.state)) {
+      if (isTerminalState(view.status.state)) {
         yield* lease.remove
         return
       }
@@ -352,7 +352,7 @@ const runJob = (
         }
         const { status, revision } = found.value
         absorb({ _tag: "Status", job: found.value })
-        if (isTerminal(status.state) && !isFinalPhase(ledger.phase)) return
+        if (isTerminalState(status.state) && !isFinalPhase(ledger.phase)) return
         const events = ledger.outbox.events
         if (publishedThrough === undefined && events.length > 0) {
           const from = ledger.outbox.seqFrom ?? Number(status.lastEventSeq) + 1
@@ -440,8 +440,8 @@ const runJob = (
       // work queue's duplicate window drops the ones that were stored.
       yield* publishItems(recent)
     }
-    if (isFinalPhase(ledger.phase) || isTerminal(view.status.state) || view.deleted) {
-      if (isTerminal(view.status.state) || view.deleted) yield* lease.remove
+    if (isFinalPhase(ledger.phase) || isTerminalState(view.status.state) || view.deleted) {
+      if (isTerminalState(view.status.state) || view.deleted) yield* lease.remove
       return
     }
 
@@ -534,7 +534,7 @@ const runJob = (
         yield* lease.remove
         return
       }
-      if (isTerminal(view.status.state) && !isFinalPhase(draft.phase)) {
+      if (isTerminalState(view.status.state) && !isFinalPhase(draft.phase)) {
         // Ended by someone else (e.g. cancelled without waiting): nothing more to run or count.
         yield* Effect.forEach(acks, (i) => Effect.ignore(i.ack), { discard: true })
         yield* lease.remove
@@ -568,7 +568,7 @@ const runJob = (
         discard: true,
       })
       yield* record(fx)
-      if (isFinalPhase(ledger.phase) && isTerminal(view.status.state)) {
+      if (isFinalPhase(ledger.phase) && isTerminalState(view.status.state)) {
         yield* Effect.logInfo(
           `coordinator: job ${jobId} ${ledger.phase}: ${ledger.finished} finished, ${ledger.failed} failed, ${ledger.unverifiable} unverifiable, ${ledger.retried} retried`,
         )

@@ -81,13 +81,11 @@ export interface JobStorePort {
   ) => Effect.Effect<JobEvent, BusError | JobNotFound>
 }
 
-/** Whether a job state ends the job. */
-export const isTerminal = isTerminalState
-
 export {
   allJobEvents,
   ensureJobEventsStream,
   isCancelRequested,
+  isTerminalState,
   jobEventMsgId,
   jobEventsStream,
   laterSeq,
@@ -202,7 +200,7 @@ export const requestCancel = (
       const found = yield* store.get(jobId)
       if (Option.isNone(found)) return yield* new JobNotFound({ jobId })
       const { status, revision } = found.value
-      if (isTerminal(status.state) || isCancelRequested(status)) return status
+      if (isTerminalState(status.state) || isCancelRequested(status)) return status
       const next = create(JobStatusSchema, {
         ...status,
         error: create(ErrorDetailSchema, {

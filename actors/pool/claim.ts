@@ -8,7 +8,7 @@ import { Cause, Deferred, Effect, Exit, Option, Schedule, Semaphore, Stream } fr
 import type { JobStatus } from "../../proto/index.ts"
 import { BusClosed, type BusError, type KvBucket } from "../../services/bus/index.ts"
 import { type JobLease, tryAcquireLease } from "../coordinator/lease.ts"
-import { isTerminal, type JobStorePort, type StoredJob } from "../coordinator/ports.ts"
+import { isTerminalState, type JobStorePort, type StoredJob } from "../coordinator/ports.ts"
 
 export interface JobPoolOptions<R> {
   /** Names the pool in logs ("learner", "buffer"). */
@@ -121,7 +121,7 @@ export const runJobPool = <R>(o: JobPoolOptions<R>): Effect.Effect<never, BusErr
       const follow = Stream.runForEach(changes, (change) =>
         Effect.gen(function* () {
           const jobId = change._tag === "Deleted" ? change.jobId : change.job.jobId
-          const over = change._tag === "Deleted" || isTerminal(change.job.status.state)
+          const over = change._tag === "Deleted" || isTerminalState(change.job.status.state)
           if (over || (change._tag === "Put" && !o.wants(change.job.status))) {
             candidates.delete(jobId)
             const slot = running.get(jobId)
