@@ -130,6 +130,37 @@ export const jobStoreContract = (name: string, layer: () => Layer.Layer<Bus, Bus
         }),
       ))
 
+    it("holds a terminal event published before its status until GetJob shows the final state", () =>
+      run((store) =>
+        Effect.gen(function* () {
+          const { status } = yield* store.create(spec())
+          const id = status.jobId
+          yield* store.transition(id, JobState.RUNNING)
+          // The coordinator's order: the event first, then the status it leads to.
+          yield* store.appendEvent(id, {
+            event: {
+              case: "stateChanged",
+              value: { state: JobState.SUCCEEDED, previousState: JobState.RUNNING },
+            },
+          })
+          let ended = false
+          const fiber = yield* Effect.forkChild(
+            Stream.runCollect(store.watch(id, 1n)).pipe(
+              Effect.tap(() => Effect.sync(() => (ended = true))),
+            ),
+          )
+          yield* Effect.sleep("300 millis")
+          expect(ended).toBe(false)
+          yield* store.update(id, (s) => {
+            s.state = JobState.SUCCEEDED
+            return s
+          })
+          const events = yield* Fiber.join(fiber)
+          expect(events.map((e) => e.seq)).toEqual([1n, 2n, 3n])
+          expect((yield* store.get(id)).state).toBe(JobState.SUCCEEDED)
+        }),
+      ))
+
     it("cancels a PENDING job outright and asks the coordinator to stop a RUNNING one", () =>
       run((store) =>
         Effect.gen(function* () {

@@ -94,6 +94,10 @@ export const newJobId = (requestId?: string): string => {
   return `job-${Date.now().toString(36)}-${randomBytes(6).toString("hex")}`
 }
 
+/** How long a watch holds a terminal event for the status that follows it. */
+export const STATUS_SETTLE_MS = 10_000
+const STATUS_SETTLE_POLL_MS = 20
+
 export const DEFAULT_PAGE_SIZE = 50
 export const MAX_PAGE_SIZE = 1000
 /** Compare-and-set attempts before an update gives up with JobContended. */
@@ -554,6 +558,19 @@ const makeJobStore = (bus: BusShape, subjects: Subjects, jobs: KvBucket): JobSto
       }
     })
 
+  /**
+   * Waits (up to STATUS_SETTLE_MS) until the stored status is final. A writer that died between
+   * the event and the status leaves it for its replacement; the watch then ends anyway.
+   */
+  const statusSettled = (jobId: string) =>
+    Effect.gen(function* () {
+      for (let waited = 0; waited < STATUS_SETTLE_MS; waited += STATUS_SETTLE_POLL_MS) {
+        const status = yield* get(jobId).pipe(Effect.option)
+        if (Option.isNone(status) || isTerminalState(status.value.state)) return
+        yield* Effect.sleep(STATUS_SETTLE_POLL_MS)
+      }
+    })
+
   const watch = (
     jobId: string,
     fromSeq = 0n,
@@ -580,6 +597,14 @@ const makeJobStore = (bus: BusShape, subjects: Subjects, jobs: KvBucket): JobSto
             Effect.andThen(item.ack, decodeEvent(`${item.subject}#${item.streamSeq}`, item.data)),
           ),
           Stream.takeUntil((e) => isTerminalEvent(e) || (endAt !== undefined && e.seq >= endAt)),
+          // The coordinator publishes events before it stores the status they lead to: hold the
+          // terminal event until GetJob shows the final state too, so a client that reads the
+          // status when the watch ends sees it.
+          Stream.mapEffect((e) =>
+            endAt === undefined && isTerminalEvent(e)
+              ? Effect.as(statusSettled(jobId), e)
+              : Effect.succeed(e),
+          ),
           // Earlier than asked, or a redelivery of one already sent.
           Stream.filter((e) => {
             if (e.seq <= last) return false

@@ -1292,7 +1292,8 @@ export const JobService: GenService<{
   },
   /**
    * Streams the job's events from from_seq on (history first, then live), and ends after the
-   * event that moves the job into a terminal state.
+   * event that moves the job into a terminal state. That event is sent only once GetJob shows
+   * the terminal state too (waiting at most 10 s for the status write that follows it).
    *
    * @generated from rpc t1.v1.JobService.WatchJob
    */
