@@ -3,7 +3,7 @@
  * keys, as `t1 submit` reads them:
  *
  *   name: nightly-eval
- *   kind: eval                      # train | eval | rollout (or JOB_KIND_EVAL)
+ *   kind: eval                      # train | eval | rollout | sft (or JOB_KIND_EVAL)
  *   task_set: tasks/bundled/eval
  *   samples_per_task: 4
  *   limits: { max_turns: 30, wall_clock_sec: 10m }

@@ -39,6 +39,7 @@ import {
   JobSpecInvalid,
   type JobTask,
   kindOf,
+  learnsWeights,
   loadJobTasks,
   planOf,
   type ResolveImage,
@@ -304,7 +305,7 @@ const runJob = (
 
     // The train job's latest announced weights: its learner step and policy version.
     let latest: WeightsAnnouncement | undefined
-    if (plan.kind === "train") {
+    if (learnsWeights(plan.kind)) {
       const found = yield* ctx.weights.get(weightsKey(jobId))
       if (Option.isSome(found)) latest = decodeAnnouncement(found.value.value)
     }
@@ -378,8 +379,8 @@ const runJob = (
         const through = publishedThrough ?? 0n
         const next = ledger.statusOver(status, plan, {
           lastEventSeq: laterSeq(status.lastEventSeq, through),
-          policyVersion: plan.kind === "train" ? latest?.policyVersion : undefined,
-          learnerStep: plan.kind === "train" ? latest?.step : undefined,
+          policyVersion: learnsWeights(plan.kind) ? latest?.policyVersion : undefined,
+          learnerStep: learnsWeights(plan.kind) ? latest?.step : undefined,
           now: now(),
         })
         if (!sameStatus(status, next)) {
@@ -465,7 +466,7 @@ const runJob = (
       Effect.repeat(Schedule.spaced(`${o.tickMs} millis`)),
       Effect.forkScoped,
     )
-    if (plan.kind === "train") {
+    if (learnsWeights(plan.kind)) {
       const announcements = yield* ctx.weights.watch(weightsKey(jobId))
       yield* Stream.runForEach(announcements, (e) =>
         e.operation === "put"

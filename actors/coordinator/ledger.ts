@@ -308,6 +308,8 @@ export class JobLedger {
           taskId: end.task?.taskId || this.taskIdOf(slot.taskIndex),
           attempt,
           turns: end.turns,
+          testsPassed: end.testsPassed,
+          testsTotal: end.testsTotal,
         }),
       },
       now,
@@ -407,6 +409,8 @@ export class JobLedger {
     // A train job waits for its learner's first announcement (its starting weights, v0): an
     // episode sampled before would use weights the learner never had.
     if (plan.kind === "train" && ctx.learnerStep === undefined) return
+    // An SFT job's episodes are its learner's golden ones.
+    if (plan.kind === "sft") return
     const running = this.open.size
     let capacity =
       plan.kind === "train"

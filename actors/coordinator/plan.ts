@@ -12,7 +12,10 @@ import { taskToWire } from "../../tasks/wire.ts"
 import { jobLearnerPlan } from "../learner/job-spec.ts"
 import { episodeWorkItem } from "./work-item.ts"
 
-export type JobKindName = "train" | "eval" | "rollout"
+export type JobKindName = "train" | "eval" | "rollout" | "sft"
+
+/** Kinds whose learner publishes the job's weights (the coordinator follows its announcements). */
+export const learnsWeights = (kind: JobKindName): boolean => kind === "train" || kind === "sft"
 
 /** The spec cannot be run as it is (FAILED with ERROR_CODE_INVALID_ARGUMENT). */
 export class JobSpecInvalid extends Data.TaggedError("JobSpecInvalid")<{
@@ -70,6 +73,8 @@ export const kindOf = (spec: JobSpec): Effect.Effect<JobKindName, JobSpecInvalid
       return Effect.succeed("eval")
     case JobKind.ROLLOUT:
       return Effect.succeed("rollout")
+    case JobKind.SFT:
+      return Effect.succeed("sft")
     default:
       return Effect.fail(new JobSpecInvalid({ fieldPath: "spec.kind", reason: "unspecified" }))
   }
@@ -79,6 +84,8 @@ const PURPOSE: Record<JobKindName, EpisodePurpose> = {
   train: EpisodePurpose.TRAIN,
   eval: EpisodePurpose.EVAL,
   rollout: EpisodePurpose.ROLLOUT,
+  // The warm start's golden episodes are the learner's; the coordinator issues none.
+  sft: EpisodePurpose.TRAIN,
 }
 
 export const planOf = (
@@ -96,14 +103,16 @@ export const planOf = (
     purpose: PURPOSE[kind],
     groupSize,
     taskCount,
-    total: kind === "train" ? undefined : taskCount * groupSize,
+    // Training runs rounds until its learner is done; SFT runs none (its learner plays the
+    // golden episodes) and ends at its learner's one announcement.
+    total: learnsWeights(kind) ? undefined : taskCount * groupSize,
     maxAttempts: spec.maxEpisodeAttempts || DEFAULT_MAX_ATTEMPTS,
     maxConcurrent: spec.maxConcurrentEpisodes || defaults.maxConcurrent,
     // The learner's own reading of the spec: its defaults are applied in one place.
     maxStaleness: learner.maxStaleness,
     batchSize: learner.batchSize,
     // The learner counts critic warm-up updates and PPO updates as steps (SFT runs before it).
-    targetStep: kind === "train" ? learner.maxSteps : undefined,
+    targetStep: kind === "train" ? learner.maxSteps : kind === "sft" ? 0 : undefined,
   }
 }
 

@@ -88,6 +88,22 @@ export interface LearnerOptions {
   readonly batchWaitMs?: number
   /** Called after every update (job events, progress bars). */
   readonly onStep?: (report: StepReport) => Effect.Effect<void>
+  /** Called after every SFT warm-start update (job events, progress bars). */
+  readonly onSftStep?: (report: SftStepReport) => Effect.Effect<void>
+}
+
+/** One update of the SFT warm start. */
+export interface SftStepReport {
+  /** 1-based; SFT updates are not counted as learner steps. */
+  readonly step: number
+  readonly steps: number
+  readonly loss: number
+  /** Golden trajectories in the update and their tokens. */
+  readonly sequences: number
+  readonly tokens: number
+  readonly seconds: number
+  /** The golden set the updates draw from. */
+  readonly golden: number
 }
 
 export interface StepReport extends StepMetrics {
@@ -377,9 +393,20 @@ const sftWarmStartSteps = (
       const picked: TrainingSequence[] = []
       for (let k = 0; k < size; k++)
         picked.push(pool.splice(Math.floor(rng.next() * pool.length), 1)[0] as TrainingSequence)
+      const started = performance.now()
       last = trainer.sftStep(picked).loss
       first ??= last
       loss.set(last)
+      if (options.onSftStep)
+        yield* options.onSftStep({
+          step: i + 1,
+          steps,
+          loss: last,
+          sequences: picked.length,
+          tokens: picked.reduce((n, p) => n + p.ids.length, 0),
+          seconds: (performance.now() - started) / 1000,
+          golden: golden.length,
+        })
       yield* Effect.yieldNow
     }
     yield* Effect.logInfo(

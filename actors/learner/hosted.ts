@@ -10,6 +10,12 @@ import {
   flagText,
   type HostedActor,
 } from "../hosted.ts"
+import {
+  ACTION_FORMAT_NAMES,
+  ACTION_FORMATS,
+  type ActionFormat,
+  isActionFormatName,
+} from "../sampler/actions/index.ts"
 import { runLearner } from "./actor.ts"
 import { runBufferPool, runLearnerPool } from "./pool.ts"
 import { type AdvantageMode, DEFAULT_LEARNER_CONFIG, type LearnerConfig } from "./trainer.ts"
@@ -52,6 +58,18 @@ const batchAckTimeout = (flags: FlagValues) =>
 const POOL_FLAGS = {
   "max-jobs": { type: "string" as const },
   "lease-ttl-ms": { type: "string" as const },
+  "batch-wait-ms": { type: "string" as const },
+  format: { type: "string" as const },
+}
+
+/** The golden transcripts' action format: the samplers' (same flag, same variable). */
+const goldenFormat = (flags: FlagValues): ActionFormat => {
+  const name = flagText(flags, "format", "T1_ACTION_FORMAT") ?? "shell-block"
+  if (!isActionFormatName(name))
+    throw new ActorConfigError(
+      `--format must be ${ACTION_FORMAT_NAMES.join(", ")}, got ${JSON.stringify(name)}`,
+    )
+  return ACTION_FORMATS[name]
 }
 
 export const learnerFlagsHelp = `Without --job the learner is a pool member: it claims train jobs from the job store (one
@@ -60,6 +78,10 @@ learner per job, lease in KV <prefix>-learner-leases) and takes its hyperparamet
   --max-jobs N                 pool mode: jobs trained at once by this process (T1_MAX_JOBS; default 1)
   --lease-ttl-ms MS            pool mode: a job's lease lapses this long after the last heartbeat (default 15000)
   --checkpoint-every N         updates between checkpoints (default 10; also in pool mode)
+  --batch-wait-ms MS           pool mode: how long an update waits for a full batch before it trains
+                               on what the buffer has (T1_BATCH_WAIT_MS; default 2000)
+  --format NAME                pool mode: action format of the SFT golden transcripts, the samplers'
+                               own (T1_ACTION_FORMAT, as the sampler reads it; default shell-block)
 With --job:
   --job ID                     train this job (T1_JOB)
   --weights FILE               starting weights when the job has no checkpoint (e.g. t1 train sft output); default: initialised from --seed
@@ -121,6 +143,8 @@ export const learnerActor: HostedActor = {
         subjects,
         ...poolOptions(flags, 1),
         checkpointEvery: flagInt(flags, "checkpoint-every", "T1_CHECKPOINT_EVERY", 10, 1),
+        batchWaitMs: flagInt(flags, "batch-wait-ms", "T1_BATCH_WAIT_MS", 2000, 0),
+        format: goldenFormat(flags),
       }).pipe(Effect.mapError((e) => ({ message: e.message })))
     const r3 = flagText(flags, "r3", "T1_R3") ?? "on"
     if (r3 !== "on" && r3 !== "off")

@@ -6,13 +6,14 @@
 import type { MessageInitShape } from "@bufbuild/protobuf"
 import {
   AdvantageMode,
+  JobKind,
   type JobSpec,
   LossAggregation,
   LrSchedule,
   TrainPhase,
   type TrainStepReportSchema,
 } from "../../proto/index.ts"
-import type { StepReport } from "./actor.ts"
+import type { SftStepReport, StepReport } from "./actor.ts"
 import {
   type AdvantageMode as AdvantageModeName,
   DEFAULT_CRITIC_WARMUP_STEPS,
@@ -57,14 +58,16 @@ const LOSS_AGGREGATIONS: Record<LossAggregation, LearnerConfig["lossAggregation"
 
 /** The critic warm-up a spec asks for: unset means the learner's default, 0 none. */
 export const criticWarmupStepsOf = (spec: JobSpec): number =>
-  spec.learner?.criticWarmupSteps ?? DEFAULT_CRITIC_WARMUP_STEPS
+  spec.kind === JobKind.SFT ? 0 : (spec.learner?.criticWarmupSteps ?? DEFAULT_CRITIC_WARMUP_STEPS)
 
 /**
  * The learner step (as announced with its weights, SFT not counted) that ends a train job:
  * critic warm-up plus PPO steps; undefined when ppo_steps is 0 (until cancelled). The
- * coordinator ends the job at the announcement of this step.
+ * coordinator ends the job at the announcement of this step. An SFT job's is 0: its learner
+ * announces the warm start and stops.
  */
 export const learnerStepBudget = (spec: JobSpec): number | undefined => {
+  if (spec.kind === JobKind.SFT) return 0
   const ppoSteps = spec.learner?.ppoSteps ?? 0
   return ppoSteps > 0 ? criticWarmupStepsOf(spec) + ppoSteps : undefined
 }
@@ -159,6 +162,25 @@ export const trainStepReport = (
   episodeIds: [...r.episodeIds],
   skipped: r.skipped,
   skipReason: r.skipReason,
+  durationMs: Math.round(r.seconds * 1000),
+  finishedUnixMs: BigInt(Date.now()),
+})
+
+/** The job event of one SFT warm-start update (learner_step, phase SFT, its own step count). */
+export const sftStepReport = (
+  jobId: string,
+  version: bigint,
+  r: SftStepReport,
+): MessageInitShape<typeof TrainStepReportSchema> => ({
+  jobId,
+  step: BigInt(r.step),
+  policyVersion: version,
+  phase: TrainPhase.SFT,
+  trajectories: r.sequences,
+  tokens: BigInt(r.tokens),
+  policyLoss: r.loss,
+  tokensPerSecond: r.tokens / Math.max(1e-3, r.seconds),
+  metrics: { loss: r.loss, sft_steps: r.steps, golden_trajectories: r.golden },
   durationMs: Math.round(r.seconds * 1000),
   finishedUnixMs: BigInt(Date.now()),
 })

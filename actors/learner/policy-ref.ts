@@ -19,6 +19,9 @@ export interface ResolvedPolicy {
 
 const SEED = /^tinymoe:seed:(\d{1,9})$/
 
+/** WeightsUnavailable's reason for a `job:<id>` that has announced no weights yet. */
+export const NOTHING_PUBLISHED = "that job has published none"
+
 export const resolvePolicyRef = (
   bus: BusShape,
   subjects: Subjects,
@@ -40,7 +43,7 @@ export const resolvePolicyRef = (
       const kv = yield* bus.kv(subjects.weightsBucket)
       const found = yield* kv.get(latestKey(job))
       if (Option.isNone(found))
-        return yield* new WeightsUnavailable({ name: ref, reason: "that job has published none" })
+        return yield* new WeightsUnavailable({ name: ref, reason: NOTHING_PUBLISHED })
       const announcement = fromBinary(WeightsAnnouncementSchema, found.value.value)
       return {
         model: yield* fetchWeights(bus, announcement, kernels),

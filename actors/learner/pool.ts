@@ -6,22 +6,27 @@
  * learner_step job event, and stops at the spec's step budget.
  */
 import { randomUUID } from "node:crypto"
-import { create } from "@bufbuild/protobuf"
+import { create, type MessageInitShape } from "@bufbuild/protobuf"
 import { Effect } from "effect"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { ChatTemplate, type Kernels } from "../../model/index.ts"
-import { JobKind, type JobStatus, TrainStepReportSchema } from "../../proto/index.ts"
+import {
+  JobKind,
+  type JobStatus,
+  type Task as TaskMessage,
+  TrainStepReportSchema,
+} from "../../proto/index.ts"
 import { Bus, type BusError, type Subjects } from "../../services/bus/index.ts"
 import { Metrics } from "../../services/metrics/index.ts"
-import { loadTasks } from "../../tasks/index.ts"
+import { loadTasks, type Task } from "../../tasks/index.ts"
 import { runBuffer } from "../buffer/index.ts"
 import { selectTasks, taskDirs } from "../coordinator/plan.ts"
 import { busJobStore } from "../coordinator/ports.ts"
 import { runJobPool } from "../pool/claim.ts"
-import { shellBlock } from "../sampler/actions/index.ts"
+import { type ActionFormat, shellBlock } from "../sampler/actions/index.ts"
 import { runLearner } from "./actor.ts"
-import { goldenTrajectories } from "./golden.ts"
-import { jobLearnerPlan, trainStepReport } from "./job-spec.ts"
+import { type GoldenToWireError, goldenTrajectories } from "./golden.ts"
+import { jobLearnerPlan, sftStepReport, trainStepReport } from "./job-spec.ts"
 import { resolvePolicyRef } from "./policy-ref.ts"
 import { goldenSequences } from "./sft.ts"
 
@@ -40,13 +45,26 @@ export interface PoolOptions {
 
 const isTrainJob = (status: JobStatus): boolean => status.spec?.kind === JobKind.TRAIN
 
+/** The learner's jobs: training, and the SFT warm start alone. */
+const learnsJob = (status: JobStatus): boolean =>
+  status.spec?.kind === JobKind.TRAIN || status.spec?.kind === JobKind.SFT
+
 export interface LearnerPoolOptions extends PoolOptions {
   readonly kernels?: Kernels
   readonly checkpointEvery?: number
   readonly batchWaitMs?: number
+  /**
+   * The action format of the golden transcripts (SFT): the samplers' own, or the policy learns a
+   * format it is never asked to use. Default shell-block, the embedded policy's.
+   */
+  readonly format?: ActionFormat
+  /** A golden task's wire form; default its image resolved on this machine's engine. */
+  readonly toWire?: (task: Task) => Effect.Effect<TaskMessage, GoldenToWireError>
+  /** Golden episodes run at once (default 4). */
+  readonly goldenConcurrency?: number
 }
 
-/** Trains every train job, one at a time per process by default. */
+/** Trains every train job (and runs every SFT job), one at a time per process by default. */
 export const runLearnerPool = (
   o: LearnerPoolOptions,
 ): Effect.Effect<never, BusError, Bus | Metrics> =>
@@ -67,13 +85,25 @@ export const runLearnerPool = (
       owner: o.owner ?? randomUUID(),
       ttlMs: o.leaseTtlMs ?? 15_000,
       maxJobs: o.maxJobs ?? 1,
-      wants: isTrainJob,
+      wants: learnsJob,
       onRunning: (n) => jobs.set(n),
       run: (job) =>
         Effect.gen(function* () {
           const spec = job.status.spec
           if (spec === undefined) return
           const plan = jobLearnerPlan(spec)
+          const stepEvent = (value: MessageInitShape<typeof TrainStepReportSchema>) =>
+            store
+              .appendEvent(job.jobId, {
+                case: "learnerStep",
+                value: create(TrainStepReportSchema, value),
+              })
+              .pipe(
+                Effect.asVoid,
+                Effect.catch((e) =>
+                  Effect.logWarning(`learner: job ${job.jobId}: step event: ${String(e)}`),
+                ),
+              )
           const initial = yield* resolvePolicyRef(
             bus,
             o.subjects,
@@ -94,8 +124,12 @@ export const runLearnerPool = (
               o.subjects,
               tasks,
               chat,
-              shellBlock,
-              { job: `${job.jobId}-golden` },
+              o.format ?? shellBlock,
+              {
+                job: `${job.jobId}-golden`,
+                ...(o.toWire === undefined ? {} : { toWire: o.toWire }),
+                ...(o.goldenConcurrency === undefined ? {} : { concurrency: o.goldenConcurrency }),
+              },
             )
             if (skipped.length > 0)
               yield* Effect.logWarning(
@@ -122,18 +156,8 @@ export const runLearnerPool = (
             ...(o.batchWaitMs === undefined ? {} : { batchWaitMs: o.batchWaitMs }),
             ...(o.kernels ? { kernels: o.kernels } : {}),
             ...(plan.config.tito ? {} : { template }),
-            onStep: (r) =>
-              store
-                .appendEvent(job.jobId, {
-                  case: "learnerStep",
-                  value: create(TrainStepReportSchema, trainStepReport(job.jobId, r)),
-                })
-                .pipe(
-                  Effect.asVoid,
-                  Effect.catch((e) =>
-                    Effect.logWarning(`learner: job ${job.jobId}: step event: ${String(e)}`),
-                  ),
-                ),
+            onStep: (r) => stepEvent(trainStepReport(job.jobId, r)),
+            onSftStep: (r) => stepEvent(sftStepReport(job.jobId, initial.version, r)),
           })
         }),
     })

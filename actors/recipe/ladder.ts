@@ -32,7 +32,7 @@ import { EpisodePurpose, type Task as TaskMessage, type Trajectory } from "../..
 import { Bus, type BusShape, type Subjects, subjectsFor } from "../../services/bus/index.ts"
 import type { Metrics } from "../../services/metrics/index.ts"
 import { loadTasks, type Task } from "../../tasks/index.ts"
-import { type LadderTask, type Rung, writeLadder } from "../../tasks/ladder/index.ts"
+import type { LadderTask, Rung } from "../../tasks/ladder/index.ts"
 import { taskToWire } from "../../tasks/wire.ts"
 import { runBuffer } from "../buffer/index.ts"
 import { runLearner, type StepReport } from "../learner/actor.ts"
@@ -48,6 +48,7 @@ import { runEpisodeBatch } from "../sampler/batch.ts"
 import { type EmbeddedPolicy, embeddedPolicy } from "../sampler/policy/embedded.ts"
 import { ensureSamplerStreams } from "../sampler/streams.ts"
 import { BASE_IMAGE, resolvedWireTask } from "../sandbox/image/index.ts"
+import { recipeTaskSets } from "./task-sets.ts"
 
 export interface LadderRecipeOptions {
   /** Ladder, model initialisation, SFT batches and sampling all follow the seed. */
@@ -398,38 +399,15 @@ export const openLadderRecipe = (
           Effect.map(toWire(task), (wire) => ({ task, wire })),
         )
       })
-    let train: RecipeTask[]
-    let heldIn: RecipeTask[]
-    let heldOut: RecipeTask[] = []
-    let demoIds: Set<string>
-    if (o.taskDirs === undefined) {
-      const ladder = yield* writeLadder(dir, {
-        seed,
-        trainPerFamily: o.trainPerFamily,
-        evalPerFamily: o.evalPerFamily,
-        rungs: o.rungs,
-        demosPerFamily: o.demoPool ? o.demos : 0,
-      })
-      remember([...ladder.splits.train, ...ladder.splits.eval, ...ladder.splits.ood])
-      train = yield* load(ladder.dirs.train)
-      heldIn = yield* load(ladder.dirs.eval)
-      heldOut = yield* load(ladder.dirs.ood)
-      demoIds = new Set(ladder.splits.train.filter((t) => t.index < o.demos).map((t) => t.id))
-    } else {
-      train = yield* load(o.taskDirs.train)
-      heldIn = yield* load(o.taskDirs.eval)
-      const taken = new Map<string, number>()
-      demoIds = new Set()
-      for (const { task } of [...train].sort((a, b) => (a.task.id < b.task.id ? -1 : 1))) {
-        const n = taken.get(task.family) ?? 0
-        if (task.solution === undefined || n >= o.demos) continue
-        taken.set(task.family, n + 1)
-        demoIds.add(task.id)
-      }
-    }
-    const demos = train.filter((p) => demoIds.has(p.task.id)).map((p) => p.task)
-    const rest = train.filter((p) => !demoIds.has(p.task.id)).map((p) => p.wire)
-    const pool = rest.length > 0 ? rest : train.map((p) => p.wire)
+    const sets = yield* recipeTaskSets(o, dir)
+    remember([...sets.ladder.values()])
+    const wired = (tasks: ReadonlyArray<Task>) =>
+      Effect.forEach(tasks, (task) => Effect.map(toWire(task), (wire) => ({ task, wire })))
+    const train = yield* wired(sets.train)
+    const heldIn = yield* wired(sets.heldIn)
+    const heldOut = yield* wired(sets.heldOut)
+    const demos = sets.demos
+    const pool = yield* Effect.forEach(sets.pool, toWire)
     const rungOf = (id: string) => meta.get(id)?.rung ?? 0
     const instructionOf = (id: string) => meta.get(id)?.generated.instruction ?? ""
     const job = `rl-${seed}`

@@ -34,7 +34,6 @@ describe("t1 up", () => {
       /--demos \(8\) must be below --train-per-family \(8\)/,
     )
     expect(() => upCommand(["--samples", "1"])).toThrow(/--samples must be an integer >= 2/)
-    expect(() => upCommand(["--waves", "0"])).toThrow(/--waves must be an integer >= 1/)
     expect(() => upCommand(["--rounds", "0"])).toThrow(UsageError)
     expect(() => upCommand(["extra"])).toThrow(/unexpected argument "extra"/)
     expect(() => upCommand(["--train", "a", "--eval", "b", "--train-per-family", "10"])).toThrow(
@@ -42,9 +41,9 @@ describe("t1 up", () => {
     )
   })
 
-  it("passes --waves to the recipe's dynamic sampling", () => {
-    expect(upOptions([])?.options.waves).toBe(UP_DEFAULTS.waves)
-    expect(upOptions(["--waves", "3"])?.options.waves).toBe(3)
+  it("has no --waves: jobs train on the batch they are given", () => {
+    expect(upUsage()).not.toContain("--waves")
+    expect(() => upCommand(["--waves", "2"])).toThrow(UsageError)
   })
 
   it("trains and evaluates the rungs --rungs names (rung 1 by default)", () => {

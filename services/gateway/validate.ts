@@ -28,7 +28,7 @@ const MAX_SAMPLES_PER_TASK = 1024
 const MAX_EPISODE_ATTEMPTS = 100
 const MAX_STOP_TOKENS = 1024
 
-const JOB_KINDS = [JobKind.TRAIN, JobKind.EVAL, JobKind.ROLLOUT]
+const JOB_KINDS = [JobKind.TRAIN, JobKind.EVAL, JobKind.ROLLOUT, JobKind.SFT]
 /** The learner's defaults for zero fields (actors/learner/job-spec.ts). */
 const LEARNER_DEFAULT_BATCH = 16
 const LEARNER_DEFAULT_MAX_STALENESS = 2
@@ -201,7 +201,7 @@ export const validateJobSpec = (spec: JobSpec | undefined): Violation[] => {
   if (!JOB_KINDS.includes(spec.kind)) {
     c.add(
       "spec.kind",
-      `must be JOB_KIND_TRAIN, JOB_KIND_EVAL or JOB_KIND_ROLLOUT, got ${JobKind[spec.kind] === undefined ? spec.kind : `JOB_KIND_${JobKind[spec.kind]}`}`,
+      `must be JOB_KIND_TRAIN, JOB_KIND_EVAL, JOB_KIND_ROLLOUT or JOB_KIND_SFT, got ${JobKind[spec.kind] === undefined ? spec.kind : `JOB_KIND_${JobKind[spec.kind]}`}`,
     )
   }
   c.name("spec.task_set", spec.taskSet, true)
@@ -224,6 +224,24 @@ export const validateJobSpec = (spec: JobSpec | undefined): Violation[] => {
   if (spec.kind === JobKind.TRAIN) {
     if (spec.learner === undefined) c.add("spec.learner", "required for JOB_KIND_TRAIN")
     else validateLearner(c, spec.learner, spec.samplesPerTask)
+  }
+  if (spec.kind === JobKind.SFT) {
+    const l = spec.learner
+    if (l === undefined) c.add("spec.learner", "required for JOB_KIND_SFT (its sft_steps)")
+    else {
+      if (l.sftSteps === 0) c.add("spec.learner.sft_steps", "must be > 0 for JOB_KIND_SFT")
+      if (l.ppoSteps !== 0)
+        c.add(
+          "spec.learner.ppo_steps",
+          `JOB_KIND_SFT runs no PPO: leave it 0 and train from the result in a JOB_KIND_TRAIN job with policy_ref "job:<id>", got ${l.ppoSteps}`,
+        )
+      if ((l.criticWarmupSteps ?? 0) !== 0)
+        c.add(
+          "spec.learner.critic_warmup_steps",
+          `JOB_KIND_SFT trains no critic: leave it unset, got ${l.criticWarmupSteps}`,
+        )
+      c.openOrDefault("spec.learner.sft_lr", l.sftLr, 0, 1)
+    }
   }
   const labels = Object.entries(spec.labels)
   if (labels.length > MAX_LABELS) c.add("spec.labels", `at most ${MAX_LABELS} labels`)

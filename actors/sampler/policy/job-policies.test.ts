@@ -56,4 +56,43 @@ describe("per-job policies", () => {
         }),
       ).pipe(Effect.provide(MemoryBusLive())),
     ))
+
+  it("samples a train job's v0 when its learner started from other weights (policy_ref)", () =>
+    Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const bus = yield* Bus
+          const subjects = subjectsFor(`s${randomBytes(3).toString("hex")}`)
+          // The learner's starting point is version 0 too, but not tinymoe:init's weights.
+          const warm = TinyMoe.create({ config: { vocabSize: VOCAB, dModel: 32 }, seed: 4 })
+          yield* publishWeights(bus, subjects, "job-t", warm, 0n, 0n)
+          const policies = yield* jobPolicies({
+            bus,
+            subjects,
+            vocabSize: VOCAB,
+            contextLength: 64,
+          })
+          const request = {
+            sessionId: "job-t:e0:0",
+            ids: new Uint32Array([1, 2, 3]),
+            sampling: { temperature: 0, topP: 1, maxTokens: 1, stopTokenIds: [] },
+          }
+          const r = yield* (yield* policies.forItem(item("job-t"))).generate(request)
+          const own = yield* (yield* jobPolicies({
+            bus,
+            subjects,
+            vocabSize: VOCAB,
+            contextLength: 64,
+          })).forItem(item("job-x", "job:job-t"))
+          const expected = yield* own.generate({ ...request, sessionId: "job-x:e0:0" })
+          const init = yield* (yield* policies.forItem(item("job-i", "tinymoe:init"))).generate({
+            ...request,
+            sessionId: "job-i:e0:0",
+          })
+          expect(r.policyVersion).toBe(0n)
+          expect(r.logprobs[0]).toBe(expected.logprobs[0])
+          expect(r.logprobs[0]).not.toBe(init.logprobs[0])
+        }),
+      ).pipe(Effect.provide(MemoryBusLive())),
+    ))
 })

@@ -8,7 +8,7 @@ import { Deferred, Effect, Exit, Schedule, Scope } from "effect"
 import type { Kernels } from "../../../model/index.ts"
 import type { EpisodeWorkItem } from "../../../proto/index.ts"
 import type { BusShape, Subjects } from "../../../services/bus/index.ts"
-import { resolvePolicyRef } from "../../learner/policy-ref.ts"
+import { NOTHING_PUBLISHED, resolvePolicyRef } from "../../learner/policy-ref.ts"
 import { followWeights } from "../../learner/weights.ts"
 import { type PolicyBackend, PolicyError } from "./backend.ts"
 import { type EmbeddedPolicy, embeddedPolicy } from "./embedded.ts"
@@ -50,15 +50,17 @@ export const jobPolicies = (
 
     const build = (key: string, entry: Entry) =>
       Effect.gen(function* () {
-        // job:<id> with nothing published yet (an eval job without policy_ref) samples the
-        // initial weights; a train job is admitted only after its learner announced v0.
+        // job:<id> starts from the job's latest published weights: a train job is admitted only
+        // after its learner announced v0, which may be anything its policy_ref named (the
+        // follower below skips announcements at or below the version it starts from). With
+        // nothing published (an eval job without policy_ref) it samples the initial weights.
         const job = key.startsWith("job:") ? key.slice(4) : undefined
-        const start = yield* resolvePolicyRef(
-          o.bus,
-          o.subjects,
-          job === undefined ? key : "tinymoe:init",
-          o.vocabSize,
-          o.kernels,
+        const start = yield* resolvePolicyRef(o.bus, o.subjects, key, o.vocabSize, o.kernels).pipe(
+          Effect.catchTag("WeightsUnavailable", (e) =>
+            job !== undefined && e.reason === NOTHING_PUBLISHED
+              ? resolvePolicyRef(o.bus, o.subjects, "tinymoe:init", o.vocabSize, o.kernels)
+              : Effect.fail(e),
+          ),
         )
         const policy = yield* embeddedPolicy(start.model, start.version, {
           contextLength: o.contextLength,

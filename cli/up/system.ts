@@ -1,0 +1,88 @@
+/**
+ * The system `t1 up` runs its jobs on, in this process: the gateway (JobService on a free
+ * loopback port), the coordinator, a sandbox host and a verifier, the samplers (the embedded
+ * TinyMoE per job, in the recipe's short shell-block format), and the buffer and learner pools.
+ * The same actors `t1 serve` hosts; what differs is set here and said in `t1 up --help`.
+ */
+import { Effect, type Scope } from "effect"
+import { runCoordinator } from "../../actors/coordinator/actor.ts"
+import { runBufferPool, runLearnerPool } from "../../actors/learner/pool.ts"
+import { startSandboxAndVerifier } from "../../actors/local.ts"
+import { shellBlockShort } from "../../actors/sampler/actions/index.ts"
+import { runSampler } from "../../actors/sampler/actor.ts"
+import { jobPolicies } from "../../actors/sampler/policy/job-policies.ts"
+import { BASE_IMAGE, resolvedWireTask } from "../../actors/sandbox/image/index.ts"
+import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
+import { ChatTemplate } from "../../model/index.ts"
+import { selectKernels } from "../../model/kernels/select.ts"
+import { Bus, type BusError, type Subjects } from "../../services/bus/index.ts"
+import {
+  type GatewayEndpoint,
+  type GatewayStartError,
+  serveGateway,
+} from "../../services/gateway/index.ts"
+import type { Metrics } from "../../services/metrics/index.ts"
+import type { Task } from "../../tasks/index.ts"
+import { taskToWire } from "../../tasks/wire.ts"
+
+export interface UpSystemOptions {
+  readonly concurrency: number
+  readonly driver: "docker" | "local"
+  /** TinyMoE's per-episode context (the recipe's episodes fit in 1024 tokens). */
+  readonly contextLength: number
+}
+
+/**
+ * An update waits this long for its whole batch: `t1 up` trains on full batches of each step's
+ * groups, as the recipe measured (a 2 s wait would train on the first group to finish).
+ */
+const BATCH_WAIT_MS = 30 * 60_000
+
+/** Starts every actor in the scope; the gateway's endpoint once it listens. */
+export const startUpSystem = (
+  subjects: Subjects,
+  o: UpSystemOptions,
+): Effect.Effect<GatewayEndpoint, GatewayStartError | BusError, Bus | Metrics | Scope.Scope> =>
+  Effect.gen(function* () {
+    const kernels = selectKernels("auto")
+    const tokenizer = loadBundledTokenizer()
+    // The local driver runs every task on this host: no image to resolve, no engine needed.
+    const local = o.driver === "local"
+    const toWire = (task: Task) => (local ? taskToWire(task, BASE_IMAGE) : resolvedWireTask(task))
+    yield* startSandboxAndVerifier(subjects, { concurrency: o.concurrency, driver: o.driver })
+    yield* Effect.forkScoped(
+      runCoordinator({
+        subjects,
+        defaultMaxConcurrent: o.concurrency,
+        ...(local ? { resolveImage: () => Effect.succeed(BASE_IMAGE) } : {}),
+      }),
+    )
+    const policies = yield* jobPolicies({
+      bus: yield* Bus,
+      subjects,
+      vocabSize: tokenizer.vocabSize,
+      contextLength: o.contextLength,
+      kernels,
+    })
+    yield* Effect.forkScoped(
+      runSampler({
+        subjects,
+        policy: policies.forItem,
+        template: new ChatTemplate(tokenizer),
+        format: shellBlockShort,
+        concurrency: o.concurrency,
+      }),
+    )
+    yield* Effect.forkScoped(runBufferPool({ subjects }))
+    yield* Effect.forkScoped(
+      runLearnerPool({
+        subjects,
+        kernels,
+        batchWaitMs: BATCH_WAIT_MS,
+        format: shellBlockShort,
+        toWire,
+        goldenConcurrency: o.concurrency,
+      }),
+    )
+    return yield* serveGateway({ subjects, port: 0 })
+  })
