@@ -108,11 +108,11 @@ seed: 18446744073709551615
     [
       "kind",
       "kind: evl\ntask_set: x\n",
-      'must be one of train, eval, rollout, got string "evl" (did you mean eval?)',
+      'must be one of train, eval, rollout, sft, got string "evl" (did you mean eval?)',
       1,
     ],
     ["kind", "kind: evaluation\ntask_set: x\n", "(did you mean eval?)", 1],
-    ["kind", "kind: 2\ntask_set: x\n", "must be one of train, eval, rollout, got number 2", 1],
+    ["kind", "kind: 2\ntask_set: x\n", "must be one of train, eval, rollout, sft, got number 2", 1],
     ["split", `${BASE}split: test\n`, 'must be one of train, eval, got string "test"', 3],
     ["split", `${BASE}split: unspecified\n`, "(leave the key out for the default)", 3],
     // unknown keys
@@ -244,7 +244,7 @@ sampling:
 learner: { r3: maybe }
 `
     expect(problems(text)).toEqual([
-      'job.yaml:2:7: spec.kind: must be one of train, eval, rollout, got string "evl" (did you mean eval?)',
+      'job.yaml:2:7: spec.kind: must be one of train, eval, rollout, sft, got string "evl" (did you mean eval?)',
       "job.yaml:3:1: spec.taskset: unknown field; did you mean task_set?",
       "job.yaml:4:19: spec.samples_per_task: must be <= 1024, got 2000",
       "job.yaml:6:10: spec.sampling.top_p: must be in [0, 1], got 2",
@@ -298,7 +298,7 @@ learner: { r3: maybe }
       "job.json:4:1: JSON syntax error: Expected double-quoted property name",
     ])
     expect(problems('{"kind": "evl", "task_set": "x"}', "job.json")).toEqual([
-      'job.json:1:10: spec.kind: must be one of train, eval, rollout, got string "evl" (did you mean eval?)',
+      'job.json:1:10: spec.kind: must be one of train, eval, rollout, sft, got string "evl" (did you mean eval?)',
     ])
   })
 

@@ -17,7 +17,14 @@ const JOB = "job-1"
 
 const planFor = (spec: MessageInitShape<typeof JobSpecSchema>, tasks: number): JobPlan => {
   const s = create(JobSpecSchema, spec)
-  const kind = s.kind === JobKind.TRAIN ? "train" : s.kind === JobKind.EVAL ? "eval" : "rollout"
+  const kind =
+    s.kind === JobKind.TRAIN
+      ? "train"
+      : s.kind === JobKind.EVAL
+        ? "eval"
+        : s.kind === JobKind.SFT
+          ? "sft"
+          : "rollout"
   return planOf(JOB, s, kind, tasks, { maxConcurrent: 16 })
 }
 
@@ -360,6 +367,25 @@ describe("staleness-bounded admission (train)", () => {
     l.settle(plan, ctx({ learnerStep: 0 }), after)
     expect(after.issue.length).toBeGreaterThan(0)
   })
+  it("an SFT job admits no episode and SUCCEEDS at its learner's one announcement", () => {
+    const plan = planFor({ kind: JobKind.SFT, learner: { sftSteps: 10 } }, 4)
+    expect(plan.total).toBeUndefined()
+    expect(plan.targetStep).toBe(0)
+    const l = ledgerFor(plan)
+    const waiting = newEffects()
+    l.settle(plan, ctx(), waiting)
+    expect(waiting.issue).toEqual([])
+    expect(l.phase).toBe("running")
+    const announced = newEffects()
+    l.settle(plan, ctx({ learnerStep: 0 }), announced)
+    expect(announced.issue).toEqual([])
+    expect(l.phase).toBe("succeeded")
+    expect(l.outbox.events.at(-1)?.event).toMatchObject({
+      case: "stateChanged",
+      value: { state: JobState.SUCCEEDED },
+    })
+  })
+
   it("never exceeds max_concurrent nor (η + step + 1) · batch admitted, with a learner advancing versions", () => {
     fc.assert(
       fc.property(

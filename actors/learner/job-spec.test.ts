@@ -8,7 +8,7 @@ import {
   LrSchedule,
   TrainPhase,
 } from "../../proto/index.ts"
-import { jobLearnerPlan, learnerStepBudget, trainStepReport } from "./job-spec.ts"
+import { jobLearnerPlan, learnerStepBudget, sftStepReport, trainStepReport } from "./job-spec.ts"
 import { DEFAULT_CRITIC_WARMUP_STEPS, DEFAULT_LEARNER_CONFIG } from "./trainer.ts"
 
 describe("jobLearnerPlan", () => {
@@ -153,6 +153,44 @@ describe("jobLearnerPlan", () => {
     expect(learnerStepBudget(spec({ ppoSteps: 5, criticWarmupSteps: 3 }))).toBe(8)
     expect(learnerStepBudget(spec({}))).toBeUndefined()
     expect(jobLearnerPlan(spec({ criticWarmupSteps: 0 })).config.criticWarmupSteps).toBe(0)
+  })
+
+  it("an SFT job: the warm start, then nothing (step budget 0, no critic warm-up)", () => {
+    const sft = create(JobSpecSchema, {
+      kind: JobKind.SFT,
+      learner: { sftSteps: 40, sftLr: 1e-3, batchTrajectories: 8 },
+    })
+    expect(learnerStepBudget(sft)).toBe(0)
+    const plan = jobLearnerPlan(sft)
+    expect(plan.maxSteps).toBe(0)
+    expect(plan.batchSize).toBe(8)
+    expect(plan.config.sftSteps).toBe(40)
+    expect(plan.config.sftLr).toBe(1e-3)
+    expect(plan.config.criticWarmupSteps).toBe(0)
+  })
+
+  it("reports an SFT update as a learner_step of phase SFT with its loss", () => {
+    const r = sftStepReport("job-s", 0n, {
+      step: 3,
+      steps: 10,
+      loss: 1.25,
+      sequences: 8,
+      tokens: 800,
+      seconds: 0.5,
+      golden: 20,
+    })
+    expect(r).toMatchObject({
+      jobId: "job-s",
+      step: 3n,
+      policyVersion: 0n,
+      phase: TrainPhase.SFT,
+      trajectories: 8,
+      tokens: 800n,
+      policyLoss: 1.25,
+      tokensPerSecond: 1600,
+      durationMs: 500,
+      metrics: { loss: 1.25, sft_steps: 10, golden_trajectories: 20 },
+    })
   })
 
   it("reports a learner update as the contract's TrainStepReport", () => {

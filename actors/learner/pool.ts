@@ -150,6 +150,10 @@ export const runLearnerPool = (
             maxStaleness: plan.maxStaleness,
             wholeGroups: plan.groupSize > 1,
             groupSize: plan.groupSize,
+            // Zero-variance groups are dropped by the trainer, not the buffer: the coordinator's
+            // staleness bound counts every scored episode as accepted, so a batch the buffer
+            // thinned would wait for episodes that are never admitted.
+            dropZeroVarianceGroups: false,
             golden,
             ...(plan.maxSteps === undefined ? {} : { maxSteps: plan.maxSteps }),
             ...(o.checkpointEvery === undefined ? {} : { checkpointEvery: o.checkpointEvery }),

@@ -213,7 +213,7 @@ export const runUp = (o: UpOptions): Effect.Effect<UpReport, unknown, Bus | Metr
       const batch = o.tasksPerStep * o.samples
       const rounds: RoundSummary[] = []
       let bar = progressBar(`RL update 1/${o.rlSteps}`, batch)
-      let done = 0
+      let sinceStep: EpisodeFinished[] = []
       let roundStarted = Date.now()
       const train = yield* followJob(
         client,
@@ -235,26 +235,30 @@ export const runUp = (o: UpOptions): Effect.Effect<UpReport, unknown, Bus | Metr
               batchTrajectories: batch,
               // Sampling runs at most one update ahead of the learner.
               maxStaleness: 1,
-              // Each update trains on its whole batch of groups (the trainer weighs a group whose
-              // rewards are all equal at zero advantage); a buffer-side drop would leave the batch
-              // short while admission waits for the update.
-              dropZeroVarianceGroups: false,
             },
           },
         },
         (e) => {
-          if (finishedOf(e) !== undefined) bar.update(++done)
+          const f = finishedOf(e)
+          if (f !== undefined) {
+            sinceStep.push(f)
+            bar.update(sinceStep.length)
+          }
           const s = stepOf(e)
           if (s?.phase !== TrainPhase.PPO) return
           const step = Number(s.step)
+          // The episodes scored during the update, as the evaluations score theirs (the
+          // learner's own reward covers only the groups it kept).
+          const score = summaryOf(sinceStep, sets.rungOf)
+          sinceStep = []
           bar.done(
-            `reward ${s.rewardMean.toFixed(2)}, resolved ${(100 * s.resolvedRate).toFixed(0)}%`,
+            `reward ${score.rewardMean.toFixed(2)}, resolved ${(100 * score.resolvedRate).toFixed(0)}%`,
           )
           rounds.push({
             round: step,
             version: Number(s.policyVersion),
-            rewardMean: s.rewardMean,
-            resolvedRate: s.resolvedRate,
+            rewardMean: score.rewardMean,
+            resolvedRate: score.resolvedRate,
             trainInferDiff: s.trainInferLogprobAbsDiff,
             mismatchK3: s.mismatchKlK3,
             policyLoss: s.policyLoss,
@@ -265,7 +269,6 @@ export const runUp = (o: UpOptions): Effect.Effect<UpReport, unknown, Bus | Metr
             seconds: (Date.now() - roundStarted) / 1000,
           })
           roundStarted = Date.now()
-          done = 0
           if (step < o.rlSteps) bar = progressBar(`RL update ${step + 1}/${o.rlSteps}`, batch)
         },
       )

@@ -105,4 +105,25 @@ describe("validateJobSpec: learner settings", () => {
     ])
     expect(problems({ sftLr: 2 })).toEqual(["spec.learner.sft_lr: must be in (0, 1), got 2"])
   })
+
+  it("JOB_KIND_SFT: needs sft_steps, refuses PPO and critic settings that would not run", () => {
+    const sft = (learner?: LearnerInit) =>
+      validateJobSpec(
+        create(JobSpecSchema, {
+          kind: JobKind.SFT,
+          taskSet: "tasks/x",
+          ...(learner === undefined ? {} : { learner }),
+        }),
+      ).map((v) => `${v.fieldPath}: ${v.reason}`)
+    expect(sft({ sftSteps: 100, sftLr: 2e-3, batchTrajectories: 8 })).toEqual([])
+    expect(sft()).toEqual(["spec.learner: required for JOB_KIND_SFT (its sft_steps)"])
+    expect(sft({ sftLr: 1e-3 })).toEqual(["spec.learner.sft_steps: must be > 0 for JOB_KIND_SFT"])
+    expect(sft({ sftSteps: 5, ppoSteps: 3, criticWarmupSteps: 2 })).toEqual([
+      'spec.learner.ppo_steps: JOB_KIND_SFT runs no PPO: leave it 0 and train from the result in a JOB_KIND_TRAIN job with policy_ref "job:<id>", got 3',
+      "spec.learner.critic_warmup_steps: JOB_KIND_SFT trains no critic: leave it unset, got 2",
+    ])
+    expect(sft({ sftSteps: 5, sftLr: 3 })).toEqual([
+      "spec.learner.sft_lr: must be in (0, 1), got 3",
+    ])
+  })
 })

@@ -177,6 +177,61 @@ describe("jobs end to end (gRPC client, every actor a process, NATS, Docker)", (
     }
   }, 400_000)
 
+  it("warm start: an SFT job's updates arrive as SFT learner steps, then an eval job samples its weights", async () => {
+    try {
+      const sftSteps = 4
+      const { jobId } = await gw(0).submitJob({
+        spec: {
+          name: "e2e sft",
+          kind: JobKind.SFT,
+          taskSet: TRAIN_DIR,
+          taskIds: ["config-edit-easy-s1-000", "json-report-easy-s0-000"],
+          learner: { sftSteps, batchTrajectories: 2, sftLr: 1e-3 },
+        },
+      })
+      const events = await follow(gw(1), jobId)
+      const { status } = await gw(1).getJob({ jobId })
+      if (status === undefined) throw new Error("no status")
+      expect(status.state).toBe(JobState.SUCCEEDED)
+      expectContiguous(events, status)
+      // No episodes of its own: the learner plays the reference solutions.
+      expect(finishedEpisodes(events)).toHaveLength(0)
+      const steps = events.flatMap((e) => (e.event.case === "learnerStep" ? [e.event.value] : []))
+      expect(steps.map((s) => [Number(s.step), s.phase])).toEqual(
+        Array.from({ length: sftSteps }, (_, i) => [i + 1, TrainPhase.SFT]),
+      )
+      for (const s of steps) {
+        expect(s.policyLoss).toBeGreaterThan(0)
+        expect(s.trajectories).toBe(2)
+        expect(s.metrics.golden_trajectories).toBe(2)
+      }
+      expect(status.policyVersion).toBe(0n)
+      expect(status.learnerStep).toBe(0n)
+
+      const evalJob = await gw(0).submitJob({
+        spec: {
+          name: "e2e eval of the warm start",
+          kind: JobKind.EVAL,
+          taskSet: EVAL_DIR,
+          taskIds: ["json-merge-easy-s1000000-000"],
+          samplesPerTask: 1,
+          policyRef: `job:${jobId}`,
+          ...quick,
+        },
+      })
+      const evalEvents = await follow(gw(0), evalJob.jobId)
+      const finished = finishedEpisodes(evalEvents)
+      expect(finished).toHaveLength(1)
+      expect(finished[0]?.testsTotal).toBeGreaterThan(0)
+      // The dense reward is the number of passing tests.
+      expect(finished[0]?.reward).toBe(finished[0]?.testsPassed)
+      expect(evalEvents.at(-1)?.event.value).toMatchObject({ state: JobState.SUCCEEDED })
+    } catch (e) {
+      console.error(system.dump())
+      throw e
+    }
+  }, 400_000)
+
   it("a second gateway and a coordinator killed mid-job keep the job going, every episode counted once", async () => {
     try {
       const { jobId } = await gw(0).submitJob({
