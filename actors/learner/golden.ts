@@ -76,7 +76,11 @@ export const goldenTrajectories = (
         }),
       { concurrency: options.concurrency ?? 4 },
     )
-    const all = yield* collectTrajectories(bus, subjects, job, ends.length)
+    // In task order: the episodes end in any order, and SFT draws its batches by index, so a
+    // seeded warm start is the same run after run.
+    const all = (yield* collectTrajectories(bus, subjects, job, ends.length)).sort((a, b) =>
+      a.episodeId < b.episodeId ? -1 : a.episodeId > b.episodeId ? 1 : 0,
+    )
     const trajectories = all.filter((t) => t.end?.resolved === true)
     const skipped = all.filter((t) => t.end?.resolved !== true).map((t) => t.episodeId)
     return { trajectories, skipped }

@@ -155,6 +155,14 @@ describe("jobLearnerPlan", () => {
     expect(jobLearnerPlan(spec({ criticWarmupSteps: 0 })).config.criticWarmupSteps).toBe(0)
   })
 
+  it("max_staleness: unset is the default η, 0 is on-policy", () => {
+    const plan = (learner: object) =>
+      jobLearnerPlan(create(JobSpecSchema, { kind: JobKind.TRAIN, learner }))
+    expect(plan({}).maxStaleness).toBe(2)
+    expect(plan({ maxStaleness: 0 }).maxStaleness).toBe(0)
+    expect(plan({ maxStaleness: 3 }).maxStaleness).toBe(3)
+  })
+
   it("an SFT job: the warm start, then nothing (step budget 0, no critic warm-up)", () => {
     const sft = create(JobSpecSchema, {
       kind: JobKind.SFT,

@@ -121,7 +121,8 @@ export const jobLearnerPlan = (spec: JobSpec): JobLearnerPlan => {
   return {
     config,
     batchSize: or(l?.batchTrajectories, DEFAULT_BATCH_TRAJECTORIES),
-    maxStaleness: or(l?.maxStaleness, DEFAULT_MAX_STALENESS),
+    // Unset: the default; 0: on-policy.
+    maxStaleness: l?.maxStaleness ?? DEFAULT_MAX_STALENESS,
     maxSteps: learnerStepBudget(spec),
     groupSize: spec.samplesPerTask > 1 ? spec.samplesPerTask : 0,
   }

@@ -420,10 +420,8 @@ export const openLadderRecipe = (
           concurrency: o.concurrency,
           toWire,
         })
-        // In task order: the episodes end in any order, and the SFT batches are drawn by index.
-        const sequences = golden.trajectories
-          .flatMap((t) => trainingSequence(t, 0n) ?? [])
-          .sort((a, b) => (a.episodeId < b.episodeId ? -1 : a.episodeId > b.episodeId ? 1 : 0))
+        // In task order (goldenTrajectories sorts them): the SFT batches are drawn by index.
+        const sequences = golden.trajectories.flatMap((t) => trainingSequence(t, 0n) ?? [])
         if (sequences.length === 0)
           return yield* Effect.fail(
             new Error("no demonstration was resolved by its reference solution"),

@@ -233,8 +233,9 @@ export const runUp = (o: UpOptions): Effect.Effect<UpReport, unknown, Bus | Metr
               criticLr: o.lr,
               ppoSteps: o.rlSteps,
               batchTrajectories: batch,
-              // Sampling runs at most one update ahead of the learner.
-              maxStaleness: 1,
+              // On-policy, as the recipe measured: each update's episodes are sampled with the
+              // weights of the update before it.
+              maxStaleness: 0,
             },
           },
         },

@@ -73,6 +73,11 @@ describe("validateJobSpec: learner settings", () => {
     // Default η = 2.
     expect(problems({ publishEverySteps: 3 })).toEqual([])
     expect(problems({ publishEverySteps: 4 })).toHaveLength(1)
+    // η = 0 (on-policy) is a setting, not the default: every update is published.
+    expect(problems({ maxStaleness: 0, publishEverySteps: 2 })).toEqual([
+      "spec.learner.publish_every_steps: must be <= max_staleness + 1 (1): episodes sampled between publications must stay trainable, got 2",
+    ])
+    expect(problems({ maxStaleness: 0 })).toEqual([])
   })
 
   it("refuses a group baseline without groups, and unknown enum values", () => {

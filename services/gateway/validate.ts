@@ -147,7 +147,7 @@ const validateLearner = (c: Collector, l: LearnerConfig, samplesPerTask: number)
   // Samplers move to new weights only when they are published; a version that is never
   // published cannot be sampled, so the staleness bound must leave room for the gap (else the
   // coordinator stops admitting episodes and the job waits for ever).
-  const eta = l.maxStaleness || LEARNER_DEFAULT_MAX_STALENESS
+  const eta = l.maxStaleness ?? LEARNER_DEFAULT_MAX_STALENESS
   if (l.publishEverySteps > eta + 1) {
     c.add(
       `${p}.publish_every_steps`,
