@@ -17,8 +17,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect } from "effect"
 import { EMBEDDED_MODEL_CONFIG } from "../../actors/learner/embedded.ts"
-import { recipeLimits } from "../../actors/recipe/index.ts"
-import { recipeTaskSets, type TaskSetOptions } from "../../actors/recipe/task-sets.ts"
+import { type LadderRecipeOptions, recipeLimits } from "../../actors/recipe/index.ts"
+import { recipeTaskSets } from "../../actors/recipe/task-sets.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { encodeWeights, TinyMoe } from "../../model/index.ts"
 import {
@@ -44,21 +44,31 @@ import {
 } from "./report.ts"
 import { startUpSystem } from "./system.ts"
 
-export interface UpOptions extends TaskSetOptions {
-  readonly sftSteps: number
-  readonly sftBatch: number
-  readonly sftLr: number
-  readonly rlSteps: number
-  readonly tasksPerStep: number
-  /** Episodes per task in an RL update: the group of the group-relative baseline. */
-  readonly samples: number
-  readonly evalSamples: number
-  readonly evalTemperature: number
-  readonly rlTemperature: number
-  readonly lr: number
-  readonly turns: number
-  readonly concurrency: number
-  readonly driver: "docker" | "local"
+/** The recipe's settings `t1 up` honours (its waves and control arms are exp:learn's). */
+export interface UpOptions
+  extends Pick<
+    LadderRecipeOptions,
+    | "seed"
+    | "demos"
+    | "trainPerFamily"
+    | "evalPerFamily"
+    | "rungs"
+    | "demoPool"
+    | "taskDirs"
+    | "sftSteps"
+    | "sftBatch"
+    | "sftLr"
+    | "rlSteps"
+    | "tasksPerStep"
+    | "samples"
+    | "evalSamples"
+    | "evalTemperature"
+    | "rlTemperature"
+    | "lr"
+    | "turns"
+    | "concurrency"
+    | "driver"
+  > {
   readonly out: string
 }
 

@@ -12,6 +12,13 @@ const VOCAB = 64
 const item = (jobId: string, policyRef = "") =>
   create(EpisodeWorkItemSchema, { jobId, episodeId: `${jobId}-e0`, policyRef })
 
+/** One greedy token after a fixed prompt. */
+const request = (sessionId: string) => ({
+  sessionId,
+  ids: new Uint32Array([1, 2, 3]),
+  sampling: { temperature: 0, topP: 1, maxTokens: 1, stopTokenIds: [] },
+})
+
 describe("per-job policies", () => {
   it("gives each job its own weights: a train job's published version, an eval job's policy_ref", () =>
     Effect.runPromise(
@@ -26,11 +33,6 @@ describe("per-job policies", () => {
             subjects,
             vocabSize: VOCAB,
             contextLength: 64,
-          })
-          const request = (sessionId: string) => ({
-            sessionId,
-            ids: new Uint32Array([1, 2, 3]),
-            sampling: { temperature: 0, topP: 1, maxTokens: 1, stopTokenIds: [] },
           })
           const a = yield* policies.forItem(item("job-a"))
           const b = yield* policies.forItem(item("job-b"))
@@ -72,23 +74,17 @@ describe("per-job policies", () => {
             vocabSize: VOCAB,
             contextLength: 64,
           })
-          const request = {
-            sessionId: "job-t:e0:0",
-            ids: new Uint32Array([1, 2, 3]),
-            sampling: { temperature: 0, topP: 1, maxTokens: 1, stopTokenIds: [] },
-          }
-          const r = yield* (yield* policies.forItem(item("job-t"))).generate(request)
+          const r = yield* (yield* policies.forItem(item("job-t"))).generate(request("job-t:e0:0"))
           const own = yield* (yield* jobPolicies({
             bus,
             subjects,
             vocabSize: VOCAB,
             contextLength: 64,
           })).forItem(item("job-x", "job:job-t"))
-          const expected = yield* own.generate({ ...request, sessionId: "job-x:e0:0" })
-          const init = yield* (yield* policies.forItem(item("job-i", "tinymoe:init"))).generate({
-            ...request,
-            sessionId: "job-i:e0:0",
-          })
+          const expected = yield* own.generate(request("job-x:e0:0"))
+          const init = yield* (yield* policies.forItem(item("job-i", "tinymoe:init"))).generate(
+            request("job-i:e0:0"),
+          )
           expect(r.policyVersion).toBe(0n)
           expect(r.logprobs[0]).toBe(expected.logprobs[0])
           expect(r.logprobs[0]).not.toBe(init.logprobs[0])
