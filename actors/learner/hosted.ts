@@ -2,7 +2,6 @@ import { readFileSync } from "node:fs"
 import { Effect } from "effect"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { ChatTemplate, decodeWeights, loadTokenizerJson, TinyMoe } from "../../model/index.ts"
-import { runBuffer } from "../buffer/index.ts"
 import {
   ActorConfigError,
   type FlagValues,
@@ -10,6 +9,7 @@ import {
   flagText,
   type HostedActor,
 } from "../hosted.ts"
+import { jobOf, POOL_FLAGS, poolOptions } from "../pool/flags.ts"
 import {
   ACTION_FORMAT_NAMES,
   ACTION_FORMATS,
@@ -17,7 +17,7 @@ import {
   isActionFormatName,
 } from "../sampler/actions/index.ts"
 import { runLearner } from "./actor.ts"
-import { runBufferPool, runLearnerPool } from "./pool.ts"
+import { runLearnerPool } from "./pool.ts"
 import { type AdvantageMode, DEFAULT_LEARNER_CONFIG, type LearnerConfig } from "./trainer.ts"
 
 const ADVANTAGE_MODES: ReadonlyArray<AdvantageMode> = ["critic", "group", "group+critic"]
@@ -38,29 +38,8 @@ const number = (
   return x
 }
 
-/** The --job flag; undefined: pool mode (serve the train jobs submitted through the gateway). */
-const jobOf = (flags: FlagValues) => {
-  const job = flagText(flags, "job", "T1_JOB")
-  if (!job) return undefined
-  if (!/^[A-Za-z0-9_-]+$/.test(job))
-    throw new ActorConfigError(`--job must be [A-Za-z0-9_-]+, got ${JSON.stringify(job)}`)
-  return job
-}
-
-const poolOptions = (flags: FlagValues, defaultJobs: number) => ({
-  maxJobs: flagInt(flags, "max-jobs", "T1_MAX_JOBS", defaultJobs, 1),
-  leaseTtlMs: flagInt(flags, "lease-ttl-ms", "T1_LEASE_TTL_MS", 15_000, 100),
-})
-
-const batchAckTimeout = (flags: FlagValues) =>
-  flagInt(flags, "batch-ack-timeout-ms", "T1_BATCH_ACK_TIMEOUT_MS", 300_000, 100)
-
-const POOL_FLAGS = {
-  "max-jobs": { type: "string" as const },
-  "lease-ttl-ms": { type: "string" as const },
-  "batch-wait-ms": { type: "string" as const },
-  format: { type: "string" as const },
-}
+/** Learner-only pool flags (the buffer's pool takes the shared ones alone). */
+const LEARNER_POOL_FLAGS = ["batch-wait-ms", "format"] as const
 
 /** The golden transcripts' action format: the samplers' (same flag, same variable). */
 const goldenFormat = (flags: FlagValues): ActionFormat => {
@@ -133,6 +112,7 @@ export const learnerActor: HostedActor = {
       "checkpoint-every",
       "max-steps",
       ...Object.keys(POOL_FLAGS),
+      ...LEARNER_POOL_FLAGS,
     ].map((f) => [f, { type: "string" as const }]),
   ),
   flagsHelp: learnerFlagsHelp,
@@ -258,47 +238,5 @@ export const learnerActor: HostedActor = {
       Effect.flatMap(() => Effect.never),
       Effect.mapError((e) => ({ message: e instanceof Error ? e.message : String(e) })),
     )
-  },
-}
-
-export const bufferActor: HostedActor = {
-  summary:
-    "assembles a job's streamed trajectories, stores them durably, serves staleness-bounded batches to the learner",
-  flags: {
-    job: { type: "string" },
-    "group-size": { type: "string" },
-    "stale-policy": { type: "string" },
-    "batch-ack-timeout-ms": { type: "string" },
-    ...POOL_FLAGS,
-  },
-  flagsHelp: `Without --job the buffer is a pool member: it claims train jobs from the job store (one buffer
-per job, lease in KV <prefix>-buffer-leases; group size = the job's samples_per_task).
-  --max-jobs N                 pool mode: jobs buffered at once by this process (T1_MAX_JOBS; default 64)
-  --lease-ttl-ms MS            pool mode: a job's lease lapses this long after the last heartbeat (default 15000)
-  --job ID                     buffer only this job (T1_JOB)
-  --batch-ack-timeout-ms MS    a served batch the learner has not confirmed is served again after this
-                               (a learner that died with it); T1_BATCH_ACK_TIMEOUT_MS, default 300000
-  --group-size N               rollouts per group when a request does not say (default 0: by timeout)
-  --stale-policy drop|downweight  trajectories staler than η (default drop)`,
-  run: ({ subjects }, flags) => {
-    const jobId = jobOf(flags)
-    if (jobId === undefined)
-      return runBufferPool({
-        subjects,
-        ...poolOptions(flags, 64),
-        batchAckTimeoutMs: batchAckTimeout(flags),
-      }).pipe(Effect.mapError((e) => ({ message: e.message })))
-    const stale = flagText(flags, "stale-policy", "T1_STALE_POLICY") ?? "drop"
-    if (stale !== "drop" && stale !== "downweight")
-      throw new ActorConfigError(
-        `--stale-policy must be drop or downweight, got ${JSON.stringify(stale)}`,
-      )
-    return runBuffer({
-      subjects,
-      jobId,
-      groupSize: flagInt(flags, "group-size", "T1_GROUP_SIZE", 0),
-      stalePolicy: stale,
-      batchAckTimeoutMs: batchAckTimeout(flags),
-    }).pipe(Effect.mapError((e) => ({ message: e.message ?? String(e) })))
   },
 }

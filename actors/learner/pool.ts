@@ -16,13 +16,12 @@ import {
   type Task as TaskMessage,
   TrainStepReportSchema,
 } from "../../proto/index.ts"
-import { Bus, type BusError, type Subjects } from "../../services/bus/index.ts"
+import { Bus, type BusError } from "../../services/bus/index.ts"
 import { Metrics } from "../../services/metrics/index.ts"
 import { loadTasks, type Task } from "../../tasks/index.ts"
-import { runBuffer } from "../buffer/index.ts"
 import { selectTasks, taskDirs } from "../coordinator/plan.ts"
 import { busJobStore } from "../coordinator/ports.ts"
-import { runJobPool } from "../pool/claim.ts"
+import { type PoolOptions, runJobPool } from "../pool/claim.ts"
 import { type ActionFormat, shellBlock } from "../sampler/actions/index.ts"
 import { runLearner } from "./actor.ts"
 import { type GoldenToWireError, goldenTrajectories } from "./golden.ts"
@@ -32,18 +31,6 @@ import { goldenSequences } from "./sft.ts"
 
 /** Golden transcripts longer than this are cut for the SFT warm start (attention cost). */
 const SFT_MAX_TOKENS = 1536
-
-export interface PoolOptions {
-  readonly subjects: Subjects
-  /** Names this process in leases; default a random UUID. */
-  readonly owner?: string
-  /** A job's lease lapses this long after its holder's last heartbeat (default 15 s). */
-  readonly leaseTtlMs?: number
-  /** Jobs served at once by this process. */
-  readonly maxJobs?: number
-}
-
-const isTrainJob = (status: JobStatus): boolean => status.spec?.kind === JobKind.TRAIN
 
 /** The learner's jobs: training, and the SFT warm start alone. */
 const learnsJob = (status: JobStatus): boolean =>
@@ -163,36 +150,6 @@ export const runLearnerPool = (
             onStep: (r) => stepEvent(trainStepReport(job.jobId, r)),
             onSftStep: (r) => stepEvent(sftStepReport(job.jobId, initial.version, r)),
           })
-        }),
-    })
-  })
-
-export interface BufferPoolOptions extends PoolOptions {
-  /** A served batch not confirmed within this time is served again (default 5 min). */
-  readonly batchAckTimeoutMs?: number
-}
-
-/** Buffers every train job's trajectories, many jobs per process. */
-export const runBufferPool = (
-  o: BufferPoolOptions,
-): Effect.Effect<never, BusError, Bus | Metrics> =>
-  Effect.gen(function* () {
-    const bus = yield* Bus
-    const store = yield* busJobStore(bus, o.subjects)
-    return yield* runJobPool({
-      name: "buffer",
-      store,
-      leases: yield* bus.kv(`${o.subjects.prefix}-buffer-leases`),
-      owner: o.owner ?? randomUUID(),
-      ttlMs: o.leaseTtlMs ?? 15_000,
-      maxJobs: o.maxJobs ?? 64,
-      wants: isTrainJob,
-      run: (job) =>
-        runBuffer({
-          subjects: o.subjects,
-          jobId: job.jobId,
-          groupSize: job.status.spec ? jobLearnerPlan(job.status.spec).groupSize : 0,
-          ...(o.batchAckTimeoutMs === undefined ? {} : { batchAckTimeoutMs: o.batchAckTimeoutMs }),
         }),
     })
   })

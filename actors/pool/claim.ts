@@ -6,9 +6,20 @@
  */
 import { Cause, Deferred, Effect, Exit, Option, Schedule, Semaphore, Stream } from "effect"
 import type { JobStatus } from "../../proto/index.ts"
-import { BusClosed, type BusError, type KvBucket } from "../../services/bus/index.ts"
+import { BusClosed, type BusError, type KvBucket, type Subjects } from "../../services/bus/index.ts"
 import { type JobLease, tryAcquireLease } from "../coordinator/lease.ts"
 import { isTerminalState, type JobStorePort, type StoredJob } from "../coordinator/ports.ts"
+
+/** What a pooled actor's process says about itself (`t1 actor buffer|learner` without --job). */
+export interface PoolOptions {
+  readonly subjects: Subjects
+  /** Names this process in leases; default a random UUID. */
+  readonly owner?: string
+  /** A job's lease lapses this long after its holder's last heartbeat (default 15 s). */
+  readonly leaseTtlMs?: number
+  /** Jobs served at once by this process. */
+  readonly maxJobs?: number
+}
 
 export interface JobPoolOptions<R> {
   /** Names the pool in logs ("learner", "buffer"). */

@@ -5,8 +5,9 @@
  * The same actors `t1 serve` hosts; what differs is set here and said in `t1 up --help`.
  */
 import { Effect, type Scope } from "effect"
+import { runBufferPool } from "../../actors/buffer/job-pool.ts"
 import { runCoordinator } from "../../actors/coordinator/actor.ts"
-import { runBufferPool, runLearnerPool } from "../../actors/learner/pool.ts"
+import { runLearnerPool } from "../../actors/learner/pool.ts"
 import { startSandboxAndVerifier } from "../../actors/local.ts"
 import { shellBlockShort } from "../../actors/sampler/actions/index.ts"
 import { runSampler } from "../../actors/sampler/actor.ts"

@@ -62,6 +62,10 @@ describe("t1 CLI", () => {
     [["actor", "--bogus"], "Unknown option '--bogus'"],
     [["actor"], "which actor? name one first"],
     [["actor", "nope"], 'unknown actor "nope"'],
+    // The learner's pool flags are its own: a buffer would ignore them.
+    [["actor", "buffer", "--format", "shell-block"], "Unknown option '--format'"],
+    [["actor", "buffer", "--batch-wait-ms", "10"], "Unknown option '--batch-wait-ms'"],
+    [["actor", "learner", "--format", "bogus"], "--format must be shell-block"],
     [["actor", "diagnostic", "--concurrency", "0"], "--concurrency must be an integer >= 1"],
     [["actor", "diagnostic", "--nats", "http://x"], "is not a NATS URL"],
     [["ping", "--timeout-ms", "soon"], "--timeout-ms must be an integer"],
