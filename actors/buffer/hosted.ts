@@ -1,7 +1,12 @@
 /** `t1 actor buffer`: one job's buffer (--job), or a pool member serving every train job. */
 import { Effect } from "effect"
-import type { FlagValues } from "../hosted.ts"
-import { ActorConfigError, flagInt, flagText, type HostedActor } from "../hosted.ts"
+import {
+  ActorConfigError,
+  type FlagValues,
+  flagInt,
+  flagText,
+  type HostedActor,
+} from "../hosted.ts"
 import { jobOf, POOL_FLAGS, poolOptions } from "../pool/flags.ts"
 import { runBuffer } from "./actor.ts"
 import { runBufferPool } from "./job-pool.ts"

@@ -2,14 +2,12 @@
  * The buffer as a pool member (`t1 actor buffer` without --job): every train job is claimed by
  * one buffer process through a lease in KV `<prefix>-buffer-leases`, many jobs per process.
  */
-import { randomUUID } from "node:crypto"
 import { Effect } from "effect"
 import { JobKind, type JobStatus } from "../../proto/index.ts"
 import { Bus, type BusError } from "../../services/bus/index.ts"
 import type { Metrics } from "../../services/metrics/index.ts"
-import { busJobStore } from "../coordinator/ports.ts"
 import { jobLearnerPlan } from "../learner/job-spec.ts"
-import { type PoolOptions, runJobPool } from "../pool/claim.ts"
+import { type PoolOptions, poolMembership, runJobPool } from "../pool/claim.ts"
 import { runBuffer } from "./actor.ts"
 
 export interface BufferPoolOptions extends PoolOptions {
@@ -25,15 +23,8 @@ export const runBufferPool = (
   o: BufferPoolOptions,
 ): Effect.Effect<never, BusError, Bus | Metrics> =>
   Effect.gen(function* () {
-    const bus = yield* Bus
-    const store = yield* busJobStore(bus, o.subjects)
     return yield* runJobPool({
-      name: "buffer",
-      store,
-      leases: yield* bus.kv(`${o.subjects.prefix}-buffer-leases`),
-      owner: o.owner ?? randomUUID(),
-      ttlMs: o.leaseTtlMs ?? 15_000,
-      maxJobs: o.maxJobs ?? 64,
+      ...(yield* poolMembership(yield* Bus, o, "buffer", 64)),
       wants: isTrainJob,
       run: (job) =>
         runBuffer({

@@ -112,7 +112,8 @@ export const planOf = (
     maxStaleness: learner.maxStaleness,
     batchSize: learner.batchSize,
     // The learner counts critic warm-up updates and PPO updates as steps (SFT runs before it).
-    targetStep: kind === "train" ? learner.maxSteps : kind === "sft" ? 0 : undefined,
+    // An SFT job's budget is 0: it ends at the announcement of its warm start.
+    targetStep: learnsWeights(kind) ? learner.maxSteps : undefined,
   }
 }
 

@@ -5,7 +5,6 @@
  * from the job's spec, starts from its policy_ref (or its checkpoint), reports every update as a
  * learner_step job event, and stops at the spec's step budget.
  */
-import { randomUUID } from "node:crypto"
 import { create, type MessageInitShape } from "@bufbuild/protobuf"
 import { Effect } from "effect"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
@@ -20,8 +19,7 @@ import { Bus, type BusError } from "../../services/bus/index.ts"
 import { Metrics } from "../../services/metrics/index.ts"
 import { loadTasks, type Task } from "../../tasks/index.ts"
 import { selectTasks, taskDirs } from "../coordinator/plan.ts"
-import { busJobStore } from "../coordinator/ports.ts"
-import { type PoolOptions, runJobPool } from "../pool/claim.ts"
+import { type PoolOptions, poolMembership, runJobPool } from "../pool/claim.ts"
 import { type ActionFormat, shellBlock } from "../sampler/actions/index.ts"
 import { runLearner } from "./actor.ts"
 import { type GoldenToWireError, goldenTrajectories } from "./golden.ts"
@@ -57,7 +55,8 @@ export const runLearnerPool = (
 ): Effect.Effect<never, BusError, Bus | Metrics> =>
   Effect.gen(function* () {
     const bus = yield* Bus
-    const store = yield* busJobStore(bus, o.subjects)
+    const membership = yield* poolMembership(bus, o, "learner", 1)
+    const { store } = membership
     const jobs = (yield* Metrics).gauge({
       name: "t1_learner_jobs",
       help: "Train jobs this learner process is serving",
@@ -66,12 +65,7 @@ export const runLearnerPool = (
     const tokenizer = loadBundledTokenizer()
     let template: ChatTemplate | undefined
     return yield* runJobPool({
-      name: "learner",
-      store,
-      leases: yield* bus.kv(`${o.subjects.prefix}-learner-leases`),
-      owner: o.owner ?? randomUUID(),
-      ttlMs: o.leaseTtlMs ?? 15_000,
-      maxJobs: o.maxJobs ?? 1,
+      ...membership,
       wants: learnsJob,
       onRunning: (n) => jobs.set(n),
       run: (job) =>

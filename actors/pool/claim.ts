@@ -4,11 +4,23 @@
  * and gives it back when the job ends or the process stops. A holder that dies is replaced
  * once its lease lapses; a job whose run failed waits a cool-down before anyone retries it here.
  */
+import { randomUUID } from "node:crypto"
 import { Cause, Deferred, Effect, Exit, Option, Schedule, Semaphore, Stream } from "effect"
 import type { JobStatus } from "../../proto/index.ts"
-import { BusClosed, type BusError, type KvBucket, type Subjects } from "../../services/bus/index.ts"
+import {
+  BusClosed,
+  type BusError,
+  type BusShape,
+  type KvBucket,
+  type Subjects,
+} from "../../services/bus/index.ts"
 import { type JobLease, tryAcquireLease } from "../coordinator/lease.ts"
-import { isTerminalState, type JobStorePort, type StoredJob } from "../coordinator/ports.ts"
+import {
+  busJobStore,
+  isTerminalState,
+  type JobStorePort,
+  type StoredJob,
+} from "../coordinator/ports.ts"
 
 /** What a pooled actor's process says about itself (`t1 actor buffer|learner` without --job). */
 export interface PoolOptions {
@@ -20,6 +32,27 @@ export interface PoolOptions {
   /** Jobs served at once by this process. */
   readonly maxJobs?: number
 }
+
+/**
+ * The lease side of a pooled actor named `name`: the job store, its lease bucket
+ * `<prefix>-<name>-leases`, and who this process is (owner, lease TTL, jobs at once).
+ */
+export const poolMembership = (
+  bus: BusShape,
+  o: PoolOptions,
+  name: string,
+  defaultMaxJobs: number,
+) =>
+  Effect.gen(function* () {
+    return {
+      name,
+      store: yield* busJobStore(bus, o.subjects),
+      leases: yield* bus.kv(`${o.subjects.prefix}-${name}-leases`),
+      owner: o.owner ?? randomUUID(),
+      ttlMs: o.leaseTtlMs ?? 15_000,
+      maxJobs: o.maxJobs ?? defaultMaxJobs,
+    }
+  })
 
 export interface JobPoolOptions<R> {
   /** Names the pool in logs ("learner", "buffer"). */

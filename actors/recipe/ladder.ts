@@ -33,7 +33,6 @@ import { Bus, type BusShape, type Subjects, subjectsFor } from "../../services/b
 import type { Metrics } from "../../services/metrics/index.ts"
 import { loadTasks, type Task } from "../../tasks/index.ts"
 import type { LadderTask, Rung } from "../../tasks/ladder/index.ts"
-import { taskToWire } from "../../tasks/wire.ts"
 import { runBuffer } from "../buffer/index.ts"
 import { runLearner, type StepReport } from "../learner/actor.ts"
 import { type TrainingSequence, trainingSequence } from "../learner/decode.ts"
@@ -47,7 +46,7 @@ import { runSampler } from "../sampler/actor.ts"
 import { runEpisodeBatch } from "../sampler/batch.ts"
 import { type EmbeddedPolicy, embeddedPolicy } from "../sampler/policy/embedded.ts"
 import { ensureSamplerStreams } from "../sampler/streams.ts"
-import { BASE_IMAGE, resolvedWireTask } from "../sandbox/image/index.ts"
+import { wireTaskFor } from "../sandbox/image/index.ts"
 import { recipeTaskSets } from "./task-sets.ts"
 
 export interface LadderRecipeOptions {
@@ -389,20 +388,12 @@ export const openLadderRecipe = (
     const remember = (tasks: ReadonlyArray<LadderTask>) => {
       for (const t of tasks) meta.set(t.id, t)
     }
-    // The local driver runs every task on this host: no image to resolve, no engine needed.
-    const toWire = (task: Task) =>
-      o.driver === "local" ? taskToWire(task, BASE_IMAGE) : resolvedWireTask(task)
-    const load = (path: string) =>
-      Effect.gen(function* () {
-        const tasks = yield* loadTasks([path])
-        return yield* Effect.forEach(tasks, (task) =>
-          Effect.map(toWire(task), (wire) => ({ task, wire })),
-        )
-      })
-    const sets = yield* recipeTaskSets(o, dir)
-    remember([...sets.ladder.values()])
+    const toWire = wireTaskFor(o.driver)
     const wired = (tasks: ReadonlyArray<Task>) =>
       Effect.forEach(tasks, (task) => Effect.map(toWire(task), (wire) => ({ task, wire })))
+    const load = (path: string) => Effect.flatMap(loadTasks([path]), wired)
+    const sets = yield* recipeTaskSets(o, dir)
+    remember([...sets.ladder.values()])
     const train = yield* wired(sets.train)
     const heldIn = yield* wired(sets.heldIn)
     const heldOut = yield* wired(sets.heldOut)

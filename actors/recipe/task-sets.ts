@@ -5,17 +5,14 @@
  */
 import { Effect } from "effect"
 import { loadTasks, type Task } from "../../tasks/index.ts"
-import { type LadderTask, type Rung, writeLadder } from "../../tasks/ladder/index.ts"
+import { type LadderTask, writeLadder } from "../../tasks/ladder/index.ts"
+import type { LadderRecipeOptions } from "./ladder.ts"
 
-export interface TaskSetOptions {
-  readonly seed: number
-  readonly demos: number
-  readonly trainPerFamily: number
-  readonly evalPerFamily: number
-  readonly rungs: ReadonlyArray<Rung>
-  readonly demoPool: boolean
-  readonly taskDirs?: { readonly train: string; readonly eval: string }
-}
+/** The recipe's settings that choose its tasks. */
+export type TaskSetOptions = Pick<
+  LadderRecipeOptions,
+  "seed" | "demos" | "trainPerFamily" | "evalPerFamily" | "rungs" | "demoPool" | "taskDirs"
+>
 
 export interface RecipeTaskSets {
   /** Directories of the train, held-out and (ladder only) held-out-family sets. */

@@ -122,15 +122,16 @@ export const runUp = (o: UpOptions): Effect.Effect<UpReport, unknown, Bus | Metr
         Effect.sync(() => rmSync(dir, { recursive: true, force: true })),
       )
       const sets = yield* recipeTaskSets(o, dir)
+      const tokenizer = loadBundledTokenizer()
       const endpoint = yield* startUpSystem(subjects, {
         concurrency: o.concurrency,
         driver: o.driver,
         contextLength: CONTEXT_LENGTH,
+        tokenizer,
       })
       const client = yield* jobServiceClientScoped(endpoint.address)
 
       // The starting weights (the recipe's wider TinyMoE, from the seed), as a named object.
-      const tokenizer = loadBundledTokenizer()
       const init = `t1-up-init-s${o.seed}`
       const model = TinyMoe.create({
         config: { ...EMBEDDED_MODEL_CONFIG, vocabSize: tokenizer.vocabSize },

@@ -12,9 +12,8 @@ import { startSandboxAndVerifier } from "../../actors/local.ts"
 import { shellBlockShort } from "../../actors/sampler/actions/index.ts"
 import { runSampler } from "../../actors/sampler/actor.ts"
 import { jobPolicies } from "../../actors/sampler/policy/job-policies.ts"
-import { BASE_IMAGE, resolvedWireTask } from "../../actors/sandbox/image/index.ts"
-import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
-import { ChatTemplate } from "../../model/index.ts"
+import { BASE_IMAGE, wireTaskFor } from "../../actors/sandbox/image/index.ts"
+import { ChatTemplate, type Tokenizer } from "../../model/index.ts"
 import { selectKernels } from "../../model/kernels/select.ts"
 import { Bus, type BusError, type Subjects } from "../../services/bus/index.ts"
 import {
@@ -23,14 +22,14 @@ import {
   serveGateway,
 } from "../../services/gateway/index.ts"
 import type { Metrics } from "../../services/metrics/index.ts"
-import type { Task } from "../../tasks/index.ts"
-import { taskToWire } from "../../tasks/wire.ts"
 
 export interface UpSystemOptions {
   readonly concurrency: number
   readonly driver: "docker" | "local"
   /** TinyMoE's per-episode context (the recipe's episodes fit in 1024 tokens). */
   readonly contextLength: number
+  /** The samplers' tokenizer (the caller's, read once). */
+  readonly tokenizer: Tokenizer
 }
 
 /**
@@ -46,10 +45,9 @@ export const startUpSystem = (
 ): Effect.Effect<GatewayEndpoint, GatewayStartError | BusError, Bus | Metrics | Scope.Scope> =>
   Effect.gen(function* () {
     const kernels = selectKernels("auto")
-    const tokenizer = loadBundledTokenizer()
+    const { tokenizer } = o
     // The local driver runs every task on this host: no image to resolve, no engine needed.
     const local = o.driver === "local"
-    const toWire = (task: Task) => (local ? taskToWire(task, BASE_IMAGE) : resolvedWireTask(task))
     yield* startSandboxAndVerifier(subjects, { concurrency: o.concurrency, driver: o.driver })
     yield* Effect.forkScoped(
       runCoordinator({
@@ -81,7 +79,7 @@ export const startUpSystem = (
         kernels,
         batchWaitMs: BATCH_WAIT_MS,
         format: shellBlockShort,
-        toWire,
+        toWire: wireTaskFor(o.driver),
         goldenConcurrency: o.concurrency,
       }),
     )

@@ -42,4 +42,5 @@ export {
   resolveTaskImage,
   TaskImageUnavailable,
   taskBuildNetwork,
+  wireTaskFor,
 } from "./task-image.ts"

@@ -15,8 +15,9 @@ import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import type Dockerode from "dockerode"
 import { Data, Effect } from "effect"
+import type { Task as TaskMessage } from "../../../proto/index.ts"
 import type { Task } from "../../../tasks/index.ts"
-import { taskToWire } from "../../../tasks/wire.ts"
+import { type TaskWireError, taskToWire } from "../../../tasks/wire.ts"
 import { connectDocker, describeEngine } from "../docker/index.ts"
 import { EngineUnavailable } from "../errors.ts"
 import {
@@ -181,3 +182,12 @@ export const resolveTaskImage = (
 /** A task's wire form with the image it resolves to on this machine's engine (built if needed). */
 export const resolvedWireTask = (task: Task) =>
   Effect.flatMap(resolveTaskImage(task), ({ image }) => taskToWire(task, image))
+
+/**
+ * A task's wire form for a sandbox driver: the local driver runs every task on this host (no
+ * image to resolve, no engine needed), Docker runs the task's own image.
+ */
+export const wireTaskFor =
+  (driver: "docker" | "local") =>
+  (task: Task): Effect.Effect<TaskMessage, ResolveTaskImageError | TaskWireError> =>
+    driver === "local" ? taskToWire(task, BASE_IMAGE) : resolvedWireTask(task)
