@@ -2,6 +2,12 @@ import { randomUUID } from "node:crypto"
 import { Effect, Queue, Stream } from "effect"
 import { JobState } from "../../proto/index.ts"
 import { Bus, type BusError, type Subjects } from "../../services/bus/index.ts"
+import {
+  isCancelRequested,
+  isTerminalState,
+  type JobStoreShape,
+  jobStoreFor,
+} from "../../services/jobs/index.ts"
 import { Metrics } from "../../services/metrics/index.ts"
 import { ensureSamplerStreams } from "../sampler/streams.ts"
 import { resolveTaskImage } from "../sandbox/image/index.ts"
@@ -9,7 +15,6 @@ import { type JobInput, type ManagerContext, manageJob } from "./job.ts"
 import { coordinatorBucket } from "./lease.ts"
 import { coordinatorMetrics } from "./metrics.ts"
 import type { JobTask, ResolveImage } from "./plan.ts"
-import { busJobStore, isCancelRequested, isTerminalState, type JobStorePort } from "./ports.ts"
 
 export interface CoordinatorOptions {
   readonly subjects: Subjects
@@ -40,8 +45,8 @@ export interface CoordinatorOptions {
   readonly republishWindowMs?: number
   /** Give leases back on shutdown, so another coordinator takes over at once; default true. */
   readonly releaseOnShutdown?: boolean
-  /** The job store; default the bus adapter (KV `<prefix>-jobs` and the job event stream). */
-  readonly store?: JobStorePort
+  /** The job store; default the JobStore service for these subjects, else one over the bus. */
+  readonly store?: JobStoreShape
 }
 
 const stateLabel = (state: JobState, cancelling: boolean): string =>
@@ -73,7 +78,7 @@ export const runCoordinator = (
       const metrics = coordinatorMetrics(yield* Metrics)
       const { subjects } = options
       yield* ensureSamplerStreams(bus, subjects)
-      const store = options.store ?? (yield* busJobStore(bus, subjects))
+      const store = options.store ?? (yield* jobStoreFor(bus, subjects))
       const ctx: ManagerContext = {
         bus,
         store,
@@ -105,7 +110,7 @@ export const runCoordinator = (
       }
       showStates()
 
-      const changes = yield* store.watch
+      const changes = yield* store.storedChanges
       yield* Effect.logInfo(
         `coordinator: ${ctx.options.instanceId} watching ${subjects.jobsBucket}`,
       )

@@ -26,11 +26,9 @@ import {
   type JobEvent,
   JobEventSchema,
   JobKind,
-  type JobSpecSchema,
+  JobSpecSchema,
   JobState,
-  JobStateChangedSchema,
   type JobStatus,
-  JobStatusSchema,
   TrajectoryRecordSchema,
   WeightsAnnouncementSchema,
 } from "../../proto/index.ts"
@@ -43,19 +41,18 @@ import {
   subjectsFor,
   type WorkItem,
 } from "../../services/bus/index.ts"
+import {
+  isTerminalState,
+  type JobStoreShape,
+  jobEventsStream,
+  makeJobStore,
+} from "../../services/jobs/index.ts"
 import { Metrics, type MetricsShape, makeMetrics } from "../../services/metrics/index.ts"
 import { runAttempt } from "../sampler/actor.ts"
 import { ensureSamplerStreams, SAMPLER_DURABLE } from "../sampler/streams.ts"
 import { type CoordinatorOptions, runCoordinator } from "./actor.ts"
 import { passAtK } from "./pass-at-k.ts"
 import { episodeIndex } from "./plan.ts"
-import {
-  busJobStore,
-  isTerminalState,
-  type JobStorePort,
-  jobEventsStream,
-  requestCancel,
-} from "./ports.ts"
 
 const EVAL_DIR = fileURLToPath(new URL("../../tasks/bundled/eval", import.meta.url))
 /** The job's task order: sorted by `<task set>/<id>`, one task set here. */
@@ -67,7 +64,7 @@ const EVAL_TASKS = readdirSync(EVAL_DIR, { withFileTypes: true })
 interface World {
   readonly bus: BusShape
   readonly subjects: Subjects
-  readonly store: JobStorePort
+  readonly store: JobStoreShape
   readonly metrics: MetricsShape
 }
 
@@ -96,33 +93,18 @@ const coordinator = (w: World, options: Partial<CoordinatorOptions> = {}) =>
     ),
   )
 
-const newJobId = () => `job-${randomBytes(4).toString("hex")}`
-
-/** Stores a PENDING job and its first event, as the gateway's SubmitJob does. */
+/** Submits a job as the gateway's SubmitJob does: PENDING, with its first event. */
 const submit = (w: World, spec: MessageInitShape<typeof JobSpecSchema>) =>
   Effect.gen(function* () {
-    const jobId = newJobId()
-    yield* w.store.create(
-      create(JobStatusSchema, {
-        jobId,
-        spec,
-        state: JobState.PENDING,
-        counts: {},
-        createdUnixMs: BigInt(Date.now()),
-      }),
-    )
-    yield* w.store.appendEvent(jobId, {
-      case: "stateChanged",
-      value: create(JobStateChangedSchema, { state: JobState.PENDING }),
-    })
-    return jobId
+    const { status } = yield* w.store.create(create(JobSpecSchema, spec))
+    return status.jobId
   })
 
 /** The job's status once it is terminal. */
 const awaitFinal = (w: World, jobId: string, timeoutMs = 15_000) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const changes = yield* w.store.watch
+      const changes = yield* w.store.storedChanges
       const found = yield* changes.pipe(
         Stream.filter(
           (c) => c._tag === "Put" && c.job.jobId === jobId && isTerminalState(c.job.status.state),
@@ -261,7 +243,7 @@ export const coordinatorContract = (
         Effect.gen(function* () {
           const bus = yield* Bus
           const subjects = subjectsFor(`c${randomBytes(3).toString("hex")}`)
-          const store = yield* busJobStore(bus, subjects)
+          const store = yield* makeJobStore(bus, subjects)
           return yield* body({
             bus,
             subjects,
@@ -505,7 +487,7 @@ export const coordinatorContract = (
           })
           yield* Deferred.await(halfway)
           yield* Fiber.interrupt(first)
-          const stoppedAt = yield* w.store.get(jobId)
+          const stoppedAt = yield* w.store.getStored(jobId)
           yield* coordinator(w, { instanceId: "second" })
           yield* Deferred.succeed(resume, undefined)
           const status = yield* awaitFinal(w, jobId)
@@ -548,11 +530,11 @@ export const coordinatorContract = (
           let publishes = 0
           const lostAck = (operation: string) =>
             new JetStreamError({ operation, reason: "injected: ack lost" })
-          const flaky: JobStorePort = {
+          const flaky: JobStoreShape = {
             ...w.store,
-            update: (jobId, status, revision) =>
+            compareAndSet: (jobId, status, revision) =>
               w.store
-                .update(jobId, status, revision)
+                .compareAndSet(jobId, status, revision)
                 .pipe(
                   Effect.flatMap((r) =>
                     ++updates % 5 === 0 ? Effect.fail(lostAck("update")) : Effect.succeed(r),
@@ -665,12 +647,12 @@ export const coordinatorContract = (
           }
           // The stuck job's episodes never end: it is CANCELLED after the grace period.
           const asked = Date.now()
-          yield* requestCancel(w.store, slow, "stuck")
+          yield* w.store.cancel(slow, "stuck")
           expect((yield* awaitFinal(w, slow)).state).toBe(JobState.CANCELLED)
           expect(Date.now() - asked).toBeGreaterThanOrEqual(400)
           // The other's end when released, long before its grace is out.
-          yield* requestCancel(w.store, graceful, "enough")
-          expect(Option.getOrThrow(yield* w.store.get(graceful)).status.state).toBe(
+          yield* w.store.cancel(graceful, "enough")
+          expect(Option.getOrThrow(yield* w.store.getStored(graceful)).status.state).toBe(
             JobState.RUNNING,
           )
           yield* Deferred.succeed(release, undefined)
@@ -682,7 +664,7 @@ export const coordinatorContract = (
             episodesFinished: 2,
             episodesRunning: 0,
           })
-          const stuck = Option.getOrThrow(yield* w.store.get(slow)).status
+          const stuck = Option.getOrThrow(yield* w.store.getStored(slow)).status
           expect(stuck.counts).toMatchObject({ episodesFinished: 0, episodesRunning: 0 })
           expect(stuck.error?.message).toBe("stuck")
           // Nothing was admitted after the cancel requests.
@@ -746,7 +728,7 @@ export const coordinatorContract = (
           // The fake learner: one step (one new version) per batch of scored episodes.
           yield* Effect.scoped(
             Effect.gen(function* () {
-              const changes = yield* w.store.watch
+              const changes = yield* w.store.storedChanges
               yield* changes.pipe(
                 Stream.runForEach((c) =>
                   Effect.gen(function* () {

@@ -21,20 +21,6 @@ export {
   type ResolveImage,
   workItemMsgId,
 } from "./plan.ts"
-export {
-  allJobEvents,
-  busJobStore,
-  ensureJobEventsStream,
-  isCancelRequested,
-  isTerminalState,
-  type JobChange,
-  JobNotFound,
-  type JobStorePort,
-  jobEventMsgId,
-  jobEventsStream,
-  requestCancel,
-  type StoredJob,
-} from "./ports.ts"
 
 export const coordinatorFlagsHelp = `  --max-concurrent N           episodes running at once for a job whose spec sets none (T1_MAX_CONCURRENT; default 16)
   --lease-ttl-ms MS            a job's lease lapses this long after its coordinator's last heartbeat (T1_LEASE_TTL_MS; default 15000)

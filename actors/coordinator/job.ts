@@ -23,6 +23,13 @@ import {
   WeightsAnnouncementSchema,
 } from "../../proto/index.ts"
 import type { BusShape, KvBucket, Subjects, WorkItem } from "../../services/bus/index.ts"
+import {
+  isCancelRequested,
+  isTerminalState,
+  type JobStoreShape,
+  laterSeq,
+  type StoredJob,
+} from "../../services/jobs/index.ts"
 import { type JobLease, LeaseLost, tryAcquireLease } from "./lease.ts"
 import {
   isFinalPhase,
@@ -46,13 +53,6 @@ import {
   workItemMsgId,
   workItemOf,
 } from "./plan.ts"
-import {
-  isCancelRequested,
-  isTerminalState,
-  type JobStorePort,
-  laterSeq,
-  type StoredJob,
-} from "./ports.ts"
 
 export interface ManagerOptions {
   readonly subjects: Subjects
@@ -70,7 +70,7 @@ export interface ManagerOptions {
 
 export interface ManagerContext {
   readonly bus: BusShape
-  readonly store: JobStorePort
+  readonly store: JobStoreShape
   readonly leases: KvBucket
   readonly weights: KvBucket
   readonly metrics: CoordinatorMetrics
@@ -193,7 +193,7 @@ const runJob = (
     const { bus, store } = ctx
     const now = () => Date.now()
 
-    const fresh = yield* store.get(jobId)
+    const fresh = yield* store.getStored(jobId)
     if (Option.isNone(fresh)) {
       view.deleted = true
       yield* lease.remove
@@ -327,7 +327,7 @@ const runJob = (
     const commit = (next: JobLedger) =>
       Effect.gen(function* () {
         if (next.outbox.events.length > 0 && next.outbox.seqFrom === undefined) {
-          const found = yield* store.get(jobId)
+          const found = yield* store.getStored(jobId)
           const last = Option.isSome(found) ? found.value.status.lastEventSeq : 0n
           next.outbox.seqFrom = Number(last) + 1
         }
@@ -346,7 +346,7 @@ const runJob = (
     const sync = Effect.gen(function* () {
       let publishedThrough: bigint | undefined
       for (;;) {
-        const found = yield* store.get(jobId)
+        const found = yield* store.getStored(jobId)
         if (Option.isNone(found)) {
           view.deleted = true
           return
@@ -384,7 +384,7 @@ const runJob = (
           now: now(),
         })
         if (!sameStatus(status, next)) {
-          const written = yield* store.update(jobId, next, revision).pipe(
+          const written = yield* store.compareAndSet(jobId, next, revision).pipe(
             Effect.map(Option.some),
             Effect.catchTag("KvConflict", () => Effect.succeed(Option.none<number>())),
           )

@@ -22,10 +22,10 @@ import {
   type JobStatus,
   JobStatusSchema,
 } from "../../proto/index.ts"
+import type { JobEventPayload } from "../../services/jobs/index.ts"
 import { admissionCapacity } from "../learner/ppo/index.ts"
 import { evaluationStats } from "./pass-at-k.ts"
 import { episodeId, episodeIndex, type IssueInput, type JobPlan, slotOf } from "./plan.ts"
-import type { JobEventPayload } from "./ports.ts"
 
 /**
  * The sampler numbers each run of a work item attempt · 256 + (delivery − 1) (see runAttempt in

@@ -76,8 +76,7 @@ export const runLearnerPool = (
           const stepEvent = (value: MessageInitShape<typeof TrainStepReportSchema>) =>
             store
               .appendEvent(job.jobId, {
-                case: "learnerStep",
-                value: create(TrainStepReportSchema, value),
+                event: { case: "learnerStep", value: create(TrainStepReportSchema, value) },
               })
               .pipe(
                 Effect.asVoid,

@@ -1,22 +1,18 @@
 import { randomBytes } from "node:crypto"
 import { create } from "@bufbuild/protobuf"
-import { Effect, Fiber, Option } from "effect"
+import { Effect, Fiber } from "effect"
 import { describe, expect, it } from "vitest"
-import { JobKind, JobState, type JobStatus, JobStatusSchema } from "../../proto/index.ts"
+import { JobKind, JobSpecSchema, JobState } from "../../proto/index.ts"
 import { Bus, MemoryBusLive, subjectsFor } from "../../services/bus/index.ts"
-import { newJobId } from "../../services/gateway/jobs.ts"
-import { busJobStore, type JobStorePort } from "../coordinator/ports.ts"
+import { type JobStoreShape, makeJobStore } from "../../services/jobs/index.ts"
 import { runJobPool } from "./claim.ts"
 
-const status = (jobId: string, kind: JobKind, state = JobState.RUNNING): JobStatus =>
-  create(JobStatusSchema, { jobId, spec: { kind }, state, counts: {} })
-
-const setState = (store: JobStorePort, jobId: string, state: JobState) =>
+/** A submitted job the coordinator has admitted: RUNNING. Returns its id. */
+const running = (store: JobStoreShape, kind: JobKind) =>
   Effect.gen(function* () {
-    const found = yield* store.get(jobId)
-    if (Option.isNone(found)) throw new Error(`no job ${jobId}`)
-    const next = create(JobStatusSchema, { ...found.value.status, state })
-    yield* store.update(jobId, next, found.value.revision)
+    const { status } = yield* store.create(create(JobSpecSchema, { kind }))
+    yield* store.transition(status.jobId, JobState.RUNNING)
+    return status.jobId
   })
 
 const until = (cond: () => boolean, what: string, timeoutMs = 5000) =>
@@ -35,7 +31,7 @@ describe("job pool", () => {
         Effect.gen(function* () {
           const bus = yield* Bus
           const subjects = subjectsFor(`p${randomBytes(3).toString("hex")}`)
-          const store = yield* busJobStore(bus, subjects)
+          const store = yield* makeJobStore(bus, subjects)
           const leases = yield* bus.kv(`${subjects.prefix}-pool`)
           const runs: Array<{ owner: string; jobId: string }> = []
           const active = new Map<string, string>()
@@ -59,16 +55,15 @@ describe("job pool", () => {
 
           const a = yield* replica("a")
           yield* replica("b")
-          const train = [newJobId(), newJobId(), newJobId()]
-          const evalJob = newJobId()
-          for (const id of train) yield* store.create(status(id, JobKind.TRAIN))
-          yield* store.create(status(evalJob, JobKind.EVAL))
+          const train: string[] = []
+          for (let i = 0; i < 3; i++) train.push(yield* running(store, JobKind.TRAIN))
+          const evalJob = yield* running(store, JobKind.EVAL)
           yield* until(() => active.size === 3, "three train jobs served")
           expect(active.has(evalJob)).toBe(false)
           expect(runs.length).toBe(3)
 
           // A job that ends stops its run and frees the slot.
-          yield* setState(store, train[0] as string, JobState.SUCCEEDED)
+          yield* store.transition(train[0] as string, JobState.SUCCEEDED)
           yield* until(() => !active.has(train[0] as string), "the ended job's run to stop")
 
           // The replica holding a job dies (interrupted): its lease is released and the other
@@ -91,7 +86,7 @@ describe("job pool", () => {
         Effect.gen(function* () {
           const bus = yield* Bus
           const subjects = subjectsFor(`p${randomBytes(3).toString("hex")}`)
-          const store = yield* busJobStore(bus, subjects)
+          const store = yield* makeJobStore(bus, subjects)
           const leases = yield* bus.kv(`${subjects.prefix}-pool`)
           const starts: string[] = []
           let failures = 1
@@ -113,7 +108,7 @@ describe("job pool", () => {
                 }),
             }).pipe(Effect.forkScoped)
           yield* replica("a")
-          yield* store.create(status(newJobId(), JobKind.TRAIN))
+          yield* running(store, JobKind.TRAIN)
           yield* until(() => starts.length === 2, "the failed run to be retried")
           yield* replica("b")
           // Long past the lease TTL: a holder that heartbeats keeps its job.

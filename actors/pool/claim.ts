@@ -14,13 +14,13 @@ import {
   type KvBucket,
   type Subjects,
 } from "../../services/bus/index.ts"
-import { type JobLease, tryAcquireLease } from "../coordinator/lease.ts"
 import {
-  busJobStore,
   isTerminalState,
-  type JobStorePort,
+  type JobStoreShape,
+  jobStoreFor,
   type StoredJob,
-} from "../coordinator/ports.ts"
+} from "../../services/jobs/index.ts"
+import { type JobLease, tryAcquireLease } from "../coordinator/lease.ts"
 
 /** What a pooled actor's process says about itself (`t1 actor buffer|learner` without --job). */
 export interface PoolOptions {
@@ -46,7 +46,7 @@ export const poolMembership = (
   Effect.gen(function* () {
     return {
       name,
-      store: yield* busJobStore(bus, o.subjects),
+      store: yield* jobStoreFor(bus, o.subjects),
       leases: yield* bus.kv(`${o.subjects.prefix}-${name}-leases`),
       owner: o.owner ?? randomUUID(),
       ttlMs: o.leaseTtlMs ?? 15_000,
@@ -57,7 +57,7 @@ export const poolMembership = (
 export interface JobPoolOptions<R> {
   /** Names the pool in logs ("learner", "buffer"). */
   readonly name: string
-  readonly store: JobStorePort
+  readonly store: JobStoreShape
   readonly leases: KvBucket
   /** This process in the leases. */
   readonly owner: string
@@ -161,7 +161,7 @@ export const runJobPool = <R>(o: JobPoolOptions<R>): Effect.Effect<never, BusErr
         }).pipe(Effect.catch((e) => Effect.logWarning(`${o.name}: claiming jobs: ${describe(e)}`))),
       )
 
-      const changes = yield* o.store.watch
+      const changes = yield* o.store.storedChanges
       const follow = Stream.runForEach(changes, (change) =>
         Effect.gen(function* () {
           const jobId = change._tag === "Deleted" ? change.jobId : change.job.jobId

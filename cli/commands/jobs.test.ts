@@ -21,7 +21,8 @@ import {
   gatewayHarness,
   type RunningGateway,
 } from "../../services/gateway/gateway.fixture.ts"
-import type { GatewayCallError, JobEventInit } from "../../services/gateway/index.ts"
+import type { GatewayCallError } from "../../services/gateway/index.ts"
+import type { JobEventInit } from "../../services/jobs/index.ts"
 import { UsageError } from "../flags.ts"
 import { describeCallError, type Output } from "../gateway-flags.ts"
 import { cancelCommand } from "./cancel.ts"

@@ -9,6 +9,7 @@ import {
   withBusMetrics,
 } from "../../services/bus/index.ts"
 import { runGateway } from "../../services/gateway/index.ts"
+import { jobStoreLayer } from "../../services/jobs/index.ts"
 import { MetricsLive, serveMetrics } from "../../services/metrics/index.ts"
 import { natsFlagSpec, natsFlagsHelp, natsOptionsFrom, prefixFrom } from "../bus-flags.ts"
 import { choiceFlag, intFlag, parseFlags, UsageError } from "../flags.ts"
@@ -134,7 +135,10 @@ export const serveCommand = (
   })
   return program.pipe(
     Effect.scoped,
-    Effect.provide(bus.pipe(Layer.provideMerge(MetricsLive))),
+    // One job store for the gateway, the coordinator and the pools of this process.
+    Effect.provide(
+      jobStoreLayer(subjects).pipe(Layer.provideMerge(bus.pipe(Layer.provideMerge(MetricsLive)))),
+    ),
     Effect.provide(logging),
   )
 }

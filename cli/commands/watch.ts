@@ -12,10 +12,10 @@ import {
 } from "../../proto/index.ts"
 import {
   GatewayCallError,
-  isTerminalState,
   type JobServiceClient,
   validateJobId,
 } from "../../services/gateway/index.ts"
+import { isTerminalState } from "../../services/jobs/index.ts"
 import { intFlag, parseFlags, UsageError } from "../flags.ts"
 import {
   callDetails,

@@ -21,6 +21,7 @@ import {
   type GatewayStartError,
   serveGateway,
 } from "../../services/gateway/index.ts"
+import { JobStore, makeJobStore } from "../../services/jobs/index.ts"
 import type { Metrics } from "../../services/metrics/index.ts"
 
 export interface UpSystemOptions {
@@ -84,4 +85,10 @@ export const startUpSystem = (
       }),
     )
     return yield* serveGateway({ subjects, port: 0 })
-  })
+  }).pipe(
+    // One job store for the gateway, the coordinator and the pools of this process.
+    Effect.provideServiceEffect(
+      JobStore,
+      Bus.use((bus) => makeJobStore(bus, subjects)),
+    ),
+  )

@@ -3,10 +3,10 @@ import type { DescMessage, MessageInitShape, MessageShape } from "@bufbuild/prot
 import * as grpc from "@grpc/grpc-js"
 import { type Context, Effect, Exit, Layer, References, Scope } from "effect"
 import { Bus, type BusError, type Subjects, subjectsFor } from "../bus/index.ts"
+import { type JobStoreShape, makeJobStore } from "../jobs/index.ts"
 import { Metrics, type MetricsShape, makeMetrics } from "../metrics/index.ts"
 import { type JobServiceClient, type JobServiceClientOptions, jobServiceClient } from "./client.ts"
 import { codec } from "./grpc-adapter.ts"
-import { type JobStore, jobStore } from "./jobs.ts"
 import { type GatewayEndpoint, type GatewayOptions, serveGateway } from "./server.ts"
 
 export interface RunningGateway {
@@ -21,7 +21,7 @@ export interface GatewayHarness {
   readonly subjects: Subjects
   readonly metrics: MetricsShape
   readonly run: <A, E>(effect: Effect.Effect<A, E, Bus | Metrics>) => Promise<A>
-  readonly store: () => Promise<JobStore>
+  readonly store: () => Promise<JobStoreShape>
   readonly start: (options?: Partial<GatewayOptions>) => Promise<RunningGateway>
   readonly close: () => Promise<void>
 }
@@ -77,7 +77,7 @@ export const gatewayHarness = async (
     subjects,
     metrics,
     run,
-    store: () => run(Bus.use((b) => jobStore(b, subjects))),
+    store: () => run(Bus.use((b) => makeJobStore(b, subjects))),
     start,
     close: async () => {
       for (const c of clients) c.close()

@@ -4,14 +4,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { JobKind, JobState } from "../../proto/index.ts"
 import { useNatsServer } from "../../test/support/nats-url.ts"
 import { Bus, NatsBusLive } from "../bus/index.ts"
-import { jobEventsStream } from "../jobs/index.ts"
+import { appendJobEvent, jobEventsStream } from "../jobs/index.ts"
 import { type GatewayHarness, gatewayHarness, rawClient } from "./gateway.fixture.ts"
 import {
   HealthCheckRequestSchema,
   HealthCheckResponse_ServingStatus,
   HealthCheckResponseSchema,
 } from "./gen/grpc/health/v1/health_pb.ts"
-import { appendJobEvent } from "./jobs.ts"
 
 const nats = useNatsServer()
 

@@ -1,18 +1,9 @@
 /**
- * The gRPC gateway: t1.v1.JobService (submit, get, list, watch, cancel) over the job store on the
- * bus, with bearer-token auth, validation, grpc.health.v1 and server reflection; plus the job
- * store itself (jobs.ts) that the coordinator shares, and a typed client (client.ts).
+ * The gRPC gateway: t1.v1.JobService (submit, get, list, watch, cancel) over the job store
+ * (services/jobs, shared with the coordinator), with bearer-token auth, validation,
+ * grpc.health.v1 and server reflection; and a typed client (client.ts).
  */
 
-export {
-  allJobEvents,
-  ensureJobEventsStream,
-  isTerminalEvent,
-  isTerminalState,
-  jobEventMsgId,
-  jobEventsStream,
-  TERMINAL_STATES,
-} from "../jobs/index.ts"
 export { parseTokens, type Role, type TokenGrant, type Tokens, TokensFileError } from "./auth.ts"
 export {
   GatewayCallError,
@@ -35,16 +26,6 @@ export {
   type Violation,
 } from "./errors.ts"
 export { codec, type ServiceHandlers, serviceDefinition } from "./grpc-adapter.ts"
-export {
-  appendJobEvent,
-  type ErrorDetailInit,
-  type JobEventInit,
-  type JobPage,
-  type JobStore,
-  type JobStoreError,
-  jobStore,
-  newJobId,
-} from "./jobs.ts"
 export {
   GATEWAY_SERVICES,
   type GatewayEndpoint,

@@ -3,6 +3,7 @@ import * as grpc from "@grpc/grpc-js"
 import { type Duration, Effect, type Scope } from "effect"
 import { file_t1_v1_job, JobService } from "../../proto/index.ts"
 import { Bus, type BusError, type Subjects } from "../bus/index.ts"
+import { jobStoreFor } from "../jobs/index.ts"
 import { Metrics } from "../metrics/index.ts"
 import type { Tokens } from "./auth.ts"
 import { makeCallRunner } from "./calls.ts"
@@ -10,7 +11,6 @@ import { GatewayStartError } from "./errors.ts"
 import { file_grpc_health_v1_health } from "./gen/grpc/health/v1/health_pb.ts"
 import { serviceDefinition } from "./grpc-adapter.ts"
 import { Health, healthHandlers, servingStatus } from "./health.ts"
-import { jobStore } from "./jobs.ts"
 import { gatewayMetrics } from "./metrics.ts"
 import {
   reflectionHandlers,
@@ -120,7 +120,7 @@ export const serveGateway = (
     const host = options.host ?? "127.0.0.1"
     const tokens = options.tokens
     const credentials = yield* credentialsFor(options.tls)
-    const store = yield* jobStore(bus, options.subjects)
+    const store = yield* jobStoreFor(bus, options.subjects)
     const serving = yield* servingStatus(
       // A read of an id no job has: answered by the KV bucket, or not at all when NATS is down.
       store.find("health-probe"),

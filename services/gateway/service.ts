@@ -9,11 +9,11 @@ import {
   SubmitJobResponseSchema,
   WatchJobResponseSchema,
 } from "../../proto/index.ts"
+import type { JobStoreShape } from "../jobs/index.ts"
 import { authorize, type Role, type Tokens } from "./auth.ts"
 import type { CallRunner } from "./calls.ts"
 import { InvalidArgument, type Violation } from "./errors.ts"
 import type { ServiceHandlers } from "./grpc-adapter.ts"
-import type { JobStore } from "./jobs.ts"
 import type { GatewayMetrics } from "./metrics.ts"
 import { validateJobId, validateJobSpec, validateRequestId } from "./validate.ts"
 
@@ -27,7 +27,7 @@ const check = (violations: ReadonlyArray<Violation | undefined>) => {
  * gateways can serve the same jobs. Readers may Get, List and Watch; Submit and Cancel need admin.
  */
 export const jobServiceHandlers = (options: {
-  readonly store: JobStore
+  readonly store: JobStoreShape
   readonly runner: CallRunner
   readonly metrics: GatewayMetrics
   readonly tokens: Tokens | undefined

@@ -11,10 +11,7 @@ import {
   type SamplingParams,
   TaskSplit,
 } from "../../proto/index.ts"
-import type { Violation } from "./errors.ts"
-
-/** Job ids and other ids that become NATS subject tokens and KV keys (common.proto). */
-export const ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/
+import { JOB_ID_PATTERN, type Violation } from "../jobs/index.ts"
 
 /** Names without whitespace or control characters (task sets, task ids, policy refs). */
 const NAME = /^[^\s\p{Cc}]+$/u
@@ -272,7 +269,7 @@ export const validateJobSpec = (spec: JobSpec | undefined): Violation[] => {
 /** A job id as clients send it in GetJob, WatchJob and CancelJob. */
 export const validateJobId = (jobId: string, path = "job_id"): Violation | undefined => {
   if (jobId === "") return { fieldPath: path, reason: "required" }
-  if (!ID_PATTERN.test(jobId)) {
+  if (!JOB_ID_PATTERN.test(jobId)) {
     return {
       fieldPath: path,
       reason: `must be 1 to 128 characters of [A-Za-z0-9_-], got ${JSON.stringify(jobId.slice(0, 140))}`,

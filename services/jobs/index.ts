@@ -1,4 +1,14 @@
-/** Jobs on the bus: the event stream and the job states every job reader and writer share. */
+/** Jobs on the bus: the job store, the event stream and the job states every reader shares. */
+export {
+  InvalidArgument,
+  JobAlreadyExists,
+  JobContended,
+  JobCorrupt,
+  JobNotFound,
+  JobTerminal,
+  stateName,
+  type Violation,
+} from "./errors.ts"
 export {
   allJobEvents,
   EVENT_DUPLICATE_WINDOW_MS,
@@ -11,3 +21,23 @@ export {
   laterSeq,
   TERMINAL_STATES,
 } from "./events.ts"
+export {
+  appendJobEvent,
+  DEFAULT_PAGE_SIZE,
+  type ErrorDetailInit,
+  JOB_ID_PATTERN,
+  type JobChange,
+  type JobEventInit,
+  type JobEventPayload,
+  type JobPage,
+  JobStore,
+  type JobStoreError,
+  type JobStoreShape,
+  jobStoreFor,
+  jobStoreLayer,
+  MAX_PAGE_SIZE,
+  makeJobStore,
+  newJobId,
+  STATUS_SETTLE_MS,
+  type StoredJob,
+} from "./store.ts"

@@ -289,7 +289,7 @@ const COVERAGE: Record<string, Coverage> = {
   labels: {
     shown: [
       [
-        "services/gateway/jobs.contract.ts",
+        "services/jobs/store.contract.ts",
         "keeps the spec's labels with the job: get and list return them",
       ],
     ],

@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto"
 import { JobKind, JobState } from "../../proto/index.ts"
 import { Bus } from "../../services/bus/index.ts"
 import { type JobServiceClient, jobServiceClient } from "../../services/gateway/client.ts"
-import { jobStore } from "../../services/gateway/jobs.ts"
+import { makeJobStore } from "../../services/jobs/index.ts"
 import type { LoadRuntime } from "./runtime.ts"
 import type { Teardown } from "./teardown.ts"
 
@@ -77,7 +77,7 @@ export const runWatchPhase = async (options: WatchPhaseOptions): Promise<WatchPh
     spec: { name: "load-watch", kind: JobKind.ROLLOUT, taskSet: "bundled-train" },
     requestId: `load-watch-${randomUUID()}`,
   })
-  const store = await runtime.run(Bus.use((bus) => jobStore(bus, runtime.subjects)))
+  const store = await runtime.run(Bus.use((bus) => makeJobStore(bus, runtime.subjects)))
 
   const problems: string[] = []
   const sentAt: number[] = []

@@ -17,7 +17,6 @@ import { takeBatch } from "../../actors/buffer/client.ts"
 import { runBuffer } from "../../actors/buffer/index.ts"
 import { coordinatorBucket, coordinatorDurable } from "../../actors/coordinator/index.ts"
 import { tryAcquireLease } from "../../actors/coordinator/lease.ts"
-import { busJobStore } from "../../actors/coordinator/ports.ts"
 import { diagnosticActor } from "../../actors/diagnostic/index.ts"
 import { loadCheckpoint, saveCheckpoint } from "../../actors/learner/checkpoint.ts"
 import { DEFAULT_LEARNER_CONFIG, Trainer } from "../../actors/learner/trainer.ts"
@@ -54,7 +53,7 @@ import {
 } from "../../proto/index.ts"
 import { runActor } from "../../services/actor/index.ts"
 import { Bus, type BusShape, makeNatsBus, subjectsFor } from "../../services/bus/index.ts"
-import { jobStore } from "../../services/gateway/jobs.ts"
+import { makeJobStore } from "../../services/jobs/index.ts"
 import { Metrics, type MetricsShape, makeMetrics } from "../../services/metrics/index.ts"
 import { packDirectory } from "../../services/tar/index.ts"
 import { type NatsServerProcess, startNatsServer } from "../support/nats-server.ts"
@@ -287,7 +286,7 @@ describe("NATS roles (deploy/nats/nats-server.conf)", () => {
       const events = await run(
         "gateway",
         Effect.gen(function* () {
-          const store = yield* jobStore(yield* Bus, subjects)
+          const store = yield* makeJobStore(yield* Bus, subjects)
           const { status } = yield* store.create(
             create(JobSpecSchema, { name: "permissions", taskSet: "security" }),
             { requestId: "permissions-1" },
@@ -309,16 +308,16 @@ describe("NATS roles (deploy/nats/nats-server.conf)", () => {
         Effect.gen(function* () {
           const bus = yield* Bus
           yield* ensureSamplerStreams(bus, subjects)
-          const store = yield* busJobStore(bus, subjects)
-          const jobs = yield* store.list
-          const first = jobs[0]
-          if (first === undefined) return yield* Effect.die("the gateway's job is not listed")
-          yield* store.update(first.jobId, first.status, first.revision)
+          const store = yield* makeJobStore(bus, subjects)
+          const jobs = yield* store.list({})
+          const listed = jobs.jobs[0]
+          if (listed === undefined) return yield* Effect.die("the gateway's job is not listed")
+          const first = Option.getOrThrow(yield* store.getStored(listed.jobId))
+          yield* store.compareAndSet(first.jobId, first.status, first.revision)
           yield* store.appendEvent(first.jobId, {
-            case: "admitted",
-            value: create(JobAdmittedSchema, {}),
+            event: { case: "admitted", value: create(JobAdmittedSchema, {}) },
           })
-          yield* Effect.scoped(Effect.flatMap(store.watch, (s) => Stream.runHead(s)))
+          yield* Effect.scoped(Effect.flatMap(store.storedChanges, (s) => Stream.runHead(s)))
           const leases = yield* bus.kv(coordinatorBucket(subjects))
           const lease = yield* tryAcquireLease(leases, first.jobId, "coordinator-1", 15_000)
           if (Option.isNone(lease)) return yield* Effect.die("no lease")

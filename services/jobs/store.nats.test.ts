@@ -1,6 +1,6 @@
 import { useNatsServer } from "../../test/support/nats-url.ts"
 import { NatsBusLive } from "../bus/index.ts"
-import { jobStoreContract } from "./jobs.contract.ts"
+import { jobStoreContract } from "./store.contract.ts"
 
 const nats = useNatsServer()
 

@@ -4,7 +4,7 @@ import { Effect, Exit, Fiber, type Layer, Option, type Scope, Stream } from "eff
 import { describe, expect, it } from "vitest"
 import { ErrorCode, JobKind, type JobSpec, JobSpecSchema, JobState } from "../../proto/index.ts"
 import { Bus, type BusError, subjectsFor } from "../bus/index.ts"
-import { type JobStore, jobStore } from "./jobs.ts"
+import { type JobStoreShape, makeJobStore } from "./store.ts"
 
 export const spec = (name = "demo", taskIds: ReadonlyArray<string> = ["t1"]): JobSpec =>
   create(JobSpecSchema, {
@@ -20,13 +20,13 @@ const failureTag = (exit: Exit.Exit<unknown, { readonly _tag: string }>): string
 
 /** The job store's behaviour, for every bus adapter. Each test uses a prefix of its own. */
 export const jobStoreContract = (name: string, layer: () => Layer.Layer<Bus, BusError>) => {
-  const run = <A, E>(f: (store: JobStore) => Effect.Effect<A, E, Scope.Scope>) =>
+  const run = <A, E>(f: (store: JobStoreShape) => Effect.Effect<A, E, Scope.Scope>) =>
     Effect.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
           const bus = yield* Bus
           const subjects = subjectsFor(`j${randomUUID().replaceAll("-", "").slice(0, 10)}`)
-          return yield* f(yield* jobStore(bus, subjects))
+          return yield* f(yield* makeJobStore(bus, subjects))
         }),
       ).pipe(Effect.provide(layer())),
     )

@@ -1,6 +1,8 @@
 /**
- * Jobs as stored on the bus: job state and job events, read and written by the gateway (the public
- * side) and the coordinator (admission, progress, the end).
+ * The job store: the one place jobs are kept, read by the gateway (the public side), the
+ * coordinator (admission, progress, the end), the pools (which jobs to claim) and the CLI.
+ * Used as the {@link JobStore} service (a Context tag: `jobStoreLayer(subjects)` over whichever
+ * Bus layer runs — NATS or in memory) or built directly with {@link makeJobStore}.
  *
  * Storage (through the Bus service, so the same code runs on NATS and on the in-memory bus):
  * - KV bucket `subjects.jobsBucket` (`<prefix>-jobs`): key = job id, value = the job's
@@ -38,6 +40,16 @@
  *   store.watch(jobId, fromSeq)          → Stream<JobEvent>: history from fromSeq, then live,
  *                                          ending after the event that makes the job terminal
  *   store.changes                        → Stream<JobStatus>: every job now, then every change
+ *
+ * For a writer that keeps its own view of a job and writes it under compare-and-set (the
+ * coordinator, whose job ledger numbers its events before it publishes them):
+ *
+ *   store.getStored(jobId)               → Option<StoredJob>   status and KV revision
+ *   store.storedChanges                  → (scoped) Stream<JobChange>: every job now with its
+ *                                          revision, then every write and delete
+ *   store.compareAndSet(jobId, status, revision) → new revision   KvConflict when it lost
+ *   store.publishEvent(event)            → PublishAck   at the seq the event carries
+ *                                          (a duplicate ack: that seq is stored already)
  *   appendJobEvent(bus, subjects, jobId, event)   one-off appendEvent
  *
  * `update` keeps `job_id`, `created_unix_ms` and `last_event_seq` (only appendEvent moves it) and
@@ -45,7 +57,7 @@
  */
 import { createHash, randomBytes } from "node:crypto"
 import { create, equals, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf"
-import { Effect, Option, Stream } from "effect"
+import { Context, Effect, Layer, Option, type Scope, Stream } from "effect"
 import {
   ErrorCode,
   ErrorDetailSchema,
@@ -59,20 +71,15 @@ import {
   JobStatusSchema,
 } from "../../proto/index.ts"
 import {
+  Bus,
   type BusError,
   type BusShape,
   JetStreamError,
   type KvBucket,
   type KvConflict,
+  type PublishAck,
   type Subjects,
-} from "../../services/bus/index.ts"
-import {
-  ensureJobEventsStream,
-  isTerminalEvent,
-  isTerminalState,
-  jobEventMsgId,
-  jobEventsStream,
-} from "../jobs/index.ts"
+} from "../bus/index.ts"
 import {
   InvalidArgument,
   JobAlreadyExists,
@@ -81,9 +88,20 @@ import {
   JobNotFound,
   JobTerminal,
 } from "./errors.ts"
-import { ID_PATTERN } from "./validate.ts"
+import {
+  ensureJobEventsStream,
+  isTerminalEvent,
+  isTerminalState,
+  jobEventMsgId,
+  jobEventsStream,
+} from "./events.ts"
 
 export type JobEventInit = MessageInitShape<typeof JobEventSchema>
+/** The payload of a JobEvent (its oneof), without job id, seq and time. */
+export type JobEventPayload = JobEvent["event"]
+
+/** Job ids and other ids that become NATS subject tokens and KV keys (common.proto). */
+export const JOB_ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/
 export type ErrorDetailInit = MessageInitShape<typeof ErrorDetailSchema>
 
 /** Job ids derived from an idempotency key are stable; others sort roughly by submission time. */
@@ -112,7 +130,20 @@ export interface JobPage {
   readonly nextPageToken: string
 }
 
-export interface JobStore {
+/** A job's status as stored, with the KV revision a compare-and-set names. */
+export interface StoredJob {
+  readonly jobId: string
+  readonly status: JobStatus
+  readonly revision: number
+}
+
+export type JobChange =
+  | { readonly _tag: "Put"; readonly job: StoredJob }
+  | { readonly _tag: "Deleted"; readonly jobId: string }
+
+export interface JobStoreShape {
+  /** The names (bucket, event subjects) the store is kept under. */
+  readonly subjects: Subjects
   /**
    * Stores a new PENDING job and appends its first event (state_changed to PENDING). With a
    * requestId the job id is derived from it: resubmitting an equal spec returns the existing job
@@ -172,7 +203,28 @@ export interface JobStore {
   ) => Stream.Stream<JobEvent, JobNotFound | JobStoreError>
   /** Every stored job now, then each job's new status whenever it is written. */
   readonly changes: Stream.Stream<JobStatus, JobStoreError>
+  /** The job's status and revision; none when absent or undecodable (logged). */
+  readonly getStored: (jobId: string) => Effect.Effect<Option.Option<StoredJob>, BusError>
+  /**
+   * Every job now in the store with its revision, then every write and delete; undecodable
+   * values are skipped.
+   */
+  readonly storedChanges: Effect.Effect<Stream.Stream<JobChange, BusError>, BusError, Scope.Scope>
+  /** Writes `status` if the job is still at `revision`; returns the new revision. */
+  readonly compareAndSet: (
+    jobId: string,
+    status: JobStatus,
+    revision: number,
+  ) => Effect.Effect<number, BusError | KvConflict>
+  /**
+   * Publishes an event at the seq it carries (Nats-Msg-Id `<job>:<seq>`, so a repeat of a seq is
+   * stored once and acked as a duplicate). Leaves last_event_seq to the caller.
+   */
+  readonly publishEvent: (event: JobEvent) => Effect.Effect<PublishAck, BusError>
 }
+
+/** The job store as a service; see {@link jobStoreLayer}. */
+export class JobStore extends Context.Service<JobStore, JobStoreShape>()("t1/JobStore") {}
 
 const decodeStatus = (key: string, bytes: Uint8Array) =>
   Effect.try({
@@ -216,12 +268,36 @@ const newestFirst = (a: JobStatus, b: JobStatus): number => {
 }
 
 /** Opens (creating when needed) the job bucket and event stream; returns the store over them. */
-export const jobStore = (bus: BusShape, subjects: Subjects): Effect.Effect<JobStore, BusError> =>
+export const makeJobStore = (
+  bus: BusShape,
+  subjects: Subjects,
+): Effect.Effect<JobStoreShape, BusError> =>
   Effect.gen(function* () {
     const jobs = yield* bus.kv(subjects.jobsBucket)
     yield* ensureJobEventsStream(bus, subjects)
-    return makeJobStore(bus, subjects, jobs)
+    return storeOver(bus, subjects, jobs)
   })
+
+/** The JobStore service over the Bus service: NATS or in memory, as the Bus layer is. */
+export const jobStoreLayer = (subjects: Subjects): Layer.Layer<JobStore, BusError, Bus> =>
+  Layer.effect(
+    JobStore,
+    Bus.use((bus) => makeJobStore(bus, subjects)),
+  )
+
+/**
+ * The JobStore service when one is provided for these subjects (one store shared by the actors
+ * of a process: `t1 serve`, `t1 up`), else a store over the bus.
+ */
+export const jobStoreFor = (
+  bus: BusShape,
+  subjects: Subjects,
+): Effect.Effect<JobStoreShape, BusError> =>
+  Effect.flatMap(Effect.serviceOption(JobStore), (provided) =>
+    Option.isSome(provided) && provided.value.subjects.prefix === subjects.prefix
+      ? Effect.succeed(provided.value)
+      : makeJobStore(bus, subjects),
+  )
 
 /** How long an idle watch consumer outlives its reader on NATS (when the gateway died). */
 const WATCH_CONSUMER_IDLE_MS = 60_000
@@ -314,7 +390,7 @@ const closeEventReader = (
       })
   ).pipe(Effect.ignore)
 
-const makeJobStore = (bus: BusShape, subjects: Subjects, jobs: KvBucket): JobStore => {
+const storeOver = (bus: BusShape, subjects: Subjects, jobs: KvBucket): JobStoreShape => {
   const stream = jobEventsStream(subjects)
   const find = (jobId: string) =>
     Effect.gen(function* () {
@@ -528,7 +604,7 @@ const makeJobStore = (bus: BusShape, subjects: Subjects, jobs: KvBucket): JobSto
           "not a token from a previous ListJobsResponse",
         )
       }
-      const keys = (yield* jobs.keys).filter((k) => ID_PATTERN.test(k))
+      const keys = (yield* jobs.keys).filter((k) => JOB_ID_PATTERN.test(k))
       const found = yield* Effect.forEach(
         keys,
         (key) =>
@@ -618,13 +694,48 @@ const makeJobStore = (bus: BusShape, subjects: Subjects, jobs: KvBucket): JobSto
   const changes: Stream.Stream<JobStatus, JobStoreError> = Stream.unwrap(
     Effect.map(jobs.watch(), (entries) =>
       entries.pipe(
-        Stream.filter((e) => e.operation === "put" && ID_PATTERN.test(e.key)),
+        Stream.filter((e) => e.operation === "put" && JOB_ID_PATTERN.test(e.key)),
         Stream.mapEffect((e) => decodeStatus(e.key, e.value)),
       ),
     ),
   )
 
+  /** A stored value as the coordinator reads it: undecodable ones are logged and skipped. */
+  const storedOf = (key: string, value: Uint8Array, revision: number) =>
+    decodeStatus(key, value).pipe(
+      Effect.map((status) =>
+        Option.some<StoredJob>({
+          jobId: key,
+          status: status.jobId === "" ? create(JobStatusSchema, { ...status, jobId: key }) : status,
+          revision,
+        }),
+      ),
+      Effect.catchTag("JobCorrupt", (e) => Effect.as(Effect.logWarning(e.message), Option.none())),
+    )
+
+  const getStored = (jobId: string) =>
+    Effect.flatMap(jobs.get(jobId), (found) =>
+      Option.isNone(found)
+        ? Effect.succeed(Option.none<StoredJob>())
+        : storedOf(jobId, found.value.value, found.value.revision),
+    )
+
+  const storedChanges = Effect.map(jobs.watch(), (entries) =>
+    entries.pipe(
+      Stream.mapEffect(
+        (e): Effect.Effect<JobChange | undefined> =>
+          e.operation === "delete"
+            ? Effect.succeed({ _tag: "Deleted", jobId: e.key })
+            : Effect.map(storedOf(e.key, e.value, e.revision), (found) =>
+                Option.isSome(found) ? { _tag: "Put", job: found.value } : undefined,
+              ),
+      ),
+      Stream.filter((c): c is JobChange => c !== undefined),
+    ),
+  )
+
   return {
+    subjects,
     create: createJob,
     get,
     find,
@@ -635,6 +746,13 @@ const makeJobStore = (bus: BusShape, subjects: Subjects, jobs: KvBucket): JobSto
     appendEvent,
     watch,
     changes,
+    getStored,
+    storedChanges,
+    compareAndSet: (jobId, status, revision) => jobs.update(jobId, encodeStatus(status), revision),
+    publishEvent: (event) =>
+      bus.jsPublish(subjects.jobEvents(event.jobId), toBinary(JobEventSchema, event), {
+        msgId: jobEventMsgId(event.jobId, event.seq),
+      }),
   }
 }
 
@@ -645,4 +763,4 @@ export const appendJobEvent = (
   jobId: string,
   event: JobEventInit,
 ): Effect.Effect<JobEvent, JobNotFound | JobStoreError> =>
-  Effect.flatMap(jobStore(bus, subjects), (store) => store.appendEvent(jobId, event))
+  Effect.flatMap(makeJobStore(bus, subjects), (store) => store.appendEvent(jobId, event))

@@ -1,4 +1,0 @@
-import { MemoryBusLive } from "../bus/index.ts"
-import { jobStoreContract } from "./jobs.contract.ts"
-
-jobStoreContract("memory", () => MemoryBusLive())
