@@ -7,7 +7,6 @@ import { type FlagValues, flagInt, type HostedActor } from "../hosted.ts"
 import { runCoordinator } from "./actor.ts"
 
 export { type CoordinatorOptions, runCoordinator } from "./actor.ts"
-export { coordinatorDurable } from "./job.ts"
 export { coordinatorBucket, LeaseLost } from "./lease.ts"
 export { RUNS_PER_ATTEMPT } from "./ledger.ts"
 export { coordinatorMetrics } from "./metrics.ts"
@@ -21,6 +20,7 @@ export {
   type ResolveImage,
   workItemMsgId,
 } from "./plan.ts"
+export { coordinatorDurable } from "./tenure.ts"
 
 export const coordinatorFlagsHelp = `  --max-concurrent N           episodes running at once for a job whose spec sets none (T1_MAX_CONCURRENT; default 16)
   --lease-ttl-ms MS            a job's lease lapses this long after its coordinator's last heartbeat (T1_LEASE_TTL_MS; default 15000)

@@ -4,7 +4,7 @@
  * progress re-asserts the lease, and a coordinator that lost it can no longer write: its next
  * compare-and-set fails.
  */
-import { Data, Effect, Option, Result, Schema, Semaphore } from "effect"
+import { Clock, Data, Effect, Option, Result, Schema, Semaphore } from "effect"
 import type { BusError, KvBucket, Subjects } from "../../services/bus/index.ts"
 import { type LedgerData, LedgerJson } from "./ledger.ts"
 
@@ -57,11 +57,14 @@ export const tryAcquireLease = (
   ttlMs: number,
 ): Effect.Effect<Option.Option<JobLease>, BusError> =>
   Effect.gen(function* () {
+    // Expiry times are wall-clock, compared across processes; read through Clock so that a test
+    // can move time (TestClock) instead of sleeping past a TTL.
+    const now = yield* Clock.currentTimeMillis
     const found = yield* kv.get(jobId)
     let ledger: LedgerData | undefined
     let revision: number
     if (Option.isNone(found)) {
-      const doc: LeaseDoc = { v: 1, owner, expiresAtMs: Date.now() + ttlMs }
+      const doc: LeaseDoc = { v: 1, owner, expiresAtMs: now + ttlMs }
       const created = yield* kv.create(jobId, encodeDoc(doc)).pipe(
         Effect.map(Option.some),
         Effect.catchTag("KvConflict", () => Effect.succeed(Option.none<number>())),
@@ -72,15 +75,14 @@ export const tryAcquireLease = (
       const decoded = decodeDoc(new TextDecoder().decode(found.value.value))
       // An undecodable value is taken over; its ledger (if any) is lost, and the job restarts.
       const doc = Result.isSuccess(decoded) ? decoded.success : undefined
-      if (doc !== undefined && doc.owner !== owner && doc.expiresAtMs > Date.now())
-        return Option.none()
+      if (doc !== undefined && doc.owner !== owner && doc.expiresAtMs > now) return Option.none()
       if (doc === undefined)
         yield* Effect.logWarning(`${kv.name}: job ${jobId}: undecodable lease value replaced`)
       ledger = doc?.ledger
       const next: LeaseDoc = {
         v: 1,
         owner,
-        expiresAtMs: Date.now() + ttlMs,
+        expiresAtMs: now + ttlMs,
         ...(ledger === undefined ? {} : { ledger }),
       }
       const taken = yield* kv.update(jobId, encodeDoc(next), found.value.revision).pipe(
@@ -115,8 +117,8 @@ export const tryAcquireLease = (
     const lease: JobLease = {
       jobId,
       ledger: () => ledger,
-      commit: (next) => write(next, Date.now() + ttlMs),
-      heartbeat: Effect.suspend(() => write(ledger, Date.now() + ttlMs)),
+      commit: (next) => Effect.flatMap(Clock.currentTimeMillis, (t) => write(next, t + ttlMs)),
+      heartbeat: Effect.flatMap(Clock.currentTimeMillis, (t) => write(ledger, t + ttlMs)),
       release: Effect.suspend(() => write(ledger, 0)).pipe(
         Effect.andThen(
           Effect.sync(() => {
