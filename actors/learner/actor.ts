@@ -11,9 +11,9 @@ import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
 import type { TaskLoadErrors } from "../../tasks/index.ts"
 import { type BufferClientError, takeBatch } from "../buffer/client.ts"
 import type { JobSpecInvalid } from "../coordinator/plan.ts"
+import type { GoldenError } from "../golden/index.ts"
 import { type CheckpointCorrupt, loadCheckpoint, saveCheckpoint } from "./checkpoint.ts"
 import { readTrainingSequence, type TrainingSequence, TrajectoryMalformed } from "./decode.ts"
-import type { GoldenError } from "./golden.ts"
 import {
   continuedActorOptimizer,
   dropsZeroVarianceGroups,

@@ -3,9 +3,9 @@ import { type ChatTemplate, Rng, TinyMoe } from "../../model/index.ts"
 import type { Trajectory } from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
 import type { Task } from "../../tasks/index.ts"
+import { goldenTrajectories } from "../golden/index.ts"
 import type { ActionFormat } from "../sampler/actions/index.ts"
 import { type TrainingSequence, trainingSequence } from "./decode.ts"
-import { goldenTrajectories } from "./golden.ts"
 import { DEFAULT_LEARNER_CONFIG, Trainer } from "./trainer.ts"
 
 export interface SftOptions {

@@ -3,10 +3,10 @@ import { tmpdir } from "node:os"
 import { join, relative } from "node:path"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { solutionCommands } from "../../actors/sampler/actions/solution.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { checkSplits, decontaminate, readTaskSet } from "../decontam/index.ts"
 import { loadTasks } from "../load/index.ts"
+import { solutionCommands } from "../solution/index.ts"
 import {
   DIFFICULTIES,
   evalPair,

@@ -23,13 +23,6 @@ export {
   shellBlockShort,
 } from "./shell-block.ts"
 export {
-  MAX_SOLUTION_STEPS,
-  planSolution,
-  SOLUTION_FILE,
-  type SolutionPlan,
-  solutionCommands,
-} from "./solution.ts"
-export {
   DEFAULT_DURATION_SEC,
   SOLUTION_DURATION_SEC,
   TERMINUS_JSON_PROMPT,

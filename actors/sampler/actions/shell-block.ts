@@ -18,8 +18,9 @@
  *   dropped, other whitespace kept (it can matter inside heredocs); the opening fence's
  *   indentation is removed from the block's lines. Text after the block is ignored.
  */
+
+import { solutionCommands } from "../../../tasks/solution/index.ts"
 import type { ActionFormat, ParsedAction } from "./format.ts"
-import { solutionCommands } from "./solution.ts"
 
 export const DONE_TOKEN = "<|done|>"
 

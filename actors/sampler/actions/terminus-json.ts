@@ -21,6 +21,8 @@
  *   make the reply malformed; all of them are listed in the feedback with the expected shape.
  *   Unknown fields and duplicate keys are warnings.
  */
+
+import { solutionCommands } from "../../../tasks/solution/index.ts"
 import type { ActionFormat, ParsedAction, ShellCommand } from "./format.ts"
 import {
   asArray,
@@ -32,7 +34,6 @@ import {
   lineColumn,
   readJson,
 } from "./json.ts"
-import { solutionCommands } from "./solution.ts"
 
 export const DEFAULT_DURATION_SEC = 1.0
 /**

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os"
 import { join, relative } from "node:path"
 import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { MAX_SOLUTION_STEPS, planSolution, SOLUTION_FILE, solutionCommands } from "./solution.ts"
+import { MAX_SOLUTION_STEPS, planSolution, SOLUTION_FILE, solutionCommands } from "./plan.ts"
 
 let root = ""
 beforeAll(() => {
