@@ -8,7 +8,11 @@ import { samplerActor } from "./sampler/hosted.ts"
 import { sandboxActor } from "./sandbox/index.ts"
 import { verifierActor } from "./verifier/index.ts"
 
-/** The actors `t1 actor <name>` can host; each later actor registers itself here by name. */
+/**
+ * The actors `t1 actor <name>` can host; each later actor registers itself here by name. The
+ * registry imports each pooled actor's hosted.ts itself: a folder's surface (index.ts) leaves its
+ * hosting out, so that folders that use each other do not load each other's flag tables.
+ */
 export const actorRegistry: Readonly<Record<string, HostedActor>> = {
   diagnostic: {
     summary: "answers Ping on <prefix>.ping with a Pong (bus liveness probe)",

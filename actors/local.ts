@@ -2,9 +2,7 @@ import { randomUUID } from "node:crypto"
 import { Effect, type Scope } from "effect"
 import type { Bus, Subjects } from "../services/bus/index.ts"
 import type { Metrics } from "../services/metrics/index.ts"
-import { DockerDriverLive } from "./sandbox/docker/index.ts"
-import { runSandboxHost } from "./sandbox/host.ts"
-import { LocalDriverLive } from "./sandbox/local/index.ts"
+import { DockerDriverLive, LocalDriverLive, runSandboxHost } from "./sandbox/index.ts"
 import { runVerifier } from "./verifier/index.ts"
 
 /**

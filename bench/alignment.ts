@@ -24,19 +24,18 @@ import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { Effect, Layer, Logger } from "effect"
-import { collectTrajectories } from "../actors/buffer/collect.ts"
-import { episodeWorkItem } from "../actors/coordinator/work-item.ts"
-import { trainingSequence } from "../actors/learner/decode.ts"
-import { trainInferLogprobAbsDiff } from "../actors/learner/ppo/index.ts"
-import { messagesOf } from "../actors/learner/retokenize.ts"
-import { DEFAULT_LEARNER_CONFIG, Trainer } from "../actors/learner/trainer.ts"
+import { collectTrajectories } from "../actors/buffer/index.ts"
+import { episodeWorkItem } from "../actors/coordinator/index.ts"
+import {
+  DEFAULT_LEARNER_CONFIG,
+  messagesOf,
+  Trainer,
+  trainInferLogprobAbsDiff,
+  trainingSequence,
+} from "../actors/learner/index.ts"
 import { startSandboxAndVerifier } from "../actors/local.ts"
-import { shellBlock } from "../actors/sampler/actions/index.ts"
-import { runEpisodeHere } from "../actors/sampler/in-process.ts"
-import { embeddedPolicy } from "../actors/sampler/policy/embedded.ts"
-import { ensureSamplerStreams } from "../actors/sampler/streams.ts"
-import { dockerEngineAvailable } from "../actors/sandbox/docker/index.ts"
-import { resolvedWireTask } from "../actors/sandbox/image/index.ts"
+import { embeddedPolicy, runEpisodeHere, shellBlock } from "../actors/sampler/index.ts"
+import { dockerEngineAvailable, resolvedWireTask } from "../actors/sandbox/index.ts"
 import { loadBundledTokenizer } from "../model/bundled/bundled.ts"
 import {
   bf16Round,
@@ -49,6 +48,7 @@ import {
 import { selectKernels } from "../model/kernels/select.ts"
 import { EpisodePurpose, type Trajectory } from "../proto/index.ts"
 import { Bus, MemoryBusLive, subjectsFor } from "../services/bus/index.ts"
+import { ensureSamplerStreams } from "../services/episodes/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"
 import { loadTask } from "../tasks/index.ts"
 

@@ -23,8 +23,12 @@ import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { Effect, Layer, Logger, References } from "effect"
-import { EMBEDDED_RL_CONFIG } from "../actors/learner/embedded.ts"
-import { continuedActorOptimizer, type LearnerConfig, Trainer } from "../actors/learner/trainer.ts"
+import {
+  continuedActorOptimizer,
+  EMBEDDED_RL_CONFIG,
+  type LearnerConfig,
+  Trainer,
+} from "../actors/learner/index.ts"
 import {
   copyModel,
   LADDER_RECIPE_DEFAULTS as D,
@@ -38,7 +42,7 @@ import {
   scoreTrajectories,
   sftUpdates,
 } from "../actors/recipe/index.ts"
-import { dockerEngineAvailable } from "../actors/sandbox/docker/index.ts"
+import { dockerEngineAvailable } from "../actors/sandbox/index.ts"
 import { Rng } from "../model/index.ts"
 import type { Trajectory } from "../proto/index.ts"
 import { type Bus, MemoryBusLive } from "../services/bus/index.ts"

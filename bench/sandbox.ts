@@ -14,9 +14,13 @@ import { parseArgs, promisify } from "node:util"
 import { fromBinary } from "@bufbuild/protobuf"
 import Dockerode from "dockerode"
 import { Context, Effect, Layer, Logger, Stream } from "effect"
-import { DockerDriverLive } from "../actors/sandbox/docker/index.ts"
-import { BASE_IMAGE } from "../actors/sandbox/image/index.ts"
-import { runSandboxHost, sandboxClient, sandboxSpec } from "../actors/sandbox/index.ts"
+import {
+  BASE_IMAGE,
+  DockerDriverLive,
+  runSandboxHost,
+  sandboxClient,
+  sandboxSpec,
+} from "../actors/sandbox/index.ts"
 import { SandboxHostHeartbeatSchema } from "../proto/index.ts"
 import { Bus, NatsBusLive, subjectsFor } from "../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"

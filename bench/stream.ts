@@ -29,6 +29,7 @@ import {
 } from "@nats-io/jetstream"
 import { Effect, Stream } from "effect"
 import { TrajectoryAssembler, TrajectoryCorrupt } from "../actors/buffer/index.ts"
+import type { ChunkSpan } from "../actors/sampler/index.ts"
 import {
   type ChunkIdentity,
   chunkMsgId,
@@ -39,8 +40,7 @@ import {
   maxChunkTokens,
   publishChunk,
   splitSpan,
-} from "../actors/sampler/records.ts"
-import type { ChunkSpan } from "../actors/sampler/tito.ts"
+} from "../actors/sampler/index.ts"
 import { EpisodeEndSchema, TrajectoryRecordSchema } from "../proto/index.ts"
 import {
   benchError,

@@ -19,16 +19,20 @@
  */
 import { parseArgs } from "node:util"
 import { Effect } from "effect"
-import type { TrainingSequence } from "../actors/learner/decode.ts"
-import { EMBEDDED_MODEL_CONFIG, EMBEDDED_RL_CONFIG } from "../actors/learner/embedded.ts"
-import { DEFAULT_LEARNER_CONFIG, Trainer } from "../actors/learner/trainer.ts"
+import type { TrainingSequence } from "../actors/learner/index.ts"
+import {
+  DEFAULT_LEARNER_CONFIG,
+  EMBEDDED_MODEL_CONFIG,
+  EMBEDDED_RL_CONFIG,
+  Trainer,
+} from "../actors/learner/index.ts"
 import { LADDER_RECIPE_DEFAULTS as D, sftUpdates } from "../actors/recipe/index.ts"
 import {
   DONE_TOKEN,
+  episodeSystemPrompt,
   parseShellBlock,
   shellBlockShort,
-} from "../actors/sampler/actions/shell-block.ts"
-import { episodeSystemPrompt } from "../actors/sampler/episode.ts"
+} from "../actors/sampler/index.ts"
 import { loadBundledTokenizer } from "../model/bundled/bundled.ts"
 import { type Generated, generateBatch, Rng, TinyMoe } from "../model/index.ts"
 import { selectKernels } from "../model/kernels/select.ts"

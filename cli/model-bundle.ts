@@ -5,7 +5,7 @@
  */
 import { readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { SHELL_BLOCK_PROMPT, shellBlock } from "../actors/sampler/actions/index.ts"
+import { SHELL_BLOCK_PROMPT, shellBlock } from "../actors/sampler/index.ts"
 import { BUNDLED_TOKENIZER, DONE_TOKEN } from "../model/bundled/bundled.ts"
 import { CHAT_SPECIAL_TOKENS, saveTokenizerJson, trainTokenizer } from "../model/tokenizer/index.ts"
 

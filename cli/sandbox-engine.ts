@@ -1,6 +1,5 @@
 import { Effect } from "effect"
-import { dockerEngineAvailable } from "../actors/sandbox/docker/index.ts"
-import { buildBaseImage } from "../actors/sandbox/image/index.ts"
+import { buildBaseImage, dockerEngineAvailable } from "../actors/sandbox/index.ts"
 
 /**
  * What `t1 up` and `t1 serve` need before their first sandbox: a Docker engine that answers (else

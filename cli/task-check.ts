@@ -12,18 +12,23 @@ import { randomUUID } from "node:crypto"
 import { readFile } from "node:fs/promises"
 import { basename, dirname } from "node:path"
 import { Console, Data, Effect, type Layer } from "effect"
-import { DockerDriverLive, dockerEngineAvailable } from "../actors/sandbox/docker/index.ts"
-import { SandboxDriver, type SandboxDriverShape, sandboxSpec } from "../actors/sandbox/driver.ts"
-import type { BuildNetwork } from "../actors/sandbox/image/index.ts"
-import { resolveTaskImage } from "../actors/sandbox/image/index.ts"
-import { LocalDriverLive } from "../actors/sandbox/local/index.ts"
+import type { BuildNetwork } from "../actors/sandbox/index.ts"
+import {
+  DockerDriverLive,
+  dockerEngineAvailable,
+  LocalDriverLive,
+  resolveTaskImage,
+  SandboxDriver,
+  type SandboxDriverShape,
+  sandboxSpec,
+} from "../actors/sandbox/index.ts"
 import {
   driverSandbox,
   packDirectory,
+  shellQuote,
   type VerifierOutcome,
   verifyEpisode,
 } from "../actors/verifier/index.ts"
-import { shellQuote } from "../actors/verifier/shell.ts"
 import { packFiles } from "../services/tar/index.ts"
 import { loadTasks, type Task } from "../tasks/index.ts"
 

@@ -21,8 +21,8 @@ import {
   type Subjects,
   type WorkItem,
 } from "../../services/bus/index.ts"
+import { ensureSamplerStreams } from "../../services/episodes/index.ts"
 import { Metrics } from "../../services/metrics/index.ts"
-import { ensureSamplerStreams } from "../sampler/streams.ts"
 import { makeIngest } from "./ingest.ts"
 import { type BufferMetrics, bufferMetrics } from "./metrics.ts"
 import { type Cut, type Dropped, ReadyPool, type StalePolicy, type Step } from "./pool.ts"

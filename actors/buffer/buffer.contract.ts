@@ -17,6 +17,7 @@ import {
   type Subjects,
   subjectsFor,
 } from "../../services/bus/index.ts"
+import { ensureSamplerStreams } from "../../services/episodes/index.ts"
 import { Metrics, type MetricsShape, makeMetrics } from "../../services/metrics/index.ts"
 import {
   chunkMsgId,
@@ -27,7 +28,6 @@ import {
   maxChunkTokens,
   splitSpan,
 } from "../sampler/records.ts"
-import { ensureSamplerStreams } from "../sampler/streams.ts"
 import type { ChunkSpan } from "../sampler/tito.ts"
 import { type BufferOptions, runBuffer } from "./actor.ts"
 import { resolveBatch, type TakeBatchParams, takeBatch } from "./client.ts"

@@ -3,8 +3,8 @@ import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { EpisodeEndSchema } from "../../proto/index.ts"
 import { makeMemoryBus, subjectsFor } from "../../services/bus/index.ts"
+import { ensureSamplerStreams } from "../../services/episodes/index.ts"
 import { encodeRecord, endRecord } from "../sampler/records.ts"
-import { ensureSamplerStreams } from "../sampler/streams.ts"
 import { collectTrajectories } from "./collect.ts"
 
 describe("collectTrajectories", () => {

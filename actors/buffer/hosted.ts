@@ -7,7 +7,7 @@ import {
   flagText,
   type HostedActor,
 } from "../hosted.ts"
-import { jobOf, POOL_FLAGS, poolOptions } from "../pool/flags.ts"
+import { jobOf, POOL_FLAGS, poolOptions } from "../pool/index.ts"
 import { runBuffer } from "./actor.ts"
 import { runBufferPool } from "./job-pool.ts"
 

@@ -7,6 +7,9 @@ export {
   type TakeBatchParams,
   takeBatch,
 } from "./client.ts"
+// The surface other folders use.
+export { collectTrajectories } from "./collect.ts"
+export { runBufferPool } from "./job-pool.ts"
 export { type BufferMetrics, bufferMetrics, type DropReason } from "./metrics.ts"
 export { type StalePolicy, stalenessOf } from "./pool.ts"
 export { type BufferNames, bufferNames } from "./wire.ts"

@@ -5,9 +5,9 @@
 import { Effect } from "effect"
 import { JobKind, type JobStatus } from "../../proto/index.ts"
 import { Bus, type BusError } from "../../services/bus/index.ts"
+import { jobSchedule } from "../../services/jobs/index.ts"
 import type { Metrics } from "../../services/metrics/index.ts"
-import { jobLearnerPlan } from "../learner/job-spec.ts"
-import { type PoolOptions, poolMembership, runJobPool } from "../pool/claim.ts"
+import { type PoolOptions, poolMembership, runJobPool } from "../pool/index.ts"
 import { runBuffer } from "./actor.ts"
 
 export interface BufferPoolOptions extends PoolOptions {
@@ -30,7 +30,7 @@ export const runBufferPool = (
         runBuffer({
           subjects: o.subjects,
           jobId: job.jobId,
-          groupSize: job.status.spec ? jobLearnerPlan(job.status.spec).groupSize : 0,
+          groupSize: job.status.spec ? jobSchedule(job.status.spec).groupSize : 0,
           ...(o.batchAckTimeoutMs === undefined ? {} : { batchAckTimeoutMs: o.batchAckTimeoutMs }),
         }),
     })

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto"
 import { Effect, Queue, Stream } from "effect"
 import { JobState } from "../../proto/index.ts"
 import { Bus, type BusError, type Subjects } from "../../services/bus/index.ts"
+import { ensureSamplerStreams } from "../../services/episodes/index.ts"
 import {
   isCancelRequested,
   isTerminalState,
@@ -9,8 +10,7 @@ import {
   jobStoreFor,
 } from "../../services/jobs/index.ts"
 import { Metrics } from "../../services/metrics/index.ts"
-import { ensureSamplerStreams } from "../sampler/streams.ts"
-import { resolveTaskImage } from "../sandbox/image/index.ts"
+import { resolveTaskImage } from "../sandbox/index.ts"
 import { type JobInput, type ManagerContext, manageJob } from "./job.ts"
 import { coordinatorBucket } from "./lease.ts"
 import { coordinatorMetrics } from "./metrics.ts"

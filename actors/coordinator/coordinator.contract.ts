@@ -41,6 +41,7 @@ import {
   subjectsFor,
   type WorkItem,
 } from "../../services/bus/index.ts"
+import { ensureSamplerStreams, SAMPLER_DURABLE } from "../../services/episodes/index.ts"
 import {
   isTerminalState,
   type JobStoreShape,
@@ -49,7 +50,6 @@ import {
 } from "../../services/jobs/index.ts"
 import { Metrics, type MetricsShape, makeMetrics } from "../../services/metrics/index.ts"
 import { runAttempt } from "../sampler/actor.ts"
-import { ensureSamplerStreams, SAMPLER_DURABLE } from "../sampler/streams.ts"
 import { type CoordinatorOptions, runCoordinator } from "./actor.ts"
 import { passAtK } from "./pass-at-k.ts"
 import { episodeIndex } from "./plan.ts"

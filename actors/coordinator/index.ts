@@ -50,3 +50,8 @@ export const coordinatorActor: HostedActor = {
       Effect.mapError((e) => ({ message: e.message })),
     ),
 }
+
+// The surface other folders use.
+export { type JobLease, tryAcquireLease } from "./lease.ts"
+export { selectTasks, taskDirs } from "./plan.ts"
+export { episodeWorkItem } from "./work-item.ts"

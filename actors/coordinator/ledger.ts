@@ -23,7 +23,7 @@ import {
   JobStatusSchema,
 } from "../../proto/index.ts"
 import type { JobEventPayload } from "../../services/jobs/index.ts"
-import { admissionCapacity } from "../learner/ppo/index.ts"
+import { admissionCapacity } from "./admission.ts"
 import { evaluationStats } from "./pass-at-k.ts"
 import { episodeId, episodeIndex, type IssueInput, type JobPlan, slotOf } from "./plan.ts"
 

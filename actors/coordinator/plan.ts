@@ -7,9 +7,9 @@ import {
   type Task as TaskMessage,
   TaskSplit,
 } from "../../proto/index.ts"
+import { jobSchedule } from "../../services/jobs/index.ts"
 import { loadTasks, type Task } from "../../tasks/index.ts"
 import { taskToWire } from "../../tasks/wire.ts"
-import { jobLearnerPlan } from "../learner/job-spec.ts"
 import { episodeWorkItem } from "./work-item.ts"
 
 export type JobKindName = "train" | "eval" | "rollout" | "sft"
@@ -96,7 +96,7 @@ export const planOf = (
   defaults: PlanDefaults,
 ): JobPlan => {
   const groupSize = Math.max(1, spec.samplesPerTask)
-  const learner = jobLearnerPlan(spec)
+  const learner = jobSchedule(spec)
   return {
     jobId,
     kind,

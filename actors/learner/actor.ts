@@ -8,9 +8,10 @@ import {
 } from "../../model/index.ts"
 import { Bus, type BusError, type Subjects } from "../../services/bus/index.ts"
 import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
+import { publishWeights } from "../../services/weights/index.ts"
 import type { TaskLoadErrors } from "../../tasks/index.ts"
-import { type BufferClientError, takeBatch } from "../buffer/client.ts"
-import type { JobSpecInvalid } from "../coordinator/plan.ts"
+import { type BufferClientError, takeBatch } from "../buffer/index.ts"
+import type { JobSpecInvalid } from "../coordinator/index.ts"
 import type { GoldenError } from "../golden/index.ts"
 import { type CheckpointCorrupt, loadCheckpoint, saveCheckpoint } from "./checkpoint.ts"
 import { readTrainingSequence, type TrainingSequence, TrajectoryMalformed } from "./decode.ts"
@@ -21,7 +22,6 @@ import {
   type StepMetrics,
   Trainer,
 } from "./trainer.ts"
-import { publishWeights } from "./weights.ts"
 
 /** The SFT warm start was asked for (sft_steps > 0) but has nothing to train on. */
 export class SftUnavailable extends Data.TaggedError("SftUnavailable")<{

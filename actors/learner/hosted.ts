@@ -9,13 +9,13 @@ import {
   flagText,
   type HostedActor,
 } from "../hosted.ts"
-import { jobOf, POOL_FLAGS, poolOptions } from "../pool/flags.ts"
+import { jobOf, POOL_FLAGS, poolOptions } from "../pool/index.ts"
 import {
   ACTION_FORMAT_NAMES,
   ACTION_FORMATS,
   type ActionFormat,
   isActionFormatName,
-} from "../sampler/actions/index.ts"
+} from "../sampler/index.ts"
 import { runLearner } from "./actor.ts"
 import { runLearnerPool } from "./pool.ts"
 import { type AdvantageMode, DEFAULT_LEARNER_CONFIG, type LearnerConfig } from "./trainer.ts"

@@ -8,7 +8,8 @@ import {
   LrSchedule,
   TrainPhase,
 } from "../../proto/index.ts"
-import { jobLearnerPlan, learnerStepBudget, sftStepReport, trainStepReport } from "./job-spec.ts"
+import { learnerStepBudget } from "../../services/jobs/index.ts"
+import { jobLearnerPlan, sftStepReport, trainStepReport } from "./job-spec.ts"
 import { DEFAULT_CRITIC_WARMUP_STEPS, DEFAULT_LEARNER_CONFIG } from "./trainer.ts"
 
 describe("jobLearnerPlan", () => {

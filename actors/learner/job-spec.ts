@@ -6,33 +6,23 @@
 import type { MessageInitShape } from "@bufbuild/protobuf"
 import {
   AdvantageMode,
-  JobKind,
   type JobSpec,
   LossAggregation,
   LrSchedule,
   TrainPhase,
   type TrainStepReportSchema,
 } from "../../proto/index.ts"
+import { type JobSchedule, jobSchedule } from "../../services/jobs/index.ts"
 import type { SftStepReport, StepReport } from "./actor.ts"
 import {
   type AdvantageMode as AdvantageModeName,
-  DEFAULT_CRITIC_WARMUP_STEPS,
   DEFAULT_LEARNER_CONFIG,
   type LearnerConfig,
 } from "./trainer.ts"
 
-export interface JobLearnerPlan {
+export interface JobLearnerPlan extends JobSchedule {
   readonly config: LearnerConfig
-  readonly batchSize: number
-  readonly maxStaleness: number
-  /** Critic warm-up plus PPO steps; undefined: until the job is cancelled. */
-  readonly maxSteps: number | undefined
-  /** The buffer's group size (samples per task): whole groups for group statistics. */
-  readonly groupSize: number
 }
-
-export const DEFAULT_BATCH_TRAJECTORIES = 16
-export const DEFAULT_MAX_STALENESS = 2
 
 const or = (x: number | undefined, fallback: number): number =>
   x === undefined || x === 0 ? fallback : x
@@ -57,22 +47,8 @@ const LOSS_AGGREGATIONS: Record<LossAggregation, LearnerConfig["lossAggregation"
 }
 
 /** The critic warm-up a spec asks for: unset means the learner's default, 0 none. */
-export const criticWarmupStepsOf = (spec: JobSpec): number =>
-  spec.kind === JobKind.SFT ? 0 : (spec.learner?.criticWarmupSteps ?? DEFAULT_CRITIC_WARMUP_STEPS)
-
-/**
- * The learner step (as announced with its weights, SFT not counted) that ends a train job:
- * critic warm-up plus PPO steps; undefined when ppo_steps is 0 (until cancelled). The
- * coordinator ends the job at the announcement of this step. An SFT job's is 0: its learner
- * announces the warm start and stops.
- */
-export const learnerStepBudget = (spec: JobSpec): number | undefined => {
-  if (spec.kind === JobKind.SFT) return 0
-  const ppoSteps = spec.learner?.ppoSteps ?? 0
-  return ppoSteps > 0 ? criticWarmupStepsOf(spec) + ppoSteps : undefined
-}
-
 export const jobLearnerPlan = (spec: JobSpec): JobLearnerPlan => {
+  const schedule = jobSchedule(spec)
   const l = spec.learner
   const d = DEFAULT_LEARNER_CONFIG
   const clip = l?.clipEps ?? 0
@@ -100,7 +76,7 @@ export const jobLearnerPlan = (spec: JobSpec): JobLearnerPlan => {
     tito: l?.tito ?? true,
     sftSteps: l?.sftSteps ?? 0,
     sftLr: or(l?.sftLr, d.sftLr),
-    criticWarmupSteps: criticWarmupStepsOf(spec),
+    criticWarmupSteps: schedule.criticWarmupSteps,
     ppoEpochs: or(l?.ppoEpochs, d.ppoEpochs),
     minibatches: or(l?.minibatches, d.minibatches),
     advantageMode:
@@ -118,14 +94,7 @@ export const jobLearnerPlan = (spec: JobSpec): JobLearnerPlan => {
     publishEverySteps: or(l?.publishEverySteps, d.publishEverySteps),
     seed: Number(spec.seed & 0xffffffffn),
   }
-  return {
-    config,
-    batchSize: or(l?.batchTrajectories, DEFAULT_BATCH_TRAJECTORIES),
-    // Unset: the default; 0: on-policy.
-    maxStaleness: l?.maxStaleness ?? DEFAULT_MAX_STALENESS,
-    maxSteps: learnerStepBudget(spec),
-    groupSize: spec.samplesPerTask > 1 ? spec.samplesPerTask : 0,
-  }
+  return { config, ...schedule }
 }
 
 const PHASES: Record<StepReport["phase"], TrainPhase> = {

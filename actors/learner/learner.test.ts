@@ -17,16 +17,16 @@ import {
   type Subjects,
   subjectsFor,
 } from "../../services/bus/index.ts"
+import { ensureSamplerStreams } from "../../services/episodes/index.ts"
 import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
+import { followWeights } from "../../services/weights/index.ts"
 import { runBuffer } from "../buffer/index.ts"
 import { chunkMsgId, chunkRecord, encodeRecord, endMsgId, endRecord } from "../sampler/records.ts"
-import { ensureSamplerStreams } from "../sampler/streams.ts"
 import { TrajectoryBuilder } from "../sampler/tito.ts"
 import { runLearner, type StepReport } from "./actor.ts"
 import { loadCheckpoint, saveCheckpoint } from "./checkpoint.ts"
 import type { TrainingSequence } from "./decode.ts"
 import { DEFAULT_LEARNER_CONFIG, Trainer } from "./trainer.ts"
-import { followWeights } from "./weights.ts"
 
 const config = {
   vocabSize: 8,

@@ -17,14 +17,14 @@ import {
 } from "../../proto/index.ts"
 import { Bus, type BusError } from "../../services/bus/index.ts"
 import { Metrics } from "../../services/metrics/index.ts"
+import { resolvePolicyRef } from "../../services/weights/index.ts"
 import { loadTasks, type Task } from "../../tasks/index.ts"
-import { selectTasks, taskDirs } from "../coordinator/plan.ts"
+import { selectTasks, taskDirs } from "../coordinator/index.ts"
 import { type GoldenToWireError, goldenTrajectories } from "../golden/index.ts"
-import { type PoolOptions, poolMembership, runJobPool } from "../pool/claim.ts"
-import { type ActionFormat, shellBlock } from "../sampler/actions/index.ts"
+import { type PoolOptions, poolMembership, runJobPool } from "../pool/index.ts"
+import { type ActionFormat, shellBlock } from "../sampler/index.ts"
 import { runLearner } from "./actor.ts"
 import { jobLearnerPlan, sftStepReport, trainStepReport } from "./job-spec.ts"
-import { resolvePolicyRef } from "./policy-ref.ts"
 import { goldenSequences } from "./sft.ts"
 
 /** Golden transcripts longer than this are cut for the SFT warm start (attention cost). */

@@ -4,7 +4,7 @@ import type { Trajectory } from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
 import type { Task } from "../../tasks/index.ts"
 import { goldenTrajectories } from "../golden/index.ts"
-import type { ActionFormat } from "../sampler/actions/index.ts"
+import type { ActionFormat } from "../sampler/index.ts"
 import { type TrainingSequence, trainingSequence } from "./decode.ts"
 import { DEFAULT_LEARNER_CONFIG, Trainer } from "./trainer.ts"
 

@@ -9,6 +9,7 @@ import {
   supervisedGradients,
   type TinyMoe,
 } from "../../model/index.ts"
+import { DEFAULT_CRITIC_WARMUP_STEPS } from "../../services/jobs/index.ts"
 import type { TrainingSequence } from "./decode.ts"
 import {
   type AdvantageMode,
@@ -33,6 +34,8 @@ import {
 } from "./ppo/index.ts"
 import { retokenizedSequence } from "./retokenize.ts"
 
+export { DEFAULT_CRITIC_WARMUP_STEPS }
+
 /** The value head: the critic's own parameters (the trunk is shared with the policy). */
 export const CRITIC_PARAMS: ReadonlySet<string> = new Set(["valueHead", "valueBias"])
 
@@ -45,8 +48,6 @@ export const CRITIC_PARAMS: ReadonlySet<string> = new Set(["valueHead", "valueBi
  */
 export type { AdvantageMode }
 
-/** Critic-only updates before the policy moves (T1: an aggressive critic warm-up). */
-export const DEFAULT_CRITIC_WARMUP_STEPS = 10
 export const DEFAULT_PPO_EPOCHS = 2
 export const DEFAULT_MINIBATCHES = 2
 export const DEFAULT_ADVANTAGE_MODE: AdvantageMode = "critic"

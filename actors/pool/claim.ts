@@ -20,7 +20,7 @@ import {
   jobStoreFor,
   type StoredJob,
 } from "../../services/jobs/index.ts"
-import { type JobLease, tryAcquireLease } from "../coordinator/lease.ts"
+import { type JobLease, tryAcquireLease } from "../coordinator/index.ts"
 
 /** What a pooled actor's process says about itself (`t1 actor buffer|learner` without --job). */
 export interface PoolOptions {

@@ -14,4 +14,6 @@ export {
   sftUpdates,
   type WarmStart,
 } from "./ladder.ts"
+// The surface other folders use.
+export { recipeTaskSets } from "./task-sets.ts"
 export { RlTimeBudget } from "./time-budget.ts"

@@ -14,6 +14,7 @@
  * `openLadderRecipe` writes the ladder and starts the sandbox host and verifier; its phases are
  * separate calls so that a caller can add its own (exp:learn's SFT-only control arm).
  */
+
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -30,23 +31,33 @@ import {
 import { selectKernels } from "../../model/kernels/select.ts"
 import { EpisodePurpose, type Task as TaskMessage, type Trajectory } from "../../proto/index.ts"
 import { Bus, type BusShape, type Subjects, subjectsFor } from "../../services/bus/index.ts"
+import { ensureSamplerStreams } from "../../services/episodes/index.ts"
 import type { Metrics } from "../../services/metrics/index.ts"
+import { followWeights } from "../../services/weights/index.ts"
 import { loadTasks, type Task } from "../../tasks/index.ts"
 import type { LadderTask, Rung } from "../../tasks/ladder/index.ts"
 import { runBuffer } from "../buffer/index.ts"
 import { goldenTrajectories } from "../golden/index.ts"
-import { runLearner, type StepReport } from "../learner/actor.ts"
-import { type TrainingSequence, trainingSequence } from "../learner/decode.ts"
-import { EMBEDDED_MODEL_CONFIG, EMBEDDED_RL_CONFIG } from "../learner/embedded.ts"
-import { DEFAULT_LEARNER_CONFIG, type LearnerConfig, Trainer } from "../learner/trainer.ts"
-import { followWeights } from "../learner/weights.ts"
+import {
+  DEFAULT_LEARNER_CONFIG,
+  EMBEDDED_MODEL_CONFIG,
+  EMBEDDED_RL_CONFIG,
+  type LearnerConfig,
+  runLearner,
+  type StepReport,
+  Trainer,
+  type TrainingSequence,
+  trainingSequence,
+} from "../learner/index.ts"
 import { startSandboxAndVerifier } from "../local.ts"
-import { shellBlockShort } from "../sampler/actions/index.ts"
-import { runSampler } from "../sampler/actor.ts"
-import { runEpisodeBatch } from "../sampler/batch.ts"
-import { type EmbeddedPolicy, embeddedPolicy } from "../sampler/policy/embedded.ts"
-import { ensureSamplerStreams } from "../sampler/streams.ts"
-import { wireTaskFor } from "../sandbox/image/index.ts"
+import {
+  type EmbeddedPolicy,
+  embeddedPolicy,
+  runEpisodeBatch,
+  runSampler,
+  shellBlockShort,
+} from "../sampler/index.ts"
+import { wireTaskFor } from "../sandbox/index.ts"
 import { recipeTaskSets } from "./task-sets.ts"
 
 export interface LadderRecipeOptions {

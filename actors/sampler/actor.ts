@@ -8,12 +8,16 @@ import {
 } from "../../proto/index.ts"
 import { protobufDecoder, runActor } from "../../services/actor/index.ts"
 import { Bus, type Subjects } from "../../services/bus/index.ts"
+import {
+  EPISODE_ACK_WAIT_MS,
+  ensureSamplerStreams,
+  SAMPLER_DURABLE,
+} from "../../services/episodes/index.ts"
 import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
 import type { ActionFormat } from "./actions/format.ts"
 import { busPorts } from "./bus-ports.ts"
 import { type EpisodeInfraError, runEpisode } from "./episode.ts"
 import type { PolicyBackend, PolicyError } from "./policy/backend.ts"
-import { EPISODE_ACK_WAIT_MS, ensureSamplerStreams, SAMPLER_DURABLE } from "./streams.ts"
 
 export interface SamplerOptions {
   readonly subjects: Subjects

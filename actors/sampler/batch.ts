@@ -9,8 +9,8 @@ import {
   type Trajectory,
 } from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
-import { collectTrajectories } from "../buffer/collect.ts"
-import { episodeWorkItem } from "../coordinator/work-item.ts"
+import { collectTrajectories } from "../buffer/index.ts"
+import { episodeWorkItem } from "../coordinator/index.ts"
 
 /** One group of episodes: `samples` runs of one task. */
 export interface EpisodeGroup {

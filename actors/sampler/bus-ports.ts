@@ -8,7 +8,7 @@ import {
   VerifyRequestSchema,
 } from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
-import { sandboxClient } from "../sandbox/client.ts"
+import { sandboxClient } from "../sandbox/index.ts"
 import { CommandRejected, EpisodeInfraError, type EpisodePorts } from "./episode.ts"
 import {
   encodeRecord,

@@ -12,6 +12,7 @@ import { type KernelChoice, selectKernels } from "../../model/kernels/select.ts"
 import { breakerMetrics } from "../../services/breaker/index.ts"
 import { Bus } from "../../services/bus/index.ts"
 import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
+import { followWeights } from "../../services/weights/index.ts"
 import { breakerFlags, breakerFlagsHelp, breakerOptionsOf } from "../breaker-flags.ts"
 import {
   ActorConfigError,
@@ -20,7 +21,6 @@ import {
   flagText,
   type HostedActor,
 } from "../hosted.ts"
-import { followWeights } from "../learner/weights.ts"
 import { ACTION_FORMATS, type ActionFormatName, isActionFormatName } from "./actions/index.ts"
 import { runSampler } from "./actor.ts"
 import type { PolicyBackend } from "./policy/backend.ts"

@@ -132,3 +132,29 @@ export const sandboxActor: HostedActor = {
     })
   },
 }
+
+// The surface other folders use.
+export { connectDocker, DockerDriverLive, dockerEngineAvailable } from "./docker/index.ts"
+export {
+  BASE_IMAGE,
+  BaseImageBuildFailed,
+  BUILD_NETWORKS,
+  type BuildNetwork,
+  buildBaseImage,
+  buildTaskImage,
+  type ImageAliases,
+  type ResolveTaskImageError,
+  resolvedWireTask,
+  resolveTaskImage,
+  taskBuildNetwork,
+  wireTaskFor,
+} from "./image/index.ts"
+export { LocalDriverLive } from "./local/index.ts"
+export {
+  ensureToolchain,
+  TOOLCHAIN_BASH,
+  TOOLCHAIN_BIN,
+  TOOLCHAIN_PYTHON,
+  TOOLCHAIN_REAP,
+  TOOLCHAIN_TIMEOUT,
+} from "./toolchain/index.ts"

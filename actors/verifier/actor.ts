@@ -15,7 +15,7 @@ import { protobufDecoder, runActor } from "../../services/actor/index.ts"
 import { Bus, type BusShape, type Subjects } from "../../services/bus/index.ts"
 import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
 import { openArchive, packDirectory, type TestsArchive } from "../../services/tar/index.ts"
-import { sandboxClient } from "../sandbox/client.ts"
+import { sandboxClient } from "../sandbox/index.ts"
 import { clientSandbox } from "./port.ts"
 import { type VerifyOptions, verifyEpisode } from "./verify.ts"
 import {

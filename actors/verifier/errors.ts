@@ -1,5 +1,5 @@
 import { Data } from "effect"
-import type { ErrorClass } from "../sandbox/errors.ts"
+import type { ErrorClass } from "../sandbox/index.ts"
 
 /**
  * A sandbox operation the verifier asked for failed. `infra`: the machinery failed (sandbox

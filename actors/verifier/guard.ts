@@ -5,7 +5,7 @@ import {
   TOOLCHAIN_PYTHON,
   TOOLCHAIN_REAP,
   TOOLCHAIN_TIMEOUT,
-} from "../sandbox/toolchain/index.ts"
+} from "../sandbox/index.ts"
 import { VerifierInfraError } from "./errors.ts"
 import type { ShellResult, VerifierSandbox } from "./port.ts"
 

@@ -68,3 +68,6 @@ export const verifierActor: HostedActor = {
     })
   },
 }
+
+// The surface other folders use.
+export { shellQuote } from "./shell.ts"

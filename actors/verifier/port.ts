@@ -1,8 +1,11 @@
 import { Effect } from "effect"
 import type { ExecResult } from "../../proto/index.ts"
-import type { SandboxClient, SandboxClientError } from "../sandbox/client.ts"
-import type { SandboxDriverShape } from "../sandbox/driver.ts"
-import type { SandboxError } from "../sandbox/errors.ts"
+import type {
+  SandboxClient,
+  SandboxClientError,
+  SandboxDriverShape,
+  SandboxError,
+} from "../sandbox/index.ts"
 import { SandboxCallFailed } from "./errors.ts"
 
 /** What one command in the sandbox's shell gave back. */

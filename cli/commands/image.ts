@@ -1,15 +1,15 @@
 import { Effect } from "effect"
-import { connectDocker } from "../../actors/sandbox/docker/index.ts"
 import {
   BaseImageBuildFailed,
   BUILD_NETWORKS,
   type BuildNetwork,
   buildBaseImage,
   buildTaskImage,
+  connectDocker,
+  ensureToolchain,
   type ImageAliases,
   taskBuildNetwork,
-} from "../../actors/sandbox/image/index.ts"
-import { ensureToolchain } from "../../actors/sandbox/toolchain/index.ts"
+} from "../../actors/sandbox/index.ts"
 import { loadTask } from "../../tasks/load/index.ts"
 import { choiceFlag, parseFlags, UsageError } from "../flags.ts"
 import { logFlagSpec, logFlagsHelp, loggingLayer } from "../run-main.ts"

@@ -1,6 +1,6 @@
 import { Effect, Layer } from "effect"
 import { actorRegistry, diagnosticActor, type FlagValues } from "../../actors/index.ts"
-import { BASE_IMAGE } from "../../actors/sandbox/image/index.ts"
+import { BASE_IMAGE } from "../../actors/sandbox/index.ts"
 import { runActor } from "../../services/actor/index.ts"
 import {
   MemoryBusLive,

@@ -1,5 +1,5 @@
 import { Console, Effect } from "effect"
-import { BUILD_NETWORKS } from "../../actors/sandbox/image/index.ts"
+import { BUILD_NETWORKS } from "../../actors/sandbox/index.ts"
 import {
   ContaminationFound,
   checkSplits,

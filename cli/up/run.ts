@@ -16,9 +16,12 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect } from "effect"
-import { EMBEDDED_MODEL_CONFIG } from "../../actors/learner/embedded.ts"
-import { type LadderRecipeOptions, recipeLimits } from "../../actors/recipe/index.ts"
-import { recipeTaskSets } from "../../actors/recipe/task-sets.ts"
+import { EMBEDDED_MODEL_CONFIG } from "../../actors/learner/index.ts"
+import {
+  type LadderRecipeOptions,
+  recipeLimits,
+  recipeTaskSets,
+} from "../../actors/recipe/index.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { encodeWeights, TinyMoe } from "../../model/index.ts"
 import {

@@ -11,7 +11,12 @@ import {
   type SamplingParams,
   TaskSplit,
 } from "../../proto/index.ts"
-import { JOB_ID_PATTERN, type Violation } from "../jobs/index.ts"
+import {
+  DEFAULT_BATCH_TRAJECTORIES,
+  DEFAULT_MAX_STALENESS,
+  JOB_ID_PATTERN,
+  type Violation,
+} from "../jobs/index.ts"
 
 /** Names without whitespace or control characters (task sets, task ids, policy refs). */
 const NAME = /^[^\s\p{Cc}]+$/u
@@ -26,9 +31,6 @@ const MAX_EPISODE_ATTEMPTS = 100
 const MAX_STOP_TOKENS = 1024
 
 const JOB_KINDS = [JobKind.TRAIN, JobKind.EVAL, JobKind.ROLLOUT, JobKind.SFT]
-/** The learner's defaults for zero fields (actors/learner/job-spec.ts). */
-const LEARNER_DEFAULT_BATCH = 16
-const LEARNER_DEFAULT_MAX_STALENESS = 2
 const MAX_PPO_EPOCHS = 64
 
 class Collector {
@@ -127,10 +129,10 @@ const validateLearner = (c: Collector, l: LearnerConfig, samplesPerTask: number)
       `${p}.minibatches`,
       `must be <= spec.learner.batch_trajectories (${l.batchTrajectories}), got ${l.minibatches}`,
     )
-  } else if (l.batchTrajectories === 0 && l.minibatches > LEARNER_DEFAULT_BATCH) {
+  } else if (l.batchTrajectories === 0 && l.minibatches > DEFAULT_BATCH_TRAJECTORIES) {
     c.add(
       `${p}.minibatches`,
-      `must be <= the default batch_trajectories (${LEARNER_DEFAULT_BATCH}), got ${l.minibatches}`,
+      `must be <= the default batch_trajectories (${DEFAULT_BATCH_TRAJECTORIES}), got ${l.minibatches}`,
     )
   }
   c.atMost(`${p}.ppo_epochs`, l.ppoEpochs, MAX_PPO_EPOCHS)
@@ -144,7 +146,7 @@ const validateLearner = (c: Collector, l: LearnerConfig, samplesPerTask: number)
   // Samplers move to new weights only when they are published; a version that is never
   // published cannot be sampled, so the staleness bound must leave room for the gap (else the
   // coordinator stops admitting episodes and the job waits for ever).
-  const eta = l.maxStaleness ?? LEARNER_DEFAULT_MAX_STALENESS
+  const eta = l.maxStaleness ?? DEFAULT_MAX_STALENESS
   if (l.publishEverySteps > eta + 1) {
     c.add(
       `${p}.publish_every_steps`,

@@ -22,6 +22,15 @@ export {
   TERMINAL_STATES,
 } from "./events.ts"
 export {
+  criticWarmupStepsOf,
+  DEFAULT_BATCH_TRAJECTORIES,
+  DEFAULT_CRITIC_WARMUP_STEPS,
+  DEFAULT_MAX_STALENESS,
+  type JobSchedule,
+  jobSchedule,
+  learnerStepBudget,
+} from "./schedule.ts"
+export {
   appendJobEvent,
   DEFAULT_PAGE_SIZE,
   type ErrorDetailInit,

@@ -27,7 +27,8 @@
  *
  * API (every operation is an Effect; errors are typed):
  *
- *   const store = yield* jobStore(bus, subjects)       // opens the bucket, ensures the stream
+ *   const store = yield* makeJobStore(bus, subjects)   // opens the bucket, ensures the stream
+ *   const store = yield* JobStore                      // the service (jobStoreLayer)
  *   store.create(spec, { requestId? })   → { status, created }   PENDING + first event
  *   store.get(jobId)                     → JobStatus              JobNotFound
  *   store.find(jobId)                    → Option<JobStatus>

@@ -12,7 +12,6 @@ import { type EpisodePorts, runEpisode } from "../../actors/sampler/episode.ts"
 import type { GenerateResult, PolicyBackend } from "../../actors/sampler/policy/backend.ts"
 import { embeddedPolicy } from "../../actors/sampler/policy/embedded.ts"
 import { scriptedPolicy } from "../../actors/sampler/policy/scripted.ts"
-import { ensureSamplerStreams } from "../../actors/sampler/streams.ts"
 import { dockerEngineAvailable } from "../../actors/sandbox/docker/index.ts"
 import { resolveTaskImage } from "../../actors/sandbox/image/index.ts"
 import {
@@ -38,6 +37,7 @@ import {
   type Subjects,
   subjectsFor,
 } from "../../services/bus/index.ts"
+import { ensureSamplerStreams } from "../../services/episodes/index.ts"
 import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
 import { loadTask } from "../../tasks/index.ts"
 import { taskToWire } from "../../tasks/wire.ts"

@@ -20,7 +20,6 @@ import { tryAcquireLease } from "../../actors/coordinator/lease.ts"
 import { diagnosticActor } from "../../actors/diagnostic/index.ts"
 import { loadCheckpoint, saveCheckpoint } from "../../actors/learner/checkpoint.ts"
 import { DEFAULT_LEARNER_CONFIG, Trainer } from "../../actors/learner/trainer.ts"
-import { followWeights, publishWeights } from "../../actors/learner/weights.ts"
 import { shellBlock } from "../../actors/sampler/actions/index.ts"
 import { runSampler } from "../../actors/sampler/actor.ts"
 import { scriptedPolicy } from "../../actors/sampler/policy/scripted.ts"
@@ -31,7 +30,6 @@ import {
   endMsgId,
   endRecord,
 } from "../../actors/sampler/records.ts"
-import { ensureSamplerStreams } from "../../actors/sampler/streams.ts"
 import { TrajectoryBuilder } from "../../actors/sampler/tito.ts"
 import { sandboxClient } from "../../actors/sandbox/client.ts"
 import { runSandboxHost } from "../../actors/sandbox/host.ts"
@@ -53,9 +51,11 @@ import {
 } from "../../proto/index.ts"
 import { runActor } from "../../services/actor/index.ts"
 import { Bus, type BusShape, makeNatsBus, subjectsFor } from "../../services/bus/index.ts"
+import { ensureSamplerStreams } from "../../services/episodes/index.ts"
 import { makeJobStore } from "../../services/jobs/index.ts"
 import { Metrics, type MetricsShape, makeMetrics } from "../../services/metrics/index.ts"
 import { packDirectory } from "../../services/tar/index.ts"
+import { followWeights, publishWeights } from "../../services/weights/index.ts"
 import { type NatsServerProcess, startNatsServer } from "../support/nats-server.ts"
 
 const CONF = fileURLToPath(new URL("../../deploy/nats/nats-server.conf", import.meta.url))

@@ -21,7 +21,6 @@ import { busPorts } from "../../actors/sampler/bus-ports.ts"
 import { sandboxSpecFor } from "../../actors/sampler/episode.ts"
 import { runEpisodeHere } from "../../actors/sampler/in-process.ts"
 import { scriptedPolicy } from "../../actors/sampler/policy/scripted.ts"
-import { ensureSamplerStreams } from "../../actors/sampler/streams.ts"
 import {
   bridgeName,
   firewallInstalled,
@@ -45,6 +44,7 @@ import {
   TaskRefSchema,
 } from "../../proto/index.ts"
 import { Bus, type BusShape, makeMemoryBus, subjectsFor } from "../../services/bus/index.ts"
+import { ensureSamplerStreams } from "../../services/episodes/index.ts"
 import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
 import { loadTask } from "../../tasks/index.ts"
 import { taskToWire } from "../../tasks/wire.ts"

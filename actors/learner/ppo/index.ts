@@ -1,4 +1,3 @@
-export * from "./admission.ts"
 export * from "./advantages.ts"
 export { PpoError } from "./errors.ts"
 export * from "./gae.ts"

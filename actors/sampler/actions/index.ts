@@ -17,6 +17,7 @@ export {
 } from "./observation.ts"
 export {
   DONE_TOKEN,
+  parseShellBlock,
   SHELL_BLOCK_PROMPT,
   SHELL_BLOCK_SHORT_PROMPT,
   shellBlock,

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest"
 import { TinyMoe } from "../../../model/index.ts"
 import { EpisodeWorkItemSchema } from "../../../proto/index.ts"
 import { Bus, MemoryBusLive, subjectsFor } from "../../../services/bus/index.ts"
-import { publishWeights } from "../../learner/weights.ts"
+import { publishWeights } from "../../../services/weights/index.ts"
 import { jobPolicies, policyKey } from "./job-policies.ts"
 
 const VOCAB = 64

@@ -8,8 +8,11 @@ import { Deferred, Effect, Exit, Schedule, Scope } from "effect"
 import type { Kernels } from "../../../model/index.ts"
 import type { EpisodeWorkItem } from "../../../proto/index.ts"
 import type { BusShape, Subjects } from "../../../services/bus/index.ts"
-import { NOTHING_PUBLISHED, resolvePolicyRef } from "../../learner/policy-ref.ts"
-import { followWeights } from "../../learner/weights.ts"
+import {
+  followWeights,
+  NOTHING_PUBLISHED,
+  resolvePolicyRef,
+} from "../../../services/weights/index.ts"
 import { type PolicyBackend, PolicyError } from "./backend.ts"
 import { type EmbeddedPolicy, embeddedPolicy } from "./embedded.ts"
 

@@ -3,7 +3,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
 import { Data, Effect, Option, Stream } from "effect"
 import { decodeWeights, encodeWeights, type Kernels, type TinyMoe } from "../../model/index.ts"
 import { type WeightsAnnouncement, WeightsAnnouncementSchema } from "../../proto/index.ts"
-import type { BusError, BusShape, Subjects } from "../../services/bus/index.ts"
+import type { BusError, BusShape, Subjects } from "../bus/index.ts"
 
 export class WeightsUnavailable extends Data.TaggedError("WeightsUnavailable")<{
   readonly name: string

@@ -9,7 +9,7 @@ import { fromBinary } from "@bufbuild/protobuf"
 import { Effect, Option } from "effect"
 import { decodeWeights, type Kernels, TinyMoe } from "../../model/index.ts"
 import { WeightsAnnouncementSchema } from "../../proto/index.ts"
-import type { BusError, BusShape, Subjects } from "../../services/bus/index.ts"
+import type { BusError, BusShape, Subjects } from "../bus/index.ts"
 import { fetchWeights, latestKey, WeightsUnavailable } from "./weights.ts"
 
 export interface ResolvedPolicy {

@@ -1,6 +1,20 @@
 /** Staleness-bounded admission of new episodes (asynchronous RL, as in AReaL). */
+import { Data } from "effect"
 
-import { requireCount } from "./errors.ts"
+/** An admission input that is not a count: a bug in the caller, raised before anything runs. */
+export class AdmissionInputError extends Data.TaggedError("AdmissionInputError")<{
+  readonly subject: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `${this.subject}: ${this.reason}`
+  }
+}
+
+const requireCount = (subject: string, x: number): void => {
+  if (!(Number.isSafeInteger(x) && x >= 0))
+    throw new AdmissionInputError({ subject, reason: `must be a non-negative integer, got ${x}` })
+}
 
 export interface AdmissionInput {
   /** The most episodes allowed to run at once. */

@@ -1,7 +1,7 @@
 import { Deferred, Effect, References } from "effect"
 import { describe, expect, it } from "vitest"
 import { TinyMoe } from "../../model/index.ts"
-import { makeMemoryBus, subjectsFor } from "../../services/bus/index.ts"
+import { makeMemoryBus, subjectsFor } from "../bus/index.ts"
 import { followWeights, latestKey, publishWeights } from "./weights.ts"
 
 const config = {

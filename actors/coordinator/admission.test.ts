@@ -1,7 +1,6 @@
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { type AdmissionInput, admissionCapacity } from "./admission.ts"
-import { PpoError } from "./errors.ts"
+import { type AdmissionInput, AdmissionInputError, admissionCapacity } from "./admission.ts"
 
 const base: AdmissionInput = {
   maxConcurrent: 100,
@@ -45,7 +44,7 @@ describe("admissionCapacity", () => {
   })
 
   it("rejects counts that are negative or fractional", () => {
-    expect(() => admissionCapacity({ ...base, running: -1 })).toThrow(PpoError)
+    expect(() => admissionCapacity({ ...base, running: -1 })).toThrow(AdmissionInputError)
     expect(() => admissionCapacity({ ...base, batchSize: 1.5 })).toThrow("batchSize")
     expect(() => admissionCapacity({ ...base, maxStaleness: Number.NaN })).toThrow("maxStaleness")
   })

@@ -1,5 +1,5 @@
 import { Effect } from "effect"
-import type { BusShape, Subjects } from "../../services/bus/index.ts"
+import type { BusShape, Subjects } from "../bus/index.ts"
 
 /** How long an un-acked episode stays with one sampler before redelivery (heartbeats extend it). */
 export const EPISODE_ACK_WAIT_MS = 60_000

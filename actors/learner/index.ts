@@ -1,0 +1,15 @@
+/** The learner folder's surface: what other folders may import. */
+export { runLearner, type StepReport } from "./actor.ts"
+export { type TrainingSequence, trainingSequence } from "./decode.ts"
+export { EMBEDDED_MODEL_CONFIG, EMBEDDED_RL_CONFIG } from "./embedded.ts"
+export { jobLearnerPlan } from "./job-spec.ts"
+export { runLearnerPool } from "./pool.ts"
+export { trainInferLogprobAbsDiff } from "./ppo/index.ts"
+export { messagesOf } from "./retokenize.ts"
+export { sftWarmStart } from "./sft.ts"
+export {
+  continuedActorOptimizer,
+  DEFAULT_LEARNER_CONFIG,
+  type LearnerConfig,
+  Trainer,
+} from "./trainer.ts"
