@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto"
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
-import { Effect, Schedule, Stream } from "effect"
+import { Clock, Effect, Schedule, Stream } from "effect"
 import {
   BatchSchema,
   EpisodeEndSchema,
@@ -25,7 +25,6 @@ import { ensureSamplerStreams } from "../../services/episodes/index.ts"
 import { Metrics } from "../../services/metrics/index.ts"
 import { makeIngest } from "./ingest.ts"
 import { type BufferMetrics, bufferMetrics } from "./metrics.ts"
-import { type Cut, type Dropped, ReadyPool, type StalePolicy, type Step } from "./pool.ts"
 import {
   BATCH_RESERVE_BYTES,
   type BufferNames,
@@ -33,7 +32,8 @@ import {
   bufferNames,
   exclusionOf,
   sha256Hex,
-} from "./wire.ts"
+} from "./names.ts"
+import { type Cut, type Dropped, ReadyPool, type StalePolicy, type Step } from "./ready-pool.ts"
 
 export interface BufferOptions {
   readonly subjects: Subjects
@@ -130,7 +130,7 @@ const makeServing = (
     )
 
   const onReady = (item: WorkItem): Effect.Effect<void> =>
-    Effect.suspend(() => {
+    Effect.flatMap(Clock.currentTimeMillis, (arrivedMs) => {
       let ready: ReadyTrajectory
       try {
         ready = fromBinary(ReadyTrajectorySchema, item.data)
@@ -151,7 +151,7 @@ const makeServing = (
         work: item,
         end,
         tokens: end.totalTokens,
-        arrivedMs: Date.now(),
+        arrivedMs,
         trajectory: body.case === "inline" ? body.value : undefined,
         inlineBytes: body.case === "inline" ? item.data.length - endFieldBytes(ready) : 0,
         ref: body.case === "object" ? body.value : undefined,
@@ -247,11 +247,11 @@ const makeServing = (
         groupSize: req.groupSize || options.groupSize,
         budgetBytes: batchBudget(maxPayload),
       }
-      const deadline = Date.now() + req.waitMs
+      const deadline = (yield* Clock.currentTimeMillis) + req.waitMs
       const dropped = { stale: 0, zeroVariance: 0 }
       for (;;) {
         const changed = pool.changed
-        const now = Date.now()
+        const now = yield* Clock.currentTimeMillis
         const step = pool.step(cut, now)
         const commit = step.full || now >= deadline
         const batchId = commit && step.selected.length > 0 ? randomUUID() : ""
@@ -367,7 +367,7 @@ export const runBuffer = (options: BufferOptions): Effect.Effect<never, BusError
       )
       yield* Effect.forkScoped(
         Effect.gen(function* () {
-          const now = Date.now()
+          const now = yield* Clock.currentTimeMillis
           yield* ingest.expire(now)
           const overdue = pool.overdue(now)
           if (overdue.length > 0) {

@@ -31,7 +31,7 @@ import {
 import type { ChunkSpan } from "../sampler/tito.ts"
 import { type BufferOptions, runBuffer } from "./actor.ts"
 import { resolveBatch, type TakeBatchParams, takeBatch } from "./client.ts"
-import { bufferNames } from "./wire.ts"
+import { bufferNames } from "./names.ts"
 
 export interface EpisodeSpec {
   readonly episodeId: string

@@ -11,7 +11,7 @@ import {
 } from "../../proto/index.ts"
 import { ERROR_HEADER } from "../../services/actor/index.ts"
 import type { BusError, BusShape, Subjects } from "../../services/bus/index.ts"
-import { sha256Hex } from "./wire.ts"
+import { sha256Hex } from "./names.ts"
 
 /** The buffer answered with an error, or its answer could not be used. */
 export class BufferClientError extends Data.TaggedError("BufferClientError")<{

@@ -11,5 +11,5 @@ export {
 export { collectTrajectories } from "./collect.ts"
 export { runBufferPool } from "./job-pool.ts"
 export { type BufferMetrics, bufferMetrics, type DropReason } from "./metrics.ts"
-export { type StalePolicy, stalenessOf } from "./pool.ts"
-export { type BufferNames, bufferNames } from "./wire.ts"
+export { type BufferNames, bufferNames } from "./names.ts"
+export { type StalePolicy, stalenessOf } from "./ready-pool.ts"

@@ -15,7 +15,7 @@ import {
 import { spliceBytesFields } from "../../services/packed/index.ts"
 import { type AssembledTrajectory, TrajectoryAssembler, TrajectoryCorrupt } from "./assemble.ts"
 import type { BufferMetrics, DropReason } from "./metrics.ts"
-import { type BufferNames, type Exclusion, exclusionOf, fitsInline, sha256Hex } from "./wire.ts"
+import { type BufferNames, type Exclusion, exclusionOf, fitsInline, sha256Hex } from "./names.ts"
 
 const INLINE_FIELD = ReadyTrajectorySchema.field.inline.number
 

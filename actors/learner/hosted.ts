@@ -17,7 +17,7 @@ import {
   isActionFormatName,
 } from "../sampler/index.ts"
 import { runLearner } from "./actor.ts"
-import { runLearnerPool } from "./pool.ts"
+import { runLearnerPool } from "./job-pool.ts"
 import { type AdvantageMode, DEFAULT_LEARNER_CONFIG, type LearnerConfig } from "./trainer.ts"
 
 const ADVANTAGE_MODES: ReadonlyArray<AdvantageMode> = ["critic", "group", "group+critic"]

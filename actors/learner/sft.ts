@@ -1,9 +1,9 @@
-import { Effect } from "effect"
+import { Data, Effect } from "effect"
 import { type ChatTemplate, Rng, TinyMoe } from "../../model/index.ts"
 import type { Trajectory } from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
 import type { Task } from "../../tasks/index.ts"
-import { goldenTrajectories } from "../golden/index.ts"
+import { type GoldenError, goldenTrajectories } from "../golden/index.ts"
 import type { ActionFormat } from "../sampler/index.ts"
 import { type TrainingSequence, trainingSequence } from "./decode.ts"
 import { DEFAULT_LEARNER_CONFIG, Trainer } from "./trainer.ts"
@@ -42,6 +42,16 @@ export const goldenSequences = (
     ]
   })
 
+/** None of the tasks' reference solutions was resolved: there is nothing to warm-start on. */
+export class NoGoldenTrajectory extends Data.TaggedError("NoGoldenTrajectory")<{
+  readonly tasks: number
+  readonly skipped: number
+}> {
+  override get message(): string {
+    return `no golden trajectory: none of ${this.tasks} tasks was resolved by its reference solution (${this.skipped} skipped)`
+  }
+}
+
 /**
  * The SFT warm start: golden trajectories of `tasks` (their reference solutions through the real
  * episode loop), then `steps` supervised updates of a fresh TinyMoE on their generated tokens.
@@ -55,7 +65,7 @@ export const sftWarmStart = (
   o: SftOptions,
 ): Effect.Effect<
   { model: TinyMoe; golden: number; skipped: string[]; losses: number[] },
-  unknown
+  GoldenError | NoGoldenTrajectory
 > =>
   Effect.gen(function* () {
     const { trajectories, skipped } = yield* goldenTrajectories(
@@ -67,9 +77,7 @@ export const sftWarmStart = (
     )
     const sequences = goldenSequences(trajectories, o.maxTokens)
     if (sequences.length === 0)
-      return yield* Effect.fail(
-        new Error("no golden trajectory: no task was resolved by its reference solution"),
-      )
+      return yield* new NoGoldenTrajectory({ tasks: tasks.length, skipped: skipped.length })
     const model = TinyMoe.create({
       config: { vocabSize: template.tokenizer.vocabSize },
       seed: o.seed,

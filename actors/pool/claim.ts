@@ -5,7 +5,7 @@
  * once its lease lapses; a job whose run failed waits a cool-down before anyone retries it here.
  */
 import { randomUUID } from "node:crypto"
-import { Cause, Deferred, Effect, Exit, Option, Schedule, Semaphore, Stream } from "effect"
+import { Cause, Clock, Deferred, Effect, Exit, Option, Schedule, Semaphore, Stream } from "effect"
 import type { JobStatus } from "../../proto/index.ts"
 import {
   BusClosed,
@@ -124,7 +124,7 @@ export const runJobPool = <R>(o: JobPoolOptions<R>): Effect.Effect<never, BusErr
           const ended = Option.isSome(yield* Deferred.poll(slot.ended))
           // Failures and defects alike: a run that dies must not leave the lease held silently.
           if (Exit.isFailure(outcome) && !Cause.hasInterruptsOnly(outcome.cause)) {
-            coolUntil.set(job.jobId, Date.now() + coolDownMs)
+            coolUntil.set(job.jobId, (yield* Clock.currentTimeMillis) + coolDownMs)
             yield* Effect.logWarning(
               `${o.name}: job ${job.jobId} stopped here: ${Cause.pretty(outcome.cause)}`,
             )
@@ -147,7 +147,7 @@ export const runJobPool = <R>(o: JobPoolOptions<R>): Effect.Effect<never, BusErr
       const lock = yield* Semaphore.make(1)
       const claim = lock.withPermits(1)(
         Effect.gen(function* () {
-          const now = Date.now()
+          const now = yield* Clock.currentTimeMillis
           for (const job of [...candidates.values()]) {
             if (running.size >= o.maxJobs) return
             if (running.has(job.jobId) || (coolUntil.get(job.jobId) ?? 0) > now) continue

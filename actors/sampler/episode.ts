@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf"
-import { Data, Effect, Schedule } from "effect"
+import { Clock, Data, Effect, Schedule } from "effect"
 import type { ChatTemplate } from "../../model/index.ts"
 import {
   type EpisodeEnd,
@@ -176,7 +176,7 @@ export const runEpisode = (
   attempt: number,
 ): Effect.Effect<EpisodeEnd, EpisodeInfraError> =>
   Effect.gen(function* () {
-    const started = Date.now()
+    const started = yield* Clock.currentTimeMillis
     const task = item.task
     if (!task)
       return yield* new EpisodeInfraError({
@@ -200,9 +200,9 @@ export const runEpisode = (
     const sessionId = `${item.jobId}:${item.episodeId}:${attempt}`
 
     const body = Effect.gen(function* () {
-      const sandboxStarted = Date.now()
+      const sandboxStarted = yield* Clock.currentTimeMillis
       const sandboxId = yield* ports.createSandbox(sandboxSpecFor(task, item, attempt), sessionId)
-      progress.sandboxMs = Date.now() - sandboxStarted
+      progress.sandboxMs = (yield* Clock.currentTimeMillis) - sandboxStarted
       return yield* Effect.ensuring(
         Effect.gen(function* () {
           if (task.setupScript !== "") {
@@ -240,11 +240,11 @@ export const runEpisode = (
             sessionId,
             // The agent's wall clock starts when its sandbox is ready: time spent waiting for a
             // sandbox (a host restarting, a full pool) is the system's, not the agent's.
-            Date.now(),
+            yield* Clock.currentTimeMillis,
           )
-          const verifyStarted = Date.now()
+          const verifyStarted = yield* Clock.currentTimeMillis
           const result = yield* ports.verify(item, attempt, sandboxId)
-          progress.verifyMs = Date.now() - verifyStarted
+          progress.verifyMs = (yield* Clock.currentTimeMillis) - verifyStarted
           if (result.infraFailed) {
             return yield* new EpisodeInfraError({
               stage: "verify",
@@ -290,7 +290,7 @@ export const runEpisode = (
         generationMs: progress.generationMs,
         execMs: progress.execMs,
         verifyMs: progress.verifyMs,
-        totalMs: Date.now() - started,
+        totalMs: (yield* Clock.currentTimeMillis) - started,
       },
       driftEvents: conversation.driftEvents(),
       infraFailed: infra !== undefined,
@@ -317,7 +317,7 @@ export const runEpisode = (
       admittedPolicyVersion: item.admittedPolicyVersion,
       testsPassed: v?.passed ?? 0,
       testsTotal: v?.total ?? 0,
-      finishedUnixMs: BigInt(Date.now()),
+      finishedUnixMs: BigInt(yield* Clock.currentTimeMillis),
     })
     yield* ports.publishEnd(end)
     return end
@@ -388,11 +388,11 @@ const turnLoop = (
     }
     for (let turn = 0; ; turn++) {
       if (turn >= limits.maxTurns) return finish(TerminationReason.MAX_TURNS)
-      const left = limits.wallClockMs - (Date.now() - started)
+      const left = limits.wallClockMs - ((yield* Clock.currentTimeMillis) - started)
       if (left <= 0) return finish(TerminationReason.WALL_CLOCK)
       const room = Math.min(limits.maxTokens, ports.policy.contextLength) - builder.length - 1
       if (room < 1) return finish(TerminationReason.MAX_TOKENS)
-      const genStarted = Date.now()
+      const genStarted = yield* Clock.currentTimeMillis
       const result: GenerateResult = yield* generateWithRetry(ports.policy, {
         sessionId,
         ids: builder.context(),
@@ -407,7 +407,7 @@ const turnLoop = (
         timeoutMs: Math.max(1000, left),
       })
       if (seed !== undefined) seed += 1n
-      const generationMs = Date.now() - genStarted
+      const generationMs = (yield* Clock.currentTimeMillis) - genStarted
       progress.generationMs += generationMs
       progress.turns = turn + 1
       const generatedAt = builder.length
@@ -451,14 +451,14 @@ const turnLoop = (
         complete = action.kind === "complete" || action.taskComplete
         const commands = action.kind === "commands" ? action.commands : []
         const parts: Uint8Array[] = []
-        const execStarted = Date.now()
+        const execStarted = yield* Clock.currentTimeMillis
         for (const command of commands) {
           const line = commandLine(command)
           if (line === undefined) {
             parts.push(encoder.encode("[interrupt: no command was running]\n"))
             continue
           }
-          const remaining = limits.wallClockMs - (Date.now() - started)
+          const remaining = limits.wallClockMs - ((yield* Clock.currentTimeMillis) - started)
           if (remaining <= 0) break
           const exec = yield* ports
             .exec(sandboxId, line, {
@@ -489,7 +489,7 @@ const turnLoop = (
           if (formatted.truncated || exec.truncated) progress.truncatedObservations++
           parts.push(formatted.bytes)
         }
-        execMs = Date.now() - execStarted
+        execMs = (yield* Clock.currentTimeMillis) - execStarted
         progress.execMs += execMs
         observation = concatBytes(parts)
       }

@@ -32,8 +32,8 @@ import {
 } from "./driver.ts"
 import { EngineUnavailable, InvalidCommand, type SandboxError } from "./errors.ts"
 import { sandboxMetrics } from "./metrics.ts"
-import { makeSandboxPool, type PoolOptions } from "./pool.ts"
 import { reapOnce, startReaper } from "./reaper.ts"
+import { makeSandboxPool, type PoolOptions } from "./warm-pool.ts"
 import { errorDetail, type SpecDefaults, specFromWire } from "./wire.ts"
 
 export interface SandboxHostOptions {
@@ -187,20 +187,20 @@ export const runSandboxHost = (
           Effect.gen(function* () {
             const entry = leased.get(id)
             if (entry !== undefined) {
-              entry.lastUsed = Date.now()
+              entry.lastUsed = yield* Clock.currentTimeMillis
               entry.inFlight++
             }
             yield* Effect.addFinalizer(() =>
-              Effect.sync(() => {
+              Effect.map(Clock.currentTimeMillis, (now) => {
                 if (entry === undefined) return
                 entry.inFlight--
-                entry.lastUsed = Date.now()
+                entry.lastUsed = now
               }),
             )
             switch (op) {
               case "exec": {
                 const req = yield* decodeOr(ExecRequestSchema, bytes)
-                const started = Date.now()
+                const started = yield* Clock.currentTimeMillis
                 const command = req.command
                 const execOptions = {
                   timeoutMs: req.timeoutMs || options.defaults.execTimeoutMs,
@@ -214,12 +214,12 @@ export const runSandboxHost = (
                   Effect.tapError(countError),
                   Effect.result,
                 )
-                m.execSeconds.observe((Date.now() - started) / 1000)
+                m.execSeconds.observe(((yield* Clock.currentTimeMillis) - started) / 1000)
                 if (result._tag === "Failure") {
                   return encode(ExecResultSchema, {
                     exitCode: -1,
                     error: errorDetail(result.failure),
-                    durationMs: Date.now() - started,
+                    durationMs: (yield* Clock.currentTimeMillis) - started,
                   })
                 }
                 const r = result.success
@@ -317,7 +317,7 @@ export const runSandboxHost = (
 
       const createFor = (requestId: string, wire: CreateSandboxRequest["spec"]) =>
         Effect.gen(function* () {
-          const started = Date.now()
+          const started = yield* Clock.currentTimeMillis
           const spec = specFromWire(wire, options.defaults)
           if (spec instanceof Error) {
             yield* countError(spec)
@@ -334,14 +334,14 @@ export const runSandboxHost = (
           leased.set(id, {
             info: lease.success.info,
             idleTtlMs: spec.ttlMs,
-            lastUsed: Date.now(),
+            lastUsed: yield* Clock.currentTimeMillis,
             inFlight: 0,
           })
           if (requestId !== "") byRequest.set(requestId, id)
           return encode(CreateSandboxResultSchema, {
             sandboxId: id,
             driver: driver.kind,
-            durationMs: Date.now() - started,
+            durationMs: (yield* Clock.currentTimeMillis) - started,
           })
         })
 
@@ -391,7 +391,7 @@ export const runSandboxHost = (
       yield* Effect.forkScoped(
         Effect.repeat(
           Effect.gen(function* () {
-            const now = Date.now()
+            const now = yield* Clock.currentTimeMillis
             for (const [id, e] of leased) {
               if (e.inFlight === 0 && now - e.lastUsed > e.idleTtlMs) {
                 yield* release(id)
@@ -419,7 +419,7 @@ export const runSandboxHost = (
                   sandboxIds: [...leased.keys()],
                   warm,
                   starting: pool.startingCount(),
-                  sentUnixMs: BigInt(Date.now()),
+                  sentUnixMs: BigInt(yield* Clock.currentTimeMillis),
                 }),
               ),
             )

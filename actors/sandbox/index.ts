@@ -24,14 +24,14 @@ export {
 export * from "./driver.ts"
 export * from "./errors.ts"
 export { runSandboxHost, type SandboxHostOptions } from "./host.ts"
+export { reapOnce, startReaper } from "./reaper.ts"
 export {
   makeSandboxPool,
   type PoolOptions,
   type SandboxPool,
   templateKey,
   type WarmTemplate,
-} from "./pool.ts"
-export { reapOnce, startReaper } from "./reaper.ts"
+} from "./warm-pool.ts"
 
 const text = (flags: FlagValues, name: string, env: string, fallback: string): string =>
   flagText(flags, name, env) ?? fallback

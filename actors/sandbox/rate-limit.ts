@@ -1,38 +1,38 @@
-import { Effect } from "effect"
+import { Clock, Effect, Semaphore } from "effect"
+
+export interface TokenBucket {
+  /** Waits for a token; callers are served in the order they arrive. */
+  readonly take: Effect.Effect<void>
+  /** Tokens there are now (fractional while refilling). */
+  readonly available: Effect.Effect<number>
+}
 
 /**
  * Token bucket: at most `burst` creations at once, refilled at `perSecond`. Docker engines fall
- * over under creation storms long before they run out of memory, so creation is paced.
+ * over under creation storms long before they run out of memory, so creation is paced. Time is
+ * the Clock's, so a test moves it instead of waiting.
  */
-export const makeTokenBucket = (perSecond: number, burst: number) => {
-  let tokens = burst
-  let last = Date.now()
-  const refill = () => {
-    const now = Date.now()
-    tokens = Math.min(burst, tokens + ((now - last) / 1000) * perSecond)
-    last = now
-  }
-  /** Waits for a token; callers queue in the order they arrive. */
-  let tail: Promise<void> = Promise.resolve()
-  const take: Effect.Effect<void> = Effect.promise(() => {
-    const turn = tail.then(async () => {
-      for (;;) {
-        refill()
-        if (tokens >= 1) {
-          tokens -= 1
-          return
-        }
-        await new Promise((r) => setTimeout(r, Math.ceil(((1 - tokens) / perSecond) * 1000)))
-      }
+export const makeTokenBucket = (perSecond: number, burst: number): Effect.Effect<TokenBucket> =>
+  Effect.gen(function* () {
+    let tokens = burst
+    let last = yield* Clock.currentTimeMillis
+    const refill = Effect.map(Clock.currentTimeMillis, (now) => {
+      tokens = Math.min(burst, tokens + ((now - last) / 1000) * perSecond)
+      last = now
+      return tokens
     })
-    tail = turn
-    return turn
+    // One taker at a time, in arrival order: a later caller cannot overtake a waiting one.
+    const turn = yield* Semaphore.make(1)
+    const take = turn.withPermits(1)(
+      Effect.gen(function* () {
+        for (;;) {
+          if ((yield* refill) >= 1) {
+            tokens -= 1
+            return
+          }
+          yield* Effect.sleep(Math.ceil(((1 - tokens) / perSecond) * 1000))
+        }
+      }),
+    )
+    return { take, available: refill }
   })
-  const available = () => {
-    refill()
-    return tokens
-  }
-  return { take, available }
-}
-
-export type TokenBucket = ReturnType<typeof makeTokenBucket>

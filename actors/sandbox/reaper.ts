@@ -1,4 +1,4 @@
-import { Effect, Schedule, type Scope } from "effect"
+import { Clock, Effect, Schedule, type Scope } from "effect"
 import { LABELS, type SandboxDriverShape, type SandboxInfo } from "./driver.ts"
 
 export type ReapReason = "orphan" | "expired"
@@ -40,7 +40,7 @@ export const reapOnce = (
 ): Effect.Effect<ReadonlyArray<{ readonly id: string; readonly reason: ReapReason }>> =>
   Effect.gen(function* () {
     const all = yield* driver.list
-    const now = Date.now()
+    const now = yield* Clock.currentTimeMillis
     const doomed = all.flatMap((info) => {
       const reason = reasonFor(info, options, startup, now)
       return reason === undefined ? [] : [{ info, reason }]

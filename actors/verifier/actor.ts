@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto"
 import { resolve, sep } from "node:path"
 import { create } from "@bufbuild/protobuf"
-import { Effect, Option } from "effect"
+import { Clock, Effect, Option } from "effect"
 import {
   ErrorCode,
   type ErrorDetail,
@@ -165,23 +165,24 @@ export const runVerifier = (
 
     const verify = (req: VerifyRequest): Effect.Effect<VerifierResult> =>
       Effect.gen(function* () {
-        const started = Date.now()
-        const fail = (error: ErrorDetail, result: string) => {
-          m.verifications.inc({ result })
-          return failedResult(error, Date.now() - started)
-        }
+        const started = yield* Clock.currentTimeMillis
+        const fail = (error: ErrorDetail, result: string) =>
+          Effect.map(Clock.currentTimeMillis, (now) => {
+            m.verifications.inc({ result })
+            return failedResult(error, now - started)
+          })
         if (!SANDBOX_ID.test(req.sandboxId))
-          return fail(
+          return yield* fail(
             detail(ErrorCode.INVALID_ARGUMENT, "sandbox_id must be [A-Za-z0-9_-]+", "sandbox_id"),
             "invalid",
           )
         if (req.task === undefined)
-          return fail(detail(ErrorCode.INVALID_ARGUMENT, "no task", "task"), "invalid")
+          return yield* fail(detail(ErrorCode.INVALID_ARGUMENT, "no task", "task"), "invalid")
         const archive = yield* Effect.result(
           testsArchiveFor(bus, req.task.testFiles, req.task.taskSet, options.taskRoot),
         )
         if (archive._tag === "Failure")
-          return fail(archive.failure, archive.failure.retryable ? "infra" : "invalid")
+          return yield* fail(archive.failure, archive.failure.retryable ? "infra" : "invalid")
         const { task, command } = taskFromWire(req.task, defaultTimeoutSec)
         const sandbox = clientSandbox(client, req.sandboxId, bus.maxPayload)
         const outcome = yield* Effect.result(
@@ -191,13 +192,16 @@ export const runVerifier = (
             ...(command === undefined ? {} : { command }),
           }),
         )
-        m.seconds.observe((Date.now() - started) / 1000)
+        m.seconds.observe(((yield* Clock.currentTimeMillis) - started) / 1000)
         if (outcome._tag === "Failure") {
           const e = outcome.failure
           yield* Effect.logWarning(
             `verifier: episode ${req.episodeId} (attempt ${req.attempt}) in ${req.sandboxId}: ${e.message}`,
           )
-          return fail(errorDetailOf(e), e._tag === "VerifierInfraError" ? "infra" : "invalid")
+          return yield* fail(
+            errorDetailOf(e),
+            e._tag === "VerifierInfraError" ? "infra" : "invalid",
+          )
         }
         const o = outcome.success
         for (const t of o.tests) m.tests.inc({ outcome: t.outcome })

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto"
 import { posix } from "node:path"
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import { packDirectory, singleFileTar, type TestsArchive } from "../../services/tar/index.ts"
 import type { TaskEnvironment, TaskVerifier } from "../../tasks/task.ts"
 import { InvalidVerifierTask, type VerifierError, VerifierInfraError } from "./errors.ts"
@@ -101,7 +101,7 @@ export const verifyEpisode = (
   options: VerifyOptions = {},
 ): Effect.Effect<VerifierOutcome, VerifierError> =>
   Effect.gen(function* () {
-    const started = Date.now()
+    const started = yield* Clock.currentTimeMillis
     const v = task.verifier
     const workdir = posix.normalize(task.environment.workdir || "/")
     if (!(v.timeoutSec > 0))
@@ -138,7 +138,7 @@ export const verifyEpisode = (
         timedOut: false,
         mode: "none",
         notes,
-        durationMs: Date.now() - started,
+        durationMs: (yield* Clock.currentTimeMillis) - started,
         exitCode: -1,
         outputTail: new Uint8Array(0),
       } satisfies VerifierOutcome
@@ -206,7 +206,7 @@ export const verifyEpisode = (
       timedOut: run.timedOut,
       mode: found.mode,
       notes,
-      durationMs: Date.now() - started,
+      durationMs: (yield* Clock.currentTimeMillis) - started,
       exitCode: run.timedOut ? -1 : run.exitCode,
       outputTail: run.output.subarray(Math.max(0, run.output.byteLength - MAX_OUTPUT_TAIL_BYTES)),
     } satisfies VerifierOutcome

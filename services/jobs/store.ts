@@ -58,7 +58,7 @@
  */
 import { createHash, randomBytes } from "node:crypto"
 import { create, equals, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf"
-import { Context, Effect, Layer, Option, type Scope, Stream } from "effect"
+import { Clock, Context, Effect, Layer, Option, type Scope, Stream } from "effect"
 import {
   ErrorCode,
   ErrorDetailSchema,
@@ -106,11 +106,11 @@ export const JOB_ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/
 export type ErrorDetailInit = MessageInitShape<typeof ErrorDetailSchema>
 
 /** Job ids derived from an idempotency key are stable; others sort roughly by submission time. */
-export const newJobId = (requestId?: string): string => {
+export const newJobId = (requestId: string | undefined, nowMs: number): string => {
   if (requestId !== undefined && requestId !== "") {
     return `job-${createHash("sha256").update(`t1-request:${requestId}`).digest("hex").slice(0, 24)}`
   }
-  return `job-${Date.now().toString(36)}-${randomBytes(6).toString("hex")}`
+  return `job-${nowMs.toString(36)}-${randomBytes(6).toString("hex")}`
 }
 
 /** How long a watch holds a terminal event for the status that follows it. */
@@ -428,7 +428,7 @@ const storeOver = (bus: BusShape, subjects: Subjects, jobs: KvBucket): JobStoreS
         next.jobId = kept.jobId
         next.createdUnixMs = kept.createdUnixMs
         if (keepSeq) next.lastEventSeq = kept.lastEventSeq
-        next.updatedUnixMs = BigInt(Date.now())
+        next.updatedUnixMs = BigInt(yield* Clock.currentTimeMillis)
         const written = yield* tryWrite(
           jobs.update(jobId, encodeStatus(next), entry.value.revision),
         )
@@ -449,7 +449,7 @@ const storeOver = (bus: BusShape, subjects: Subjects, jobs: KvBucket): JobStoreS
       const status = yield* get(jobId)
       const event = create(JobEventSchema, init)
       event.jobId = jobId
-      if (event.unixMs === 0n) event.unixMs = BigInt(Date.now())
+      if (event.unixMs === 0n) event.unixMs = BigInt(yield* Clock.currentTimeMillis)
       let seq = status.lastEventSeq + 1n
       for (let probes = 1; ; probes++) {
         event.seq = seq
@@ -567,8 +567,9 @@ const storeOver = (bus: BusShape, subjects: Subjects, jobs: KvBucket): JobStoreS
     Effect.gen(function* () {
       const requestId = options.requestId ?? ""
       for (let attempt = 1; ; attempt++) {
-        const jobId = newJobId(requestId)
-        const now = BigInt(Date.now())
+        const nowMs = yield* Clock.currentTimeMillis
+        const jobId = newJobId(requestId, nowMs)
+        const now = BigInt(nowMs)
         const status = create(JobStatusSchema, {
           jobId,
           spec,

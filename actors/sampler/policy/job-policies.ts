@@ -4,7 +4,7 @@
  * ones), an eval job's policy_ref. Policies are built on the first episode that needs them and
  * dropped once no episode has used them for a while.
  */
-import { Deferred, Effect, Exit, Schedule, Scope } from "effect"
+import { Clock, Deferred, Effect, Exit, Schedule, Scope } from "effect"
 import type { Kernels } from "../../../model/index.ts"
 import type { EpisodeWorkItem } from "../../../proto/index.ts"
 import type { BusShape, Subjects } from "../../../services/bus/index.ts"
@@ -88,15 +88,15 @@ export const jobPolicies = (
       name: policy.name,
       contextLength: policy.contextLength,
       generate: (request) =>
-        Effect.suspend(() => {
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
           entry.sessions.add(request.sessionId)
-          entry.lastUsedMs = Date.now()
+          entry.lastUsedMs = now
           return policy.generate(request)
         }),
       release: (sessionId) =>
-        Effect.suspend(() => {
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
           entry.sessions.delete(sessionId)
-          entry.lastUsedMs = Date.now()
+          entry.lastUsedMs = now
           return policy.release(sessionId)
         }),
     })
@@ -116,7 +116,7 @@ export const jobPolicies = (
             ready: yield* Deferred.make<EmbeddedPolicy, PolicyError>(),
             scope: yield* Scope.make(),
             sessions: new Set(),
-            lastUsedMs: Date.now(),
+            lastUsedMs: yield* Clock.currentTimeMillis,
           }
           entries.set(key, fresh)
           entry = fresh
@@ -136,12 +136,12 @@ export const jobPolicies = (
           // A policy that could not be built is not kept: the next episode tries again.
           if (Exit.isFailure(built)) yield* drop(key, fresh)
         }
-        entry.lastUsedMs = Date.now()
+        entry.lastUsedMs = yield* Clock.currentTimeMillis
         return tracked(entry, yield* Deferred.await(entry.ready))
       })
 
     const sweep = Effect.gen(function* () {
-      const now = Date.now()
+      const now = yield* Clock.currentTimeMillis
       for (const [key, entry] of [...entries]) {
         if (entry.sessions.size > 0 || now - entry.lastUsedMs < idleMs) continue
         yield* drop(key, entry)

@@ -76,7 +76,7 @@ export const makeSandboxPool = (
   events: PoolEvents = {},
 ): Effect.Effect<SandboxPool, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const bucket = makeTokenBucket(options.createPerSecond, options.createBurst)
+    const bucket = yield* makeTokenBucket(options.createPerSecond, options.createBurst)
     const starting = yield* Semaphore.make(Math.max(1, options.maxStarting))
     let startingNow = 0
     const ready = new Map<string, SandboxInfo[]>()

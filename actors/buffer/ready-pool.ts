@@ -1,7 +1,7 @@
 import { Deferred, Effect } from "effect"
 import type { EpisodeEnd, ObjectRef, Trajectory } from "../../proto/index.ts"
 import type { WorkItem } from "../../services/bus/index.ts"
-import { ENTRY_FRAMING_BYTES, REF_ENTRY_BYTES } from "./wire.ts"
+import { ENTRY_FRAMING_BYTES, REF_ENTRY_BYTES } from "./names.ts"
 
 /** A stored trajectory held by the serving side: one un-acked message of the READY stream. */
 export interface ReadyEntry {

@@ -3,8 +3,8 @@ import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { EpisodeEndSchema, ObjectRefSchema, TrajectorySchema } from "../../proto/index.ts"
 import type { WorkItem } from "../../services/bus/index.ts"
-import { type Cut, type ReadyEntry, ReadyPool } from "./pool.ts"
-import { REF_ENTRY_BYTES } from "./wire.ts"
+import { REF_ENTRY_BYTES } from "./names.ts"
+import { type Cut, type ReadyEntry, ReadyPool } from "./ready-pool.ts"
 
 const acks: number[] = []
 const work = (seq: number): WorkItem => ({
