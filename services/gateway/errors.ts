@@ -1,16 +1,5 @@
 import { Data } from "effect"
 
-export {
-  InvalidArgument,
-  JobAlreadyExists,
-  JobContended,
-  JobCorrupt,
-  JobNotFound,
-  JobTerminal,
-  stateName,
-  type Violation,
-} from "../jobs/errors.ts"
-
 export class Unauthenticated extends Data.TaggedError("Unauthenticated")<{
   readonly reason: string
 }> {

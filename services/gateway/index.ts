@@ -12,19 +12,7 @@ export {
   jobServiceClient,
   jobServiceClientScoped,
 } from "./client.ts"
-export {
-  GatewayStartError,
-  InvalidArgument,
-  JobAlreadyExists,
-  JobContended,
-  JobCorrupt,
-  JobNotFound,
-  JobTerminal,
-  PermissionDenied,
-  stateName,
-  Unauthenticated,
-  type Violation,
-} from "./errors.ts"
+export { GatewayStartError, PermissionDenied, Unauthenticated } from "./errors.ts"
 export { codec, type ServiceHandlers, serviceDefinition } from "./grpc-adapter.ts"
 export {
   GATEWAY_SERVICES,

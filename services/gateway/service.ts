@@ -10,9 +10,9 @@ import {
   WatchJobResponseSchema,
 } from "../../proto/index.ts"
 import type { JobStoreShape } from "../jobs/index.ts"
+import { InvalidArgument, type Violation } from "../jobs/index.ts"
 import { authorize, type Role, type Tokens } from "./auth.ts"
 import type { CallRunner } from "./calls.ts"
-import { InvalidArgument, type Violation } from "./errors.ts"
 import type { ServiceHandlers } from "./grpc-adapter.ts"
 import type { GatewayMetrics } from "./metrics.ts"
 import { validateJobId, validateJobSpec, validateRequestId } from "./validate.ts"
