@@ -12,7 +12,7 @@ import {
   TrainPhase,
   type TrainStepReportSchema,
 } from "../../proto/index.ts"
-import { type JobSchedule, jobSchedule } from "../../services/jobs/index.ts"
+import { type JobSchedule, jobSchedule, orDefault } from "../../services/jobs/index.ts"
 import type { SftStepReport, StepReport } from "./actor.ts"
 import {
   type AdvantageMode as AdvantageModeName,
@@ -23,9 +23,6 @@ import {
 export interface JobLearnerPlan extends JobSchedule {
   readonly config: LearnerConfig
 }
-
-const or = (x: number | undefined, fallback: number): number =>
-  x === undefined || x === 0 ? fallback : x
 
 const ADVANTAGE_MODES: Record<AdvantageMode, AdvantageModeName> = {
   [AdvantageMode.UNSPECIFIED]: DEFAULT_LEARNER_CONFIG.advantageMode,
@@ -53,32 +50,32 @@ export const jobLearnerPlan = (spec: JobSpec): JobLearnerPlan => {
   const d = DEFAULT_LEARNER_CONFIG
   const clip = l?.clipEps ?? 0
   const tis = l?.tisThreshold
-  const lr = or(l?.lr, d.lr)
+  const lr = orDefault(l?.lr, d.lr)
   const ppoSteps = l?.ppoSteps ?? 0
   const config: LearnerConfig = {
     ...d,
     lr,
     // Unset: the actor's learning rate.
-    criticLr: or(l?.criticLr, lr),
-    gamma: or(l?.gamma, d.gamma),
-    actorLambda: or(l?.actorLambda, d.actorLambda),
-    criticLambda: or(l?.criticLambda, d.criticLambda),
+    criticLr: orDefault(l?.criticLr, lr),
+    gamma: orDefault(l?.gamma, d.gamma),
+    actorLambda: orDefault(l?.actorLambda, d.actorLambda),
+    criticLambda: orDefault(l?.criticLambda, d.criticLambda),
     clipLow: clip > 0 ? clip : d.clipLow,
     clipHigh: clip > 0 ? clip : d.clipHigh,
-    valueClip: or(l?.valueClipEps, d.valueClip ?? 0) || undefined,
-    entropyCoef: or(l?.entropyCoef, d.entropyCoef),
-    maxGradNorm: or(l?.maxGradNorm, d.maxGradNorm),
+    valueClip: orDefault(l?.valueClipEps, d.valueClip ?? 0) || undefined,
+    entropyCoef: orDefault(l?.entropyCoef, d.entropyCoef),
+    maxGradNorm: orDefault(l?.maxGradNorm, d.maxGradNorm),
     // Unset: the default; 0: no truncated importance sampling.
     tisThreshold: tis === undefined ? d.tisThreshold : tis > 0 ? tis : undefined,
     // The samplers' temperature: log-probs are compared and trained at it (0, greedy, is 1 here).
-    temperature: or(spec.sampling?.temperature, 1),
+    temperature: orDefault(spec.sampling?.temperature, 1),
     replayRouting: l?.r3 ?? true,
     tito: l?.tito ?? true,
     sftSteps: l?.sftSteps ?? 0,
-    sftLr: or(l?.sftLr, d.sftLr),
+    sftLr: orDefault(l?.sftLr, d.sftLr),
     criticWarmupSteps: schedule.criticWarmupSteps,
-    ppoEpochs: or(l?.ppoEpochs, d.ppoEpochs),
-    minibatches: or(l?.minibatches, d.minibatches),
+    ppoEpochs: orDefault(l?.ppoEpochs, d.ppoEpochs),
+    minibatches: orDefault(l?.minibatches, d.minibatches),
     advantageMode:
       ADVANTAGE_MODES[l?.advantageMode ?? AdvantageMode.UNSPECIFIED] ?? d.advantageMode,
     normalizeAdvantages: l?.normalizeAdvantages ?? d.normalizeAdvantages,
@@ -89,9 +86,9 @@ export const jobLearnerPlan = (spec: JobSpec): JobLearnerPlan => {
     lrSchedule: LR_SCHEDULES[l?.lrSchedule ?? LrSchedule.UNSPECIFIED] ?? d.lrSchedule,
     lrWarmupSteps: l?.lrWarmupSteps ?? 0,
     // Unset: decay over the job's PPO steps (no decay when those are unbounded).
-    lrDecaySteps: or(l?.lrDecaySteps, ppoSteps),
-    minLrRatio: or(l?.minLrRatio, d.minLrRatio),
-    publishEverySteps: or(l?.publishEverySteps, d.publishEverySteps),
+    lrDecaySteps: orDefault(l?.lrDecaySteps, ppoSteps),
+    minLrRatio: orDefault(l?.minLrRatio, d.minLrRatio),
+    publishEverySteps: orDefault(l?.publishEverySteps, d.publishEverySteps),
     seed: Number(spec.seed & 0xffffffffn),
   }
   return { config, ...schedule }

@@ -29,6 +29,7 @@ export {
   type JobSchedule,
   jobSchedule,
   learnerStepBudget,
+  orDefault,
 } from "./schedule.ts"
 export {
   appendJobEvent,

@@ -26,7 +26,8 @@ export interface JobSchedule {
   readonly groupSize: number
 }
 
-const or = (x: number | undefined, fallback: number): number =>
+/** The contract's rule for numeric spec fields: unset or zero means the default. */
+export const orDefault = (x: number | undefined, fallback: number): number =>
   x === undefined || x === 0 ? fallback : x
 
 export const criticWarmupStepsOf = (spec: JobSpec): number =>
@@ -45,7 +46,7 @@ export const learnerStepBudget = (spec: JobSpec): number | undefined => {
 }
 
 export const jobSchedule = (spec: JobSpec): JobSchedule => ({
-  batchSize: or(spec.learner?.batchTrajectories, DEFAULT_BATCH_TRAJECTORIES),
+  batchSize: orDefault(spec.learner?.batchTrajectories, DEFAULT_BATCH_TRAJECTORIES),
   // Unset: the default; 0: on-policy.
   maxStaleness: spec.learner?.maxStaleness ?? DEFAULT_MAX_STALENESS,
   criticWarmupSteps: criticWarmupStepsOf(spec),
