@@ -23,7 +23,7 @@
 import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
-import { Effect, Layer, Logger } from "effect"
+import { Effect, Layer, Logger, Result } from "effect"
 import { collectTrajectories } from "../actors/buffer/index.ts"
 import { episodeWorkItem } from "../actors/coordinator/index.ts"
 import {
@@ -156,7 +156,7 @@ const main = Effect.gen(function* () {
   let turns = 0
   const noTito: number[] = []
   for (const t of trajectories) {
-    const s = trainingSequence(t, 0n)
+    const s = Result.getOrThrow(trainingSequence(t, 0n))
     if (!s) continue
     tokens += s.ids.length
     const action = s.lossMask.subarray(1)

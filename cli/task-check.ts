@@ -23,7 +23,7 @@ import {
   sandboxSpec,
 } from "../actors/sandbox/index.ts"
 import {
-  driverSandbox,
+  driverSandboxLayer,
   packDirectory,
   shellQuote,
   type VerifierOutcome,
@@ -439,7 +439,9 @@ const runOnce = (
           })
           solveRun = { exitCode: r.exitCode, timedOut: r.timedOut, outputTail: lastLines(r.output) }
         }
-        const outcome = yield* verifyEpisode(driverSandbox(driver, info.id), task)
+        const outcome = yield* verifyEpisode(task).pipe(
+          Effect.provide(driverSandboxLayer(driver, info.id)),
+        )
         return withSolve({ kind: "verified", outcome })
       }).pipe(
         Effect.catch((e) => Effect.succeed(withSolve({ kind: "error", error: messageOf(e) }))),

@@ -16,7 +16,11 @@ import { connectDocker, DockerDriverLive } from "../actors/sandbox/docker/index.
 import { SandboxDriver, sandboxSpec } from "../actors/sandbox/driver.ts"
 import { resolveTaskImage } from "../actors/sandbox/image/index.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "../actors/sandbox/image/testing.ts"
-import { driverSandbox, type VerifierOutcome, verifyEpisode } from "../actors/verifier/index.ts"
+import {
+  driverSandboxLayer,
+  type VerifierOutcome,
+  verifyEpisode,
+} from "../actors/verifier/index.ts"
 import { loadTasks, type Task } from "./index.ts"
 
 const FIXTURES = resolve(dirname(fileURLToPath(import.meta.url)), "fixtures")
@@ -93,7 +97,9 @@ describe("real-shape Terminal-Bench tasks on Docker", () => {
                 throw new Error(`agent work failed: ${new TextDecoder().decode(r.output)}`)
             }
             const before = yield* interfaces()
-            const outcome = yield* verifyEpisode(driverSandbox(driver, info.id), task)
+            const outcome = yield* verifyEpisode(task).pipe(
+              Effect.provide(driverSandboxLayer(driver, info.id)),
+            )
             const after = yield* interfaces()
             return { outcome, interfaces: [before, after] as const }
           }).pipe(Effect.ensuring(Effect.ignore(driver.destroy(info.id))))

@@ -1,4 +1,4 @@
-import { Data, Effect, Schedule } from "effect"
+import { Data, Effect, Result, Schedule } from "effect"
 import {
   type AdamWState,
   type ChatTemplate,
@@ -14,7 +14,7 @@ import { type BufferClientError, takeBatch } from "../buffer/index.ts"
 import type { JobSpecInvalid } from "../coordinator/index.ts"
 import type { GoldenError } from "../golden/index.ts"
 import { type CheckpointCorrupt, loadCheckpoint, saveCheckpoint } from "./checkpoint.ts"
-import { readTrainingSequence, type TrainingSequence, TrajectoryMalformed } from "./decode.ts"
+import { type TrainingSequence, type TrajectoryMalformed, trainingSequence } from "./decode.ts"
 import {
   continuedActorOptimizer,
   dropsZeroVarianceGroups,
@@ -34,7 +34,7 @@ export class SftUnavailable extends Data.TaggedError("SftUnavailable")<{
 }
 
 /** Why the golden trajectories of a job could not be made (its tasks, their episodes, the bus). */
-export type GoldenSourceError = GoldenError | TaskLoadErrors | JobSpecInvalid
+export type GoldenSourceError = GoldenError | TaskLoadErrors | JobSpecInvalid | TrajectoryMalformed
 
 export interface LearnerOptions {
   readonly subjects: Subjects
@@ -271,13 +271,13 @@ export const runLearner = (
           `learner: ${batch.trajectories.length - fresh.length} re-served trajectories already trained on; skipped`,
         )
       const sequences = fresh.flatMap(({ t, weight }) => {
-        const s = readTrainingSequence(t, version, weight)
+        const s = trainingSequence(t, version, weight)
         // One bad trajectory is dropped with a warning; it must not stop the job's training.
-        if (s instanceof TrajectoryMalformed) {
-          malformed.push(s)
+        if (Result.isFailure(s)) {
+          malformed.push(s.failure)
           return []
         }
-        return s ? [s] : []
+        return s.success ? [s.success] : []
       })
       for (const e of malformed) yield* Effect.logWarning(`learner: dropped ${e.message}`)
       // The buffer waited up to wait_ms; train on what it had, or ask again. A batch with

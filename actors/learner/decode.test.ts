@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf"
+import { Result } from "effect"
 import { describe, expect, it } from "vitest"
-import { DType, TrajectorySchema } from "../../proto/index.ts"
+import { DType, type Trajectory, TrajectorySchema } from "../../proto/index.ts"
 import { TrajectoryMalformed, trainingSequence } from "./decode.ts"
 
 const bytes = (a: Uint32Array | Float32Array) => new Uint8Array(a.buffer)
@@ -17,15 +18,19 @@ const trajectory = (patch: object = {}) =>
     ...patch,
   })
 
+/** The sequence of a trajectory that fits together. */
+const read = (t: Trajectory, version: bigint, weight?: number) =>
+  Result.getOrThrow(trainingSequence(t, version, weight))
+
 describe("trainingSequence", () => {
   it("reads a well-formed trajectory up to its last generated token", () => {
-    const s = trainingSequence(trajectory(), 0n)
+    const s = read(trajectory(), 0n)
     expect([...(s?.ids ?? [])]).toEqual([5, 6, 7])
     expect([...(s?.routing ?? [])]).toEqual([1, 2, 3, 0])
   })
 
   it("carries the group, the task's test count and the batch weight", () => {
-    const s = trainingSequence(
+    const s = read(
       trajectory({
         end: {
           groupId: "g-1",
@@ -40,10 +45,10 @@ describe("trainingSequence", () => {
     )
     expect(s).toMatchObject({ groupId: "g-1", reward: 2, testsTotal: 5, weight: 0.25 })
     expect(s?.staleness).toBe(2n)
-    expect(trainingSequence(trajectory(), 0n)?.weight).toBe(1)
+    expect(read(trajectory(), 0n)?.weight).toBe(1)
   })
 
-  it("refuses arrays that do not fit together with TrajectoryMalformed, not a RangeError (found by npm run test:fuzz)", () => {
+  it("fails with TrajectoryMalformed on arrays that do not fit together, not a RangeError (found by npm run test:fuzz)", () => {
     const cases = [
       { tokenIds: Uint8Array.of(1, 2, 3, 4, 5) },
       { logprobs: Uint8Array.of(0, 0, 0) },
@@ -52,8 +57,10 @@ describe("trainingSequence", () => {
       { routingShape: [9, 1, 2] },
     ]
     for (const patch of cases) {
-      expect(() => trainingSequence(trajectory(patch), 0n)).toThrow(TrajectoryMalformed)
-      expect(() => trainingSequence(trajectory(patch), 0n)).toThrow(/^trajectory ep-1: /)
+      const r = trainingSequence(trajectory(patch), 0n)
+      if (Result.isSuccess(r)) throw new Error(`accepted ${JSON.stringify(Object.keys(patch))}`)
+      expect(r.failure).toBeInstanceOf(TrajectoryMalformed)
+      expect(r.failure.message).toMatch(/^trajectory ep-1: /)
     }
   })
 })

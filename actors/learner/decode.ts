@@ -1,4 +1,4 @@
-import { Data } from "effect"
+import { Data, Effect, Result } from "effect"
 import { DType, type Trajectory } from "../../proto/index.ts"
 import { routingShapeProblem } from "../../services/packed/index.ts"
 
@@ -55,33 +55,23 @@ const malformation = (t: Trajectory): string | undefined => {
 /**
  * Nothing after the last generated token carries a decision, a log-prob or routing, so
  * training sequences end there: rows predict tokens 1..p, with p the last generated position.
- * Returns undefined when the policy generated nothing; throws TrajectoryMalformed when the
- * arrays do not fit together. `weight` is the trajectory's loss weight from the batch
+ * Succeeds with undefined when the policy generated nothing; fails with TrajectoryMalformed when
+ * the arrays do not fit together. `weight` is the trajectory's loss weight from the batch
  * (Batch.weights, 1 unless the buffer down-weights stale trajectories).
  */
 export const trainingSequence = (
   t: Trajectory,
   policyVersion: bigint,
   weight = 1,
-): TrainingSequence | undefined => {
-  const s = readTrainingSequence(t, policyVersion, weight)
-  if (s instanceof TrajectoryMalformed) throw s
-  return s
-}
-
-/** As {@link trainingSequence}, the malformation returned rather than thrown. */
-export const readTrainingSequence = (
-  t: Trajectory,
-  policyVersion: bigint,
-  weight = 1,
-): TrainingSequence | undefined | TrajectoryMalformed => {
+): Result.Result<TrainingSequence | undefined, TrajectoryMalformed> => {
   const reason = malformation(t)
-  if (reason !== undefined) return new TrajectoryMalformed({ episodeId: t.episodeId, reason })
+  if (reason !== undefined)
+    return Result.fail(new TrajectoryMalformed({ episodeId: t.episodeId, reason }))
   const ids = new Uint32Array(copy(t.tokenIds))
   const lossMask = new Uint8Array(t.lossMask)
   const logprobs = new Float32Array(copy(t.logprobs))
   const last = lossMask.lastIndexOf(1)
-  if (last < 1) return undefined
+  if (last < 1) return Result.succeed(undefined)
   const [rows = 0, layers = 0, topK = 0] = t.routingShape
   let routing: Uint8Array | Uint16Array | undefined
   if (t.routing.length > 0 && rows >= last) {
@@ -91,7 +81,7 @@ export const readTrainingSequence = (
         : new Uint8Array(t.routing)
     routing = all.subarray(0, last * layers * topK)
   }
-  return {
+  return Result.succeed({
     episodeId: t.episodeId,
     ids: ids.subarray(0, last + 1),
     lossMask: lossMask.subarray(0, last + 1),
@@ -103,5 +93,18 @@ export const readTrainingSequence = (
     testsTotal: t.end?.testsTotal ?? 0,
     groupId: t.end?.groupId ?? "",
     weight,
-  }
+  })
 }
+
+/**
+ * The training sequences of `trajectories` (those that generated nothing left out), or the first
+ * one's malformation: for sequences made here (golden transcripts), where one that does not fit
+ * together is a bug to stop at, not a trajectory to drop.
+ */
+export const trainingSequences = (
+  trajectories: ReadonlyArray<Trajectory>,
+  policyVersion: bigint,
+): Effect.Effect<TrainingSequence[], TrajectoryMalformed> =>
+  Effect.forEach(trajectories, (t) => Effect.fromResult(trainingSequence(t, policyVersion))).pipe(
+    Effect.map((all) => all.filter((s) => s !== undefined)),
+  )

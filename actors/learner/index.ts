@@ -1,12 +1,17 @@
 /** The learner folder's surface: what other folders may import. */
 export { runLearner, type StepReport } from "./actor.ts"
-export { type TrainingSequence, trainingSequence } from "./decode.ts"
+export {
+  type TrainingSequence,
+  TrajectoryMalformed,
+  trainingSequence,
+  trainingSequences,
+} from "./decode.ts"
 export { EMBEDDED_MODEL_CONFIG, EMBEDDED_RL_CONFIG } from "./embedded.ts"
 export { runLearnerPool } from "./job-pool.ts"
 export { jobLearnerPlan } from "./job-spec.ts"
 export { trainInferLogprobAbsDiff } from "./ppo/index.ts"
 export { messagesOf } from "./retokenize.ts"
-export { sftWarmStart } from "./sft.ts"
+export { NoGoldenTrajectory, sftWarmStart } from "./sft.ts"
 export {
   continuedActorOptimizer,
   DEFAULT_LEARNER_CONFIG,

@@ -115,7 +115,7 @@ export const runLearnerPool = (
               yield* Effect.logWarning(
                 `learner: job ${job.jobId}: ${skipped.length} reference solutions did not resolve their task; not used for SFT`,
               )
-            return goldenSequences(
+            return yield* goldenSequences(
               trajectories,
               Math.min(SFT_MAX_TOKENS, initial.model.config.maxSeqLen),
             )

@@ -5,7 +5,7 @@ import type { BusShape, Subjects } from "../../services/bus/index.ts"
 import type { Task } from "../../tasks/index.ts"
 import { type GoldenError, goldenTrajectories } from "../golden/index.ts"
 import type { ActionFormat } from "../sampler/index.ts"
-import { type TrainingSequence, trainingSequence } from "./decode.ts"
+import { type TrainingSequence, type TrajectoryMalformed, trainingSequences } from "./decode.ts"
 import { DEFAULT_LEARNER_CONFIG, Trainer } from "./trainer.ts"
 
 export interface SftOptions {
@@ -25,22 +25,20 @@ export interface SftOptions {
 export const goldenSequences = (
   trajectories: ReadonlyArray<Trajectory>,
   maxTokens = Number.POSITIVE_INFINITY,
-): TrainingSequence[] =>
-  trajectories.flatMap((t) => {
-    const s = trainingSequence(t, 0n)
-    if (!s) return []
-    if (s.ids.length <= maxTokens) return [s]
-    const n = Math.max(2, Math.floor(maxTokens))
-    return [
-      {
+): Effect.Effect<TrainingSequence[], TrajectoryMalformed> =>
+  Effect.map(trainingSequences(trajectories, 0n), (all) =>
+    all.map((s) => {
+      if (s.ids.length <= maxTokens) return s
+      const n = Math.max(2, Math.floor(maxTokens))
+      return {
         ...s,
         ids: s.ids.subarray(0, n),
         lossMask: s.lossMask.subarray(0, n),
         logprobs: s.logprobs.subarray(0, n),
         routing: undefined,
-      },
-    ]
-  })
+      }
+    }),
+  )
 
 /** None of the tasks' reference solutions was resolved: there is nothing to warm-start on. */
 export class NoGoldenTrajectory extends Data.TaggedError("NoGoldenTrajectory")<{
@@ -65,7 +63,7 @@ export const sftWarmStart = (
   o: SftOptions,
 ): Effect.Effect<
   { model: TinyMoe; golden: number; skipped: string[]; losses: number[] },
-  GoldenError | NoGoldenTrajectory
+  GoldenError | NoGoldenTrajectory | TrajectoryMalformed
 > =>
   Effect.gen(function* () {
     const { trajectories, skipped } = yield* goldenTrajectories(
@@ -75,7 +73,7 @@ export const sftWarmStart = (
       template,
       format,
     )
-    const sequences = goldenSequences(trajectories, o.maxTokens)
+    const sequences = yield* goldenSequences(trajectories, o.maxTokens)
     if (sequences.length === 0)
       return yield* new NoGoldenTrajectory({ tasks: tasks.length, skipped: skipped.length })
     const model = TinyMoe.create({

@@ -20,7 +20,6 @@ import {
   minibatchOrder,
   mismatchKlK3,
   mixSeed,
-  PpoError,
   policyWeightFor,
   ppoLoss,
   rewardPerTest,
@@ -358,6 +357,13 @@ const gradNormOf = (grads: ReadonlyArray<{ data: Floats }>): number => {
   let sq = 0
   for (const g of grads) for (let i = 0; i < g.data.length; i++) sq += (g.data[i] as number) ** 2
   return Math.sqrt(sq)
+}
+
+/** Every element of every array is finite. */
+const allFinite = (...arrays: ReadonlyArray<ArrayLike<number>>): boolean => {
+  for (const a of arrays)
+    for (let i = 0; i < a.length; i++) if (!Number.isFinite(a[i])) return false
+  return true
 }
 
 /**
@@ -804,35 +810,33 @@ export class Trainer {
       )
       const tape = scored.tape
       if (!tape) throw new Error("training forward kept no tape")
-      let loss: ReturnType<typeof ppoLoss>
-      try {
-        loss = ppoLoss({
-          logits: scored.logits,
-          vocab: V,
-          targets: p.rows.targets,
-          action: p.rows.action,
-          behaviourLogprobs: p.rows.behaviourLogprobs,
-          proxLogprobs: p.prox,
-          advantages: p.advantages,
-          values: scored.values,
-          oldValues: p.oldValues,
-          returns: p.returns,
-          clipLow: c.clipLow,
-          clipHigh: c.clipHigh,
-          ...(c.valueClip !== undefined ? { valueClip: c.valueClip } : {}),
-          valueCoef: c.valueCoef,
-          entropyCoef: c.entropyCoef,
-          ...(c.tisThreshold !== undefined ? { tisThreshold: c.tisThreshold } : {}),
-          temperature: c.temperature,
-          normalizer,
-          valueNormalizer,
-          policyWeight,
-        })
-      } catch (e) {
-        // Non-finite logits or values from the current weights: this minibatch is left out.
-        if (e instanceof PpoError) return undefined
-        throw e
-      }
+      // Non-finite logits or values from the current weights (or a proximal pass that had
+      // them): this minibatch is left out. Checked here, where run time can produce them; a
+      // PpoError from ppoLoss is a broken precondition (a bug), not an outcome.
+      if (!allFinite(scored.logits, scored.values, p.prox, p.advantages, p.oldValues, p.returns))
+        return undefined
+      const loss = ppoLoss({
+        logits: scored.logits,
+        vocab: V,
+        targets: p.rows.targets,
+        action: p.rows.action,
+        behaviourLogprobs: p.rows.behaviourLogprobs,
+        proxLogprobs: p.prox,
+        advantages: p.advantages,
+        values: scored.values,
+        oldValues: p.oldValues,
+        returns: p.returns,
+        clipLow: c.clipLow,
+        clipHigh: c.clipHigh,
+        ...(c.valueClip !== undefined ? { valueClip: c.valueClip } : {}),
+        valueCoef: c.valueCoef,
+        entropyCoef: c.entropyCoef,
+        ...(c.tisThreshold !== undefined ? { tisThreshold: c.tisThreshold } : {}),
+        temperature: c.temperature,
+        normalizer,
+        valueNormalizer,
+        policyWeight,
+      })
       if (!Number.isFinite(loss.loss)) return undefined
       const k = loss.actionRows
       stats.tokens += k

@@ -1,4 +1,4 @@
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Result } from "effect"
 import { describe, expect, it } from "vitest"
 import { TinyMoe } from "../../model/index.ts"
 import type { Trajectory } from "../../proto/index.ts"
@@ -158,7 +158,7 @@ describe("ladder recipe RL: dynamic sampling", () => {
     const gap = (temperature: number) => {
       let worst = 0
       for (const t of sampled) {
-        const s = trainingSequence(t, 0n)
+        const s = Result.getOrThrow(trainingSequence(t, 0n))
         if (s === undefined) continue
         const scored = model.score(s.ids.subarray(0, s.ids.length - 1), { tape: false })
         const lp = temperedLogprobs(

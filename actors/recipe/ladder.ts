@@ -43,11 +43,12 @@ import {
   EMBEDDED_MODEL_CONFIG,
   EMBEDDED_RL_CONFIG,
   type LearnerConfig,
+  NoGoldenTrajectory,
   runLearner,
   type StepReport,
   Trainer,
   type TrainingSequence,
-  trainingSequence,
+  trainingSequences,
 } from "../learner/index.ts"
 import { startSandboxAndVerifier } from "../local.ts"
 import {
@@ -423,11 +424,12 @@ export const openLadderRecipe = (
           toWire,
         })
         // In task order (goldenTrajectories sorts them): the SFT batches are drawn by index.
-        const sequences = golden.trajectories.flatMap((t) => trainingSequence(t, 0n) ?? [])
+        const sequences = yield* trainingSequences(golden.trajectories, 0n)
         if (sequences.length === 0)
-          return yield* Effect.fail(
-            new Error("no demonstration was resolved by its reference solution"),
-          )
+          return yield* new NoGoldenTrajectory({
+            tasks: demos.length,
+            skipped: golden.skipped.length,
+          })
         const model = TinyMoe.create({
           config: { ...EMBEDDED_MODEL_CONFIG, vocabSize: tokenizer.vocabSize },
           seed,

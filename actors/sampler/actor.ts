@@ -15,16 +15,16 @@ import {
 } from "../../services/episodes/index.ts"
 import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
 import type { ActionFormat } from "./actions/format.ts"
-import { busPorts } from "./bus-ports.ts"
+import { busPortsLayer } from "./bus-ports.ts"
 import { type EpisodeInfraError, runEpisode } from "./episode.ts"
-import type { PolicyBackend, PolicyError } from "./policy/backend.ts"
+import { PolicyBackend, type PolicyBackendShape, type PolicyError } from "./policy/backend.ts"
 
 export interface SamplerOptions {
   readonly subjects: Subjects
   /** One policy for every episode, or one per work item (the embedded TinyMoE per job). */
   readonly policy:
-    | PolicyBackend
-    | ((item: EpisodeWorkItem) => Effect.Effect<PolicyBackend, PolicyError>)
+    | PolicyBackendShape
+    | ((item: EpisodeWorkItem) => Effect.Effect<PolicyBackendShape, PolicyError>)
   readonly template: ChatTemplate
   readonly format: ActionFormat
   /** Episodes run at once by this process. */
@@ -36,7 +36,7 @@ export interface SamplerOptions {
  * Stands in for a per-item policy that could not be loaded: the episode's first turn fails
  * with the load error, so the episode ends as an infra failure the coordinator retries.
  */
-const unavailablePolicy = (error: PolicyError): PolicyBackend => ({
+const unavailablePolicy = (error: PolicyError): PolicyBackendShape => ({
   name: error.backend,
   contextLength: Number.MAX_SAFE_INTEGER,
   generate: () => Effect.fail(error),
@@ -123,7 +123,7 @@ export const runSampler = (options: SamplerOptions): Effect.Effect<never, unknow
     const m = samplerMetrics(yield* Metrics)
     yield* ensureSamplerStreams(bus, options.subjects)
     const choose = options.policy
-    const policyOf = (item: EpisodeWorkItem): Effect.Effect<PolicyBackend> =>
+    const policyOf = (item: EpisodeWorkItem): Effect.Effect<PolicyBackendShape> =>
       typeof choose !== "function"
         ? Effect.succeed(choose)
         : choose(item).pipe(Effect.catch((e) => Effect.succeed(unavailablePolicy(e))))
@@ -133,27 +133,28 @@ export const runSampler = (options: SamplerOptions): Effect.Effect<never, unknow
     ): Effect.Effect<void, EpisodeInfraError> => {
       const attempt = runAttempt(item, deliveryCount)
       return Effect.flatMap(policyOf(item), (policy) => {
-        const ports = {
-          ...busPorts(bus, options.subjects, {
-            jobId: item.jobId,
-            episodeId: item.episodeId,
-            attempt,
-          }),
-          policy,
-          template: options.template,
-          format: options.format,
-          onTurn: (t: { generatedTokens: number; generationMs: number; execMs: number }) =>
-            Effect.sync(() => {
-              m.turns.inc()
-              m.generated.inc(t.generatedTokens)
-              m.generation.observe(t.generationMs / 1000)
-              m.exec.observe(t.execMs / 1000)
-            }),
-        }
+        const ports = busPortsLayer(
+          options.subjects,
+          { jobId: item.jobId, episodeId: item.episodeId, attempt },
+          {
+            template: options.template,
+            format: options.format,
+            onTurn: (t) =>
+              Effect.sync(() => {
+                m.turns.inc()
+                m.generated.inc(t.generatedTokens)
+                m.generation.observe(t.generationMs / 1000)
+                m.exec.observe(t.execMs / 1000)
+              }),
+          },
+        )
         return Effect.acquireUseRelease(
           Effect.sync(() => m.running.inc()),
           () =>
-            runEpisode(ports, item, attempt).pipe(
+            runEpisode(item, attempt).pipe(
+              Effect.provide(ports),
+              Effect.provideService(Bus, bus),
+              Effect.provideService(PolicyBackend, policy),
               Effect.tap((end) =>
                 Effect.gen(function* () {
                   m.episodes.inc({ termination: TERMINATION[end.termination] ?? "unspecified" })

@@ -1,5 +1,5 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
-import { Effect, Schedule } from "effect"
+import { Effect, Layer, Schedule } from "effect"
 import {
   type EpisodeWorkItem,
   ErrorCode,
@@ -7,9 +7,14 @@ import {
   VerifierResultSchema,
   VerifyRequestSchema,
 } from "../../proto/index.ts"
-import type { BusShape, Subjects } from "../../services/bus/index.ts"
+import { Bus, type BusShape, type Subjects } from "../../services/bus/index.ts"
 import { sandboxClient } from "../sandbox/index.ts"
-import { CommandRejected, EpisodeInfraError, type EpisodePorts } from "./episode.ts"
+import {
+  CommandRejected,
+  EpisodeInfraError,
+  EpisodePorts,
+  type EpisodePortsShape,
+} from "./episode.ts"
 import {
   encodeRecord,
   endMsgId,
@@ -29,7 +34,7 @@ export const busPorts = (
   subjects: Subjects,
   who: { readonly jobId: string; readonly episodeId: string; readonly attempt: number },
 ): Pick<
-  EpisodePorts,
+  EpisodePortsShape,
   "createSandbox" | "exec" | "putFiles" | "destroySandbox" | "verify" | "publish" | "publishEnd"
 > => {
   const client = sandboxClient(bus, subjects)
@@ -132,3 +137,19 @@ export const busPorts = (
       publishRecord(encodeRecord(endRecord(end)), endMsgId(who)).pipe(Effect.asVoid),
   }
 }
+
+/**
+ * The ports of one episode attempt over the layer's Bus, with the agent's chat template, action
+ * format and per-turn report.
+ */
+export const busPortsLayer = (
+  subjects: Subjects,
+  who: { readonly jobId: string; readonly episodeId: string; readonly attempt: number },
+  agent: Pick<EpisodePortsShape, "template" | "format" | "onTurn">,
+): Layer.Layer<EpisodePorts, never, Bus> =>
+  Layer.effect(
+    EpisodePorts,
+    Effect.gen(function* () {
+      return { ...busPorts(yield* Bus, subjects, who), ...agent }
+    }),
+  )

@@ -5,6 +5,7 @@ import { CHAT_SPECIAL_TOKENS, ChatTemplate, trainTokenizer } from "../../model/i
 import {
   type EpisodeEnd,
   EpisodePurpose,
+  type EpisodeWorkItem,
   EpisodeWorkItemSchema,
   ErrorCode,
   ExecResultSchema,
@@ -16,7 +17,8 @@ import {
 } from "../../proto/index.ts"
 import { shellBlock } from "./actions/index.ts"
 import { endLine } from "./actor.ts"
-import { EpisodeInfraError, type EpisodePorts, runEpisode } from "./episode.ts"
+import { EpisodeInfraError, EpisodePorts, type EpisodePortsShape, runEpisode } from "./episode.ts"
+import { PolicyBackend } from "./policy/backend.ts"
 import { scriptedPolicy } from "./policy/scripted.ts"
 
 const tokenizer = trainTokenizer(["```bash\nls -la\n```\n<|done|> the tests need numpy"], {
@@ -39,22 +41,32 @@ const item = create(EpisodeWorkItemSchema, {
 })
 
 /** Ports without a bus: a sandbox that answers every command, and the given verifier reply. */
-const ports = (verdict: VerifierResult, published: EpisodeEnd[]): EpisodePorts => ({
+const ports = (verdict: VerifierResult, published: EpisodeEnd[]): EpisodePortsShape => ({
   createSandbox: () => Effect.succeed("sb-1"),
   exec: () => Effect.succeed(create(ExecResultSchema, { output: new Uint8Array(), exitCode: 0 })),
   putFiles: () => Effect.void,
   destroySandbox: () => Effect.void,
   verify: () => Effect.succeed(verdict),
-  policy: scriptedPolicy(tokenizer, () => ["```bash\nls -la\n```", "<|done|>"]),
   template: new ChatTemplate(tokenizer),
   format: shellBlock,
   publish: () => Effect.succeed(1),
   publishEnd: (end) => Effect.sync(() => void published.push(end)),
 })
 
+const policy = scriptedPolicy(tokenizer, () => ["```bash\nls -la\n```", "<|done|>"])
+
+/** Runs `item` with these ports and the scripted policy provided as its services. */
+const runWith = (p: EpisodePortsShape, item: EpisodeWorkItem) =>
+  Effect.runPromise(
+    runEpisode(item, 0).pipe(
+      Effect.provideService(EpisodePorts, p),
+      Effect.provideService(PolicyBackend, policy),
+    ),
+  )
+
 const run = async (verdict: VerifierResult) => {
   const published: EpisodeEnd[] = []
-  const end = await Effect.runPromise(runEpisode(ports(verdict, published), item, 0))
+  const end = await runWith(ports(verdict, published), item)
   expect(published).toEqual([end])
   return end
 }
@@ -176,7 +188,7 @@ describe("runEpisode: the setup script", () => {
     const puts: string[] = []
     const execs: string[] = []
     const published: EpisodeEnd[] = []
-    const p: EpisodePorts = {
+    const p: EpisodePortsShape = {
       ...ports(scored, published),
       putFiles: (_id, path) =>
         refuseTmp && path.startsWith("/tmp/")
@@ -188,7 +200,7 @@ describe("runEpisode: the setup script", () => {
           return create(ExecResultSchema, { output: new Uint8Array(), exitCode: 0 })
         }),
     }
-    const end = await Effect.runPromise(runEpisode(p, withSetup, 0))
+    const end = await runWith(p, withSetup)
     return { end, puts, setup: execs[0] }
   }
 

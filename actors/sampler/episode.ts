@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf"
-import { Clock, Data, Effect, Schedule } from "effect"
+import { Clock, Context, Data, Effect, Schedule } from "effect"
 import type { ChatTemplate } from "../../model/index.ts"
 import {
   type EpisodeEnd,
@@ -13,17 +13,26 @@ import {
   TerminationReason,
   type VerifierResult,
 } from "../../proto/index.ts"
+import { type EpisodeLimits, episodeLimitsOf } from "../../services/jobs/index.ts"
 import { concatBytes } from "../../services/packed/index.ts"
 import { packFiles } from "../../services/tar/index.ts"
 import type { ActionFormat, ShellCommand } from "./actions/format.ts"
 import { formatObservation, malformedObservation } from "./actions/observation.ts"
 import { Conversation } from "./conversation.ts"
-import { type EpisodeLimits, limitsOf } from "./limits.ts"
-import type { GenerateResult, PolicyBackend, PolicyError } from "./policy/backend.ts"
+import {
+  type GenerateResult,
+  PolicyBackend,
+  type PolicyBackendShape,
+  type PolicyError,
+} from "./policy/backend.ts"
 import { TrajectoryBuilder } from "./tito.ts"
 
-/** What an episode needs from the outside world; the actor wires these to the bus. */
-export interface EpisodePorts {
+/**
+ * What an episode needs from the outside world besides its policy: sandboxes, the verifier, the
+ * trajectory stream (the actor wires these to the bus), and the agent's chat template and
+ * action format.
+ */
+export interface EpisodePortsShape {
   readonly createSandbox: (
     spec: SandboxSpec,
     requestId: string,
@@ -44,7 +53,6 @@ export interface EpisodePorts {
     attempt: number,
     sandboxId: string,
   ) => Effect.Effect<VerifierResult, EpisodeInfraError>
-  readonly policy: PolicyBackend
   readonly template: ChatTemplate
   readonly format: ActionFormat
   /** Publishes the span's chunk(s) durably, in order; fails only when the bus does. */
@@ -56,6 +64,14 @@ export interface EpisodePorts {
   /** Called after every turn: heartbeats, metrics. */
   readonly onTurn?: (turn: TurnReport) => Effect.Effect<void>
 }
+
+/** The episode's ports as a service: `runEpisode` reads them, with its PolicyBackend, from its context. */
+export class EpisodePorts extends Context.Service<EpisodePorts, EpisodePortsShape>()(
+  "t1/EpisodePorts",
+) {}
+
+/** The ports and the policy of one episode, as the turn loop uses them. */
+type Wired = EpisodePortsShape & { readonly policy: PolicyBackendShape }
 
 export interface TurnReport {
   readonly turn: number
@@ -96,7 +112,7 @@ const encoder = new TextEncoder()
  * hidden folder in the workdir that the command removes before the agent's first turn.
  */
 const stageSetup = (
-  ports: EpisodePorts,
+  ports: EpisodePortsShape,
   sandboxId: string,
   task: Task,
   tar: Uint8Array,
@@ -171,11 +187,11 @@ interface Progress {
  * no reward or tests, an error naming the packages, not retryable.
  */
 export const runEpisode = (
-  ports: EpisodePorts,
   item: EpisodeWorkItem,
   attempt: number,
-): Effect.Effect<EpisodeEnd, EpisodeInfraError> =>
+): Effect.Effect<EpisodeEnd, EpisodeInfraError, EpisodePorts | PolicyBackend> =>
   Effect.gen(function* () {
+    const ports: Wired = { ...(yield* EpisodePorts), policy: yield* PolicyBackend }
     const started = yield* Clock.currentTimeMillis
     const task = item.task
     if (!task)
@@ -183,7 +199,7 @@ export const runEpisode = (
         stage: "work item",
         message: "work item carries no task",
       })
-    const limits = limitsOf(item)
+    const limits = episodeLimitsOf(item)
     const conversation = new Conversation(ports.template)
     const builder = new TrajectoryBuilder(item.admittedPolicyVersion)
     const progress: Progress = {
@@ -349,8 +365,8 @@ const packSetup = (script: string) =>
   })
 
 const generateWithRetry = (
-  policy: PolicyBackend,
-  request: Parameters<PolicyBackend["generate"]>[0],
+  policy: PolicyBackendShape,
+  request: Parameters<PolicyBackendShape["generate"]>[0],
 ) =>
   policy.generate(request).pipe(
     Effect.retry({
@@ -364,7 +380,7 @@ const generateWithRetry = (
   )
 
 const turnLoop = (
-  ports: EpisodePorts,
+  ports: Wired,
   item: EpisodeWorkItem,
   limits: EpisodeLimits,
   conversation: Conversation,

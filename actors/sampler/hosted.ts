@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import {
   ChatTemplate,
@@ -22,8 +22,8 @@ import {
   type HostedActor,
 } from "../hosted.ts"
 import { ACTION_FORMATS, type ActionFormatName, isActionFormatName } from "./actions/index.ts"
-import { runSampler } from "./actor.ts"
-import type { PolicyBackend } from "./policy/backend.ts"
+import { runSampler, type SamplerOptions } from "./actor.ts"
+import { PolicyBackend, type PolicyBackendShape } from "./policy/backend.ts"
 import { embeddedPolicy } from "./policy/embedded.ts"
 import { jobPolicies } from "./policy/job-policies.ts"
 import { type Replica, replicatedBackend } from "./policy/replicas.ts"
@@ -115,7 +115,7 @@ export const samplerActor: HostedActor = {
       throw new ActorConfigError(
         `--${breakerSet} applies to engine replicas (--policy sglang or vllm); the embedded TinyMoE has none`,
       )
-    const engine = (metrics: MetricsShape): PolicyBackend => {
+    const engine = (metrics: MetricsShape): PolicyBackendShape => {
       const urls = (flagText(flags, "engine-url", "T1_ENGINE_URL") ?? "")
         .split(",")
         .map((u) => u.trim())
@@ -166,10 +166,35 @@ export const samplerActor: HostedActor = {
         version: 0n,
       }
     }
+    const job = flagText(flags, "job", "T1_JOB")
+    // One policy for every episode (fixed weights, a followed job, or engine replicas), scoped to
+    // the actor's life; without weights or a job, the embedded TinyMoE is built per job instead.
+    const policyLayer = Layer.effect(
+      PolicyBackend,
+      Effect.gen(function* () {
+        if (policyName !== "tinymoe") return engine(yield* Metrics)
+        const { model, version } = tinymoe()
+        if (model.config.vocabSize < tokenizer.vocabSize) {
+          throw new ActorConfigError(
+            `the weights' vocabulary (${model.config.vocabSize}) is smaller than the tokenizer's (${tokenizer.vocabSize})`,
+          )
+        }
+        const embedded = yield* embeddedPolicy(model, version, { contextLength })
+        if (job)
+          yield* followWeights(
+            yield* Bus,
+            subjects,
+            job,
+            embedded,
+            selectKernels(kernelsName as KernelChoice),
+          )
+        return embedded
+      }),
+    )
+    const sampler = (policy: SamplerOptions["policy"]) =>
+      runSampler({ subjects, policy, template, format, concurrency, shutdownGraceMs })
     return Effect.scoped(
       Effect.gen(function* () {
-        let policy: PolicyBackend
-        const job = flagText(flags, "job", "T1_JOB")
         if (policyName === "tinymoe" && !weightsPath && !job) {
           const policies = yield* jobPolicies({
             bus: yield* Bus,
@@ -178,41 +203,11 @@ export const samplerActor: HostedActor = {
             contextLength,
             kernels: selectKernels(kernelsName as KernelChoice),
           })
-          return yield* runSampler({
-            subjects,
-            policy: policies.forItem,
-            template,
-            format,
-            concurrency,
-            shutdownGraceMs,
-          })
+          return yield* sampler(policies.forItem)
         }
-        if (policyName === "tinymoe") {
-          const { model, version } = tinymoe()
-          if (model.config.vocabSize < tokenizer.vocabSize) {
-            throw new ActorConfigError(
-              `the weights' vocabulary (${model.config.vocabSize}) is smaller than the tokenizer's (${tokenizer.vocabSize})`,
-            )
-          }
-          const embedded = yield* embeddedPolicy(model, version, { contextLength })
-          if (job)
-            yield* followWeights(
-              yield* Bus,
-              subjects,
-              job,
-              embedded,
-              selectKernels(kernelsName as KernelChoice),
-            )
-          policy = embedded
-        } else policy = engine(yield* Metrics)
-        return yield* runSampler({
-          subjects,
-          policy,
-          template,
-          format,
-          concurrency,
-          shutdownGraceMs,
-        })
+        return yield* Effect.gen(function* () {
+          return yield* sampler(yield* PolicyBackend)
+        }).pipe(Effect.provide(policyLayer))
       }),
     ).pipe(Effect.mapError((e) => ({ message: e instanceof Error ? e.message : String(e) })))
   },

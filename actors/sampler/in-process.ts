@@ -1,11 +1,11 @@
-import type { Effect } from "effect"
+import { Effect } from "effect"
 import type { ChatTemplate } from "../../model/index.ts"
 import type { EpisodeEnd, EpisodeWorkItem } from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
 import type { ActionFormat } from "./actions/index.ts"
 import { busPorts } from "./bus-ports.ts"
-import { type EpisodeInfraError, runEpisode } from "./episode.ts"
-import type { PolicyBackend } from "./policy/backend.ts"
+import { type EpisodeInfraError, EpisodePorts, runEpisode } from "./episode.ts"
+import { PolicyBackend, type PolicyBackendShape } from "./policy/backend.ts"
 
 /**
  * Runs one work item (attempt 0) in this process with the bus ports a sampler actor would use,
@@ -17,16 +17,16 @@ export const runEpisodeHere = (
   subjects: Subjects,
   item: EpisodeWorkItem,
   agent: {
-    readonly policy: PolicyBackend
+    readonly policy: PolicyBackendShape
     readonly template: ChatTemplate
     readonly format: ActionFormat
   },
 ): Effect.Effect<EpisodeEnd, EpisodeInfraError> =>
-  runEpisode(
-    {
+  runEpisode(item, 0).pipe(
+    Effect.provideService(EpisodePorts, {
       ...busPorts(bus, subjects, { jobId: item.jobId, episodeId: item.episodeId, attempt: 0 }),
-      ...agent,
-    },
-    item,
-    0,
+      template: agent.template,
+      format: agent.format,
+    }),
+    Effect.provideService(PolicyBackend, agent.policy),
   )

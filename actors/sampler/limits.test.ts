@@ -13,8 +13,8 @@ import {
   VerifierResultSchema,
 } from "../../proto/index.ts"
 import { shellBlock } from "./actions/index.ts"
-import { type EpisodePorts, runEpisode } from "./episode.ts"
-import type { GenerateRequest } from "./policy/backend.ts"
+import { EpisodePorts, type EpisodePortsShape, runEpisode } from "./episode.ts"
+import { type GenerateRequest, PolicyBackend, type PolicyBackendShape } from "./policy/backend.ts"
 import { scriptedPolicy } from "./policy/scripted.ts"
 
 /**
@@ -41,7 +41,7 @@ const run = async (
   const execs: Array<{ timeoutMs: number; maxOutputBytes: number }> = []
   const requests: GenerateRequest[] = []
   const scripted = scriptedPolicy(tokenizer, () => ["```bash\nls -la\n```"])
-  const ports: EpisodePorts = {
+  const ports: EpisodePortsShape = {
     createSandbox: () => Effect.succeed("sb-1"),
     exec: (_, __, options) =>
       Effect.gen(function* () {
@@ -55,13 +55,6 @@ const run = async (
     putFiles: () => Effect.void,
     destroySandbox: () => Effect.void,
     verify: () => Effect.succeed(create(VerifierResultSchema, { passed: 0, total: 1, reward: 0 })),
-    policy: {
-      ...scripted,
-      generate: (request) => {
-        requests.push(request)
-        return scripted.generate(request)
-      },
-    },
     template: new ChatTemplate(tokenizer),
     format: shellBlock,
     publish: () => Effect.succeed(1),
@@ -79,7 +72,19 @@ const run = async (
     groupSize: 1,
     admittedUnixMs: BigInt(Date.now()),
   })
-  const end = await Effect.runPromise(runEpisode(ports, item, 0))
+  const policy: PolicyBackendShape = {
+    ...scripted,
+    generate: (request) => {
+      requests.push(request)
+      return scripted.generate(request)
+    },
+  }
+  const end = await Effect.runPromise(
+    runEpisode(item, 0).pipe(
+      Effect.provideService(EpisodePorts, ports),
+      Effect.provideService(PolicyBackend, policy),
+    ),
+  )
   return { end, execs, requests }
 }
 

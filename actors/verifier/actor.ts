@@ -16,7 +16,7 @@ import { Bus, type BusShape, type Subjects } from "../../services/bus/index.ts"
 import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
 import { openArchive, packDirectory, type TestsArchive } from "../../services/tar/index.ts"
 import { sandboxClient } from "../sandbox/index.ts"
-import { clientSandbox } from "./port.ts"
+import { clientSandboxLayer } from "./port.ts"
 import { type VerifyOptions, verifyEpisode } from "./verify.ts"
 import {
   encodeResultWithin,
@@ -184,13 +184,12 @@ export const runVerifier = (
         if (archive._tag === "Failure")
           return yield* fail(archive.failure, archive.failure.retryable ? "infra" : "invalid")
         const { task, command } = taskFromWire(req.task, defaultTimeoutSec)
-        const sandbox = clientSandbox(client, req.sandboxId, bus.maxPayload)
         const outcome = yield* Effect.result(
-          verifyEpisode(sandbox, task, {
+          verifyEpisode(task, {
             ...options.verify,
             tests: archive.success,
             ...(command === undefined ? {} : { command }),
-          }),
+          }).pipe(Effect.provide(clientSandboxLayer(client, req.sandboxId, bus.maxPayload))),
         )
         m.seconds.observe(((yield* Clock.currentTimeMillis) - started) / 1000)
         if (outcome._tag === "Failure") {

@@ -7,11 +7,11 @@ import {
   TOOLCHAIN_TIMEOUT,
 } from "../sandbox/index.ts"
 import { VerifierInfraError } from "./errors.ts"
-import type { ShellResult, VerifierSandbox } from "./port.ts"
+import type { ShellResult, VerifierSandboxShape } from "./port.ts"
 
 /** How one verification runs its commands. */
 export interface Guarded {
-  readonly sandbox: VerifierSandbox
+  readonly sandbox: VerifierSandboxShape
   /** The interpreter that runs pytest; undefined: the sandbox's own `python3`. */
   readonly python: string | undefined
   readonly notes: ReadonlyArray<string>
@@ -57,7 +57,7 @@ const FALLBACK =
  * separate processes, a sandbox created without the toolchain) is verified as before, and every
  * outcome says so in its notes.
  */
-export const guard = (sandbox: VerifierSandbox): Effect.Effect<Guarded, VerifierInfraError> =>
+export const guard = (sandbox: VerifierSandboxShape): Effect.Effect<Guarded, VerifierInfraError> =>
   Effect.gen(function* () {
     const execArgv = sandbox.execArgv
     if (execArgv === undefined)

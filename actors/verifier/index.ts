@@ -18,7 +18,15 @@ export type {
   VerifierOutcomeKind,
   VerifierPath,
 } from "./outcome.ts"
-export { clientSandbox, driverSandbox, type ShellResult, type VerifierSandbox } from "./port.ts"
+export {
+  clientSandbox,
+  clientSandboxLayer,
+  driverSandbox,
+  driverSandboxLayer,
+  type ShellResult,
+  VerifierSandbox,
+  type VerifierSandboxShape,
+} from "./port.ts"
 export { parseRewardJson, parseRewardText } from "./reward-files.ts"
 export { planTestScript, type Requirement, type ScriptPlan } from "./rewrite.ts"
 export { parsePytestSummary } from "./summary.ts"

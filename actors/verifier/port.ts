@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { ExecResult } from "../../proto/index.ts"
 import type {
   SandboxClient,
@@ -25,7 +25,7 @@ export interface ShellResult {
  * backs it over the bus (the verifier actor, whose sandboxes' shells live in a sandbox host).
  * Files are read back through the shell (see files.ts), which works the same through both.
  */
-export interface VerifierSandbox {
+export interface VerifierSandboxShape {
   readonly exec: (
     command: string,
     options: { readonly timeoutMs: number; readonly maxOutputBytes: number },
@@ -63,7 +63,7 @@ const fromDriverError =
     })
 
 /** The sandbox `id` of an in-process driver. */
-export const driverSandbox = (driver: SandboxDriverShape, id: string): VerifierSandbox => {
+export const driverSandbox = (driver: SandboxDriverShape, id: string): VerifierSandboxShape => {
   const execArgv = driver.execArgv
   return {
     exec: (command, options) =>
@@ -107,7 +107,7 @@ export const clientSandbox = (
   client: SandboxClient,
   id: string,
   maxPayload: number,
-): VerifierSandbox => ({
+): VerifierSandboxShape => ({
   // A failed exec (sandbox died, engine gone) arrives as an error the client raises.
   exec: (command, options) =>
     client
@@ -121,3 +121,20 @@ export const clientSandbox = (
     client.put(id, path, tar).pipe(Effect.asVoid, Effect.mapError(fromClientError("put"))),
   maxPutBytes: Math.max(64 * 1024, maxPayload - PUT_HEADROOM),
 })
+
+/**
+ * The sandbox a verification runs in, as a service: `verifyEpisode` reads it from its context,
+ * so the same verification runs in-process on a driver (library use, tests, `t1 tasks check`)
+ * or over the bus on a sandbox host (the verifier actor) by the layer it is given.
+ */
+export class VerifierSandbox extends Context.Service<VerifierSandbox, VerifierSandboxShape>()(
+  "t1/VerifierSandbox",
+) {}
+
+/** The sandbox `id` of an in-process driver, as a layer. */
+export const driverSandboxLayer = (driver: SandboxDriverShape, id: string) =>
+  Layer.succeed(VerifierSandbox, driverSandbox(driver, id))
+
+/** The sandbox `id` on a sandbox host over the bus, as a layer. */
+export const clientSandboxLayer = (client: SandboxClient, id: string, maxPayload: number) =>
+  Layer.succeed(VerifierSandbox, clientSandbox(client, id, maxPayload))

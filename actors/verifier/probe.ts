@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { Effect } from "effect"
 import type { VerifierInfraError } from "./errors.ts"
-import type { VerifierSandbox } from "./port.ts"
+import type { VerifierSandboxShape } from "./port.ts"
 import type { Requirement } from "./rewrite.ts"
 import { runBookkeeping, shellQuote } from "./shell.ts"
 
@@ -37,7 +37,7 @@ print(sys.argv[1], json.dumps({"pytest": u.find_spec("pytest") is not None, "mis
  * by distribution, system ones as an installed dpkg package or a command of that name.
  */
 export const probePackages = (
-  sandbox: VerifierSandbox,
+  sandbox: VerifierSandboxShape,
   python: string,
   requirements: ReadonlyArray<Requirement>,
 ): Effect.Effect<SandboxPackages, VerifierInfraError> =>

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import type { VerifierSandbox } from "./port.ts"
+import type { VerifierSandboxShape } from "./port.ts"
 import { type FileRead, inFreshShell, readSandboxFile, readSandboxFiles } from "./shell.ts"
 
 /** Runs `command` as the episode's shell would: bash -c, with `env` as its environment. */
@@ -57,7 +57,7 @@ describe("readSandboxFiles", () => {
   // A sandbox whose shell is this host's bash, counting its execs.
   const hostSandbox = () => {
     const calls = { execs: 0 }
-    const sandbox: VerifierSandbox = {
+    const sandbox: VerifierSandboxShape = {
       exec: (command, options) =>
         Effect.sync(() => {
           calls.execs++

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { Effect } from "effect"
 import { VerifierInfraError } from "./errors.ts"
-import type { ShellResult, VerifierSandbox } from "./port.ts"
+import type { ShellResult, VerifierSandboxShape } from "./port.ts"
 
 /** `text` as one single-quoted shell word. */
 export const shellQuote = (text: string): string => `'${text.replaceAll("'", `'\\''`)}'`
@@ -54,7 +54,7 @@ export const inFreshShell = (script: string): string => {
  * agent's session.
  */
 export const runScript = (
-  sandbox: VerifierSandbox,
+  sandbox: VerifierSandboxShape,
   script: string,
   options: { readonly timeoutMs: number; readonly maxOutputBytes: number },
 ) =>
@@ -67,7 +67,7 @@ export const BOOKKEEPING_TIMEOUT_MS = 60_000
 
 /** Runs a bookkeeping command; a failed call is an infra error at `stage`. */
 export const runBookkeeping = (
-  sandbox: VerifierSandbox,
+  sandbox: VerifierSandboxShape,
   stage: string,
   script: string,
   maxOutputBytes = 64 * 1024,
@@ -95,7 +95,7 @@ const CHUNK_BYTES = 512 * 1024
  * land in the same stream, hence the markers and the length check.
  */
 export const readSandboxFile = (
-  sandbox: VerifierSandbox,
+  sandbox: VerifierSandboxShape,
   path: string,
   maxBytes: number,
 ): Effect.Effect<FileRead, VerifierInfraError> =>
@@ -107,7 +107,7 @@ export const readSandboxFile = (
  * missing and most of the rest small).
  */
 export const readSandboxFiles = (
-  sandbox: VerifierSandbox,
+  sandbox: VerifierSandboxShape,
   files: ReadonlyArray<{ readonly path: string; readonly maxBytes: number }>,
 ): Effect.Effect<ReadonlyArray<FileRead>, VerifierInfraError> =>
   Effect.gen(function* () {
@@ -148,7 +148,7 @@ export const readSandboxFiles = (
 
 /** The rest of a read from its first section: `missing`, or the size and the first chunk. */
 const finishRead = (
-  sandbox: VerifierSandbox,
+  sandbox: VerifierSandboxShape,
   path: string,
   maxBytes: number,
   first: number,
@@ -208,7 +208,7 @@ const decodeChunk = (payload: string, length: number): Uint8Array | undefined =>
   return bytes.byteLength === length ? new Uint8Array(bytes) : undefined
 }
 
-const readChunk = (sandbox: VerifierSandbox, path: string, offset: number, length: number) =>
+const readChunk = (sandbox: VerifierSandboxShape, path: string, offset: number, length: number) =>
   Effect.gen(function* () {
     const { a, b } = markers()
     const script = [

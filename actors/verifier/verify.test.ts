@@ -22,7 +22,12 @@ import { killLocalSandboxProcesses, LocalDriverLive } from "../sandbox/local/ind
 import { SandboxCallFailed, VerifierInfraError } from "./errors.ts"
 import { parseJunitXml } from "./junit.ts"
 import { truncateUtf8 } from "./outcome.ts"
-import { driverSandbox, type VerifierSandbox } from "./port.ts"
+import {
+  driverSandbox,
+  driverSandboxLayer,
+  VerifierSandbox,
+  type VerifierSandboxShape,
+} from "./port.ts"
 import { parseRewardJson, parseRewardText } from "./reward-files.ts"
 import { parsePytestSummary } from "./summary.ts"
 import { scalarScore, type VerifiableTask, type VerifyOptions, verifyEpisode } from "./verify.ts"
@@ -118,7 +123,7 @@ const verifyAfter = (
   work: string,
   t: VerifiableTask,
   options: VerifyOptions & {
-    readonly wrap?: (s: VerifierSandbox) => VerifierSandbox
+    readonly wrap?: (s: VerifierSandboxShape) => VerifierSandboxShape
     readonly before?: (id: string) => Promise<void>
   } = {},
 ) =>
@@ -138,10 +143,12 @@ const verifyAfter = (
         }
         const sandbox = driverSandbox(driver, info.id)
         return yield* Effect.result(
-          verifyEpisode(options.wrap === undefined ? sandbox : options.wrap(sandbox), t, {
-            logsDir: h.logsDir(),
-            ...options,
-          }),
+          verifyEpisode(t, { logsDir: h.logsDir(), ...options }).pipe(
+            Effect.provideService(
+              VerifierSandbox,
+              options.wrap === undefined ? sandbox : options.wrap(sandbox),
+            ),
+          ),
         )
       }).pipe(Effect.ensuring(Effect.ignore(driver.destroy(info.id))))
     }),
@@ -165,7 +172,7 @@ const byName = (tests: ReadonlyArray<{ name: string; outcome: string }>) =>
 /** Fails the first exec `when` picks the way a sandbox that died under it does. */
 const dyingWhen =
   (when: (command: string) => boolean) =>
-  (s: VerifierSandbox): VerifierSandbox => {
+  (s: VerifierSandboxShape): VerifierSandboxShape => {
     let dead = false
     const die = Effect.sync(() => {
       dead = true
@@ -281,7 +288,9 @@ def test_d(): pass
           const info = yield* driver.create(h.spec())
           yield* driver.destroy(info.id)
           return yield* Effect.result(
-            verifyEpisode(driverSandbox(driver, info.id), t, { logsDir: h.logsDir() }),
+            verifyEpisode(t, { logsDir: h.logsDir() }).pipe(
+              Effect.provide(driverSandboxLayer(driver, info.id)),
+            ),
           )
         }),
       ),
@@ -560,7 +569,7 @@ fi
 
 describe("reading verifier results", () => {
   it("rejects a test directory that would wipe the system or the agent's work", async () => {
-    const untouchable: VerifierSandbox = {
+    const untouchable: VerifierSandboxShape = {
       exec: () => Effect.die("the sandbox must not be touched"),
       put: () => Effect.die("the sandbox must not be touched"),
       maxPutBytes: 1 << 20,
@@ -580,13 +589,21 @@ describe("reading verifier results", () => {
       },
     })
     for (const testDir of ["/", "/usr", "/app", "relative/tests"]) {
-      const e = await Effect.runPromise(Effect.flip(verifyEpisode(untouchable, t(testDir))))
+      const e = await Effect.runPromise(
+        Effect.flip(
+          verifyEpisode(t(testDir)).pipe(Effect.provideService(VerifierSandbox, untouchable)),
+        ),
+      )
       expect([e._tag, e._tag === "InvalidVerifierTask" && e.field]).toEqual([
         "InvalidVerifierTask",
         "verifier.testDir",
       ])
     }
-    const missing = await Effect.runPromise(Effect.flip(verifyEpisode(untouchable, t("/tests"))))
+    const missing = await Effect.runPromise(
+      Effect.flip(
+        verifyEpisode(t("/tests")).pipe(Effect.provideService(VerifierSandbox, untouchable)),
+      ),
+    )
     expect(missing.message).toContain("/nonexistent")
   })
 

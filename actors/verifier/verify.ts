@@ -17,7 +17,7 @@ import {
   type VerifierOutcome,
   type VerifierPath,
 } from "./outcome.ts"
-import type { ShellResult, VerifierSandbox } from "./port.ts"
+import { type ShellResult, VerifierSandbox, type VerifierSandboxShape } from "./port.ts"
 import { probePackages } from "./probe.ts"
 import { parseRewardJson, parseRewardText, type RewardFile } from "./reward-files.ts"
 import { PYTEST_MAIN, planTestScript, type Requirement } from "./rewrite.ts"
@@ -96,11 +96,11 @@ interface Places {
  * machinery is a VerifierInfraError, never a reward of 0.
  */
 export const verifyEpisode = (
-  given: VerifierSandbox,
   task: VerifiableTask,
   options: VerifyOptions = {},
-): Effect.Effect<VerifierOutcome, VerifierError> =>
+): Effect.Effect<VerifierOutcome, VerifierError, VerifierSandbox> =>
   Effect.gen(function* () {
+    const given = yield* VerifierSandbox
     const started = yield* Clock.currentTimeMillis
     const v = task.verifier
     const workdir = posix.normalize(task.environment.workdir || "/")
@@ -278,7 +278,7 @@ const configOf = (archive: TestsArchive, testDir: string): string => {
  * what the script does and what the sandbox has, never on the task's network declaration.
  */
 const planRun = (
-  sandbox: VerifierSandbox,
+  sandbox: VerifierSandboxShape,
   task: VerifiableTask,
   archive: TestsArchive,
   places: Places,
@@ -375,7 +375,7 @@ const planRun = (
     }
   })
 
-const prepare = (sandbox: VerifierSandbox, places: Places) =>
+const prepare = (sandbox: VerifierSandboxShape, places: Places) =>
   Effect.gen(function* () {
     const { testDir, logsDir, scratch } = places
     // A directory that is a mount point (the local driver's private /tests) cannot be removed:
@@ -405,7 +405,7 @@ const MAX_PIECE_BYTES = 16 * 1024 * 1024
  * through a staging directory the sandbox can put into, joined by the sandbox's tar (the bus
  * caps a message at max_payload; the local driver puts only under the workdir).
  */
-const upload = (sandbox: VerifierSandbox, tar: Uint8Array, places: Places) =>
+const upload = (sandbox: VerifierSandboxShape, tar: Uint8Array, places: Places) =>
   Effect.gen(function* () {
     const stage = "copying the tests in"
     const infra = (reason: string, retryable: boolean) =>
@@ -458,7 +458,7 @@ const upload = (sandbox: VerifierSandbox, tar: Uint8Array, places: Places) =>
   })
 
 const runTests = (
-  sandbox: VerifierSandbox,
+  sandbox: VerifierSandboxShape,
   task: VerifiableTask,
   plan: Exclude<Plan, { kind: "unverifiable" }>,
   places: Places,
@@ -505,7 +505,7 @@ const runTests = (
  * run that ended before reporting any; empty when pytest is not there or collects nothing.
  */
 const collectTestIds = (
-  sandbox: VerifierSandbox,
+  sandbox: VerifierSandboxShape,
   places: Places,
   python: string,
   config: string,
@@ -567,7 +567,7 @@ const runAsError = (name: string, run: ShellResult): TestCaseResult => ({
 })
 
 const collectPytest = (
-  sandbox: VerifierSandbox,
+  sandbox: VerifierSandboxShape,
   plan: Extract<Plan, { kind: "pytest" | "rewritten" }>,
   places: Places,
   run: ShellResult,
@@ -619,7 +619,7 @@ const collectPytest = (
   })
 
 const collectScript = (
-  sandbox: VerifierSandbox,
+  sandbox: VerifierSandboxShape,
   places: Places,
   run: ShellResult,
   maxReportBytes: number,

@@ -21,6 +21,7 @@ export {
   laterSeq,
   TERMINAL_STATES,
 } from "./events.ts"
+export { DEFAULT_EPISODE_LIMITS, type EpisodeLimits, episodeLimitsOf } from "./limits.ts"
 export {
   criticWarmupStepsOf,
   DEFAULT_BATCH_TRAJECTORIES,

@@ -7,9 +7,13 @@ import { TrajectoryAssembler, TrajectoryCorrupt } from "../../actors/buffer/asse
 import { startSandboxAndVerifier } from "../../actors/local.ts"
 import { shellBlock } from "../../actors/sampler/actions/index.ts"
 import { runSampler } from "../../actors/sampler/actor.ts"
-import { busPorts } from "../../actors/sampler/bus-ports.ts"
-import { type EpisodePorts, runEpisode } from "../../actors/sampler/episode.ts"
-import type { GenerateResult, PolicyBackend } from "../../actors/sampler/policy/backend.ts"
+import { busPortsLayer } from "../../actors/sampler/bus-ports.ts"
+import { runEpisode } from "../../actors/sampler/episode.ts"
+import {
+  type GenerateResult,
+  PolicyBackend,
+  type PolicyBackendShape,
+} from "../../actors/sampler/policy/backend.ts"
 import { embeddedPolicy } from "../../actors/sampler/policy/embedded.ts"
 import { scriptedPolicy } from "../../actors/sampler/policy/scripted.ts"
 import { dockerEngineAvailable } from "../../actors/sandbox/docker/index.ts"
@@ -155,9 +159,9 @@ const f32 = (b: Uint8Array) =>
   new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength))
 
 /** Records every turn the policy returns, to compare with what the trajectory holds. */
-const recording = (policy: PolicyBackend) => {
+const recording = (policy: PolicyBackendShape) => {
   const turns: GenerateResult[] = []
-  const wrapped: PolicyBackend = {
+  const wrapped: PolicyBackendShape = {
     ...policy,
     generate: (request) =>
       policy.generate(request).pipe(Effect.tap((r) => Effect.sync(() => turns.push(r)))),
@@ -258,20 +262,22 @@ describe.skipIf(!docker)("sampler on NATS and Docker", () => {
 
   it("the oracle agent (the reference solution as actions) resolves the task through sandbox and verifier", async () => {
     const tokenizer = await bundledTokenizer()
-    const end = await system((bus, subjects) =>
+    const end = await system((_bus, subjects) =>
       Effect.gen(function* () {
         const { task, wire } = yield* wireTask
         const script = yield* Effect.promise(() => readFile(task.solution as string, "utf8"))
         const turns = shellBlock.renderSolution(script)
         const policy = scriptedPolicy(tokenizer, () => turns)
         const item = workItem("job-o", "oracle-1", wire, { maxTurns: 40, maxTokens: 100_000 }, 4000)
-        const ports: EpisodePorts = {
-          ...busPorts(bus, subjects, { jobId: "job-o", episodeId: "oracle-1", attempt: 0 }),
-          policy,
-          template: new ChatTemplate(tokenizer),
-          format: shellBlock,
-        }
-        return yield* runEpisode(ports, item, 0)
+        const ports = busPortsLayer(
+          subjects,
+          { jobId: "job-o", episodeId: "oracle-1", attempt: 0 },
+          { template: new ChatTemplate(tokenizer), format: shellBlock },
+        )
+        return yield* runEpisode(item, 0).pipe(
+          Effect.provide(ports),
+          Effect.provideService(PolicyBackend, policy),
+        )
       }),
     )
     expect(end.infraFailed).toBe(false)
@@ -308,14 +314,19 @@ describe.skipIf(!docker)("sampler on NATS and Docker", () => {
           { maxTurns: TURNS + 10, maxTokens: 2_000_000 },
           1000,
         )
-        const ports: EpisodePorts = {
-          ...busPorts(bus, subjects, { jobId: "job-l", episodeId: "long-1", attempt: 0 }),
-          policy,
-          template: new ChatTemplate(tokenizer),
-          format: shellBlock,
-          onTurn: () => Effect.sync(sampleRss),
-        }
-        const end = yield* runEpisode(ports, item, 0)
+        const ports = busPortsLayer(
+          subjects,
+          { jobId: "job-l", episodeId: "long-1", attempt: 0 },
+          {
+            template: new ChatTemplate(tokenizer),
+            format: shellBlock,
+            onTurn: () => Effect.sync(sampleRss),
+          },
+        )
+        const end = yield* runEpisode(item, 0).pipe(
+          Effect.provide(ports),
+          Effect.provideService(PolicyBackend, policy),
+        )
         const read = yield* readTrajectory(bus, subjects, "job-l")
         return { end, ...read }
       }),

@@ -23,7 +23,7 @@ import { connectDocker, DockerDriverLive } from "../../actors/sandbox/docker/ind
 import { SandboxDriver, sandboxSpec } from "../../actors/sandbox/driver.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "../../actors/sandbox/image/testing.ts"
 import type { VerifierOutcome } from "../../actors/verifier/outcome.ts"
-import { driverSandbox } from "../../actors/verifier/port.ts"
+import { driverSandbox, VerifierSandbox } from "../../actors/verifier/port.ts"
 import { verifyEpisode } from "../../actors/verifier/verify.ts"
 import { singleFileTar } from "../../services/tar/index.ts"
 
@@ -211,7 +211,12 @@ const attackThenVerify = (attack: Attack, guarded: boolean): Promise<VerifierOut
             )
         }
         const sandbox = driverSandbox(driver, info.id)
-        return yield* verifyEpisode(guarded ? sandbox : { ...sandbox, execArgv: undefined }, TASK)
+        return yield* verifyEpisode(TASK).pipe(
+          Effect.provideService(
+            VerifierSandbox,
+            guarded ? sandbox : { ...sandbox, execArgv: undefined },
+          ),
+        )
       }).pipe(Effect.ensuring(Effect.ignore(driver.destroy(info.id))))
     }),
   )
@@ -260,7 +265,8 @@ describe("the verifier cannot be forged from inside the sandbox", () => {
           const driver = yield* SandboxDriver
           const info = yield* driver.create(sandboxSpec({ cpus: 1, memoryMb: 512, ttlMs: 120_000 }))
           yield* driver.exec(info.id, HONEST, quick)
-          return yield* verifyEpisode(driverSandbox(driver, info.id), TASK).pipe(
+          return yield* verifyEpisode(TASK).pipe(
+            Effect.provideService(VerifierSandbox, driverSandbox(driver, info.id)),
             Effect.ensuring(Effect.ignore(driver.destroy(info.id))),
           )
         }),

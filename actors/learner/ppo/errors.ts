@@ -1,23 +1,28 @@
-import { Data } from "effect"
-
 /**
  * A PPO routine was given something it cannot use: arrays of different lengths, a target outside
  * the vocabulary, a non-finite input on a row that is used, or a hyperparameter out of range.
  * Raised before anything is computed. The message names the input or setting, e.g.
  * `values: 5 elements, rewards has 6`.
+ *
+ * A broken precondition of pure math, thrown like a RangeError: a defect, never an outcome to
+ * catch. What run time can produce (non-finite logits from diverged weights, a sampler's NaN
+ * log-prob) the trainer checks before it calls, and reports as a skipped minibatch or a dropped
+ * trajectory; what can fail at run time in the learner travels in Effect's error channel as
+ * tagged errors (TrajectoryMalformed, WeightsUnavailable, ...).
  */
-export class PpoError extends Data.TaggedError("PpoError")<{
-  /** The input or hyperparameter concerned. */
-  readonly subject: string
-  readonly reason: string
-}> {
-  override get message(): string {
-    return `${this.subject}: ${this.reason}`
+export class PpoError extends Error {
+  override readonly name = "PpoError"
+  constructor(
+    /** The input or hyperparameter concerned. */
+    readonly subject: string,
+    readonly reason: string,
+  ) {
+    super(`${subject}: ${reason}`)
   }
 }
 
 export const fail = (subject: string, reason: string): never => {
-  throw new PpoError({ subject, reason })
+  throw new PpoError(subject, reason)
 }
 
 export const requireLength = (

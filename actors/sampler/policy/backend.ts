@@ -1,4 +1,4 @@
-import { Data, type Effect } from "effect"
+import { Context, Data, type Effect } from "effect"
 
 /** How to sample one turn. */
 export interface TurnSampling {
@@ -64,7 +64,7 @@ export class PolicyError extends Data.TaggedError("PolicyError")<{
 }> {}
 
 /** Something that turns a context into the policy's next turn: the embedded TinyMoE or an engine. */
-export interface PolicyBackend {
+export interface PolicyBackendShape {
   readonly name: string
   /** Largest context (prompt + generation) the backend accepts. */
   readonly contextLength: number
@@ -72,3 +72,12 @@ export interface PolicyBackend {
   /** Forgets a session's cached state (the episode ended). */
   release(sessionId: string): Effect.Effect<void>
 }
+
+/**
+ * The policy one episode samples with, as a service: `runEpisode` reads it from its context. The
+ * sampler provides it per episode (the embedded TinyMoE of the item's job, or the engine
+ * replicas); `policyLayer` in hosted.ts builds it from the actor's flags.
+ */
+export class PolicyBackend extends Context.Service<PolicyBackend, PolicyBackendShape>()(
+  "t1/PolicyBackend",
+) {}

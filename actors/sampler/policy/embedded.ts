@@ -10,7 +10,7 @@ import {
   type FinishReason,
   type GenerateRequest,
   type GenerateResult,
-  type PolicyBackend,
+  type PolicyBackendShape,
   PolicyError,
   type RoutingRows,
 } from "./backend.ts"
@@ -29,7 +29,7 @@ interface Pending {
 }
 
 /** The embedded policy: a TinyMoE whose weights the learner can replace between turns. */
-export interface EmbeddedPolicy extends PolicyBackend {
+export interface EmbeddedPolicy extends PolicyBackendShape {
   /** New weights for turns that start from now on; turns in flight finish on the old ones. */
   setWeights(model: TinyMoe, version: bigint): void
   readonly version: bigint

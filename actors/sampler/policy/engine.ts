@@ -1,11 +1,11 @@
 /**
- * One HTTP inference engine as a PolicyBackend. The turn is the same for every engine — the
+ * One HTTP inference engine as a PolicyBackendShape. The turn is the same for every engine — the
  * preflight (context room, a full context), the routing already reported for the session, one
  * JSON POST, the answer read under its shape checks, the routed frontier recorded — and an
  * engine adapter only says how its request is written and its answer read (sglang.ts, vllm.ts).
  */
 import { Effect } from "effect"
-import type { GenerateRequest, GenerateResult, PolicyBackend, PolicyError } from "./backend.ts"
+import type { GenerateRequest, GenerateResult, PolicyBackendShape, PolicyError } from "./backend.ts"
 import { postJson } from "./http.ts"
 import { checkLayout } from "./routing.ts"
 import { type EngineOptions, engineUrl, parseAnswer, preflight, RoutedPositions } from "./turn.ts"
@@ -37,7 +37,10 @@ export interface EngineDialect {
   ) => GenerateResult
 }
 
-export const engineBackend = (options: EngineOptions, dialect: EngineDialect): PolicyBackend => {
+export const engineBackend = (
+  options: EngineOptions,
+  dialect: EngineDialect,
+): PolicyBackendShape => {
   if (options.routing !== undefined) checkLayout(options.routing)
   const url = engineUrl(options, dialect.path)
   const routed = new RoutedPositions()

@@ -13,7 +13,7 @@ import {
   NOTHING_PUBLISHED,
   resolvePolicyRef,
 } from "../../../services/weights/index.ts"
-import { type PolicyBackend, PolicyError } from "./backend.ts"
+import { type PolicyBackendShape, PolicyError } from "./backend.ts"
 import { type EmbeddedPolicy, embeddedPolicy } from "./embedded.ts"
 
 export interface JobPoliciesOptions {
@@ -28,7 +28,7 @@ export interface JobPoliciesOptions {
 
 export interface JobPolicies {
   /** The policy the episode of `item` samples with. */
-  readonly forItem: (item: EpisodeWorkItem) => Effect.Effect<PolicyBackend, PolicyError>
+  readonly forItem: (item: EpisodeWorkItem) => Effect.Effect<PolicyBackendShape, PolicyError>
   /** Policies held now. */
   readonly size: () => number
 }
@@ -84,7 +84,7 @@ export const jobPolicies = (
         ),
       )
 
-    const tracked = (entry: Entry, policy: EmbeddedPolicy): PolicyBackend => ({
+    const tracked = (entry: Entry, policy: EmbeddedPolicy): PolicyBackendShape => ({
       name: policy.name,
       contextLength: policy.contextLength,
       generate: (request) =>
@@ -107,7 +107,7 @@ export const jobPolicies = (
         return Scope.close(entry.scope, Exit.void)
       })
 
-    const forItem = (item: EpisodeWorkItem): Effect.Effect<PolicyBackend, PolicyError> =>
+    const forItem = (item: EpisodeWorkItem): Effect.Effect<PolicyBackendShape, PolicyError> =>
       Effect.gen(function* () {
         const key = policyKey(item)
         let entry = entries.get(key)

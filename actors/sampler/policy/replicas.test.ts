@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { breakerMetrics } from "../../../services/breaker/index.ts"
 import { makeMetrics } from "../../../services/metrics/index.ts"
-import type { GenerateRequest, PolicyBackend } from "./backend.ts"
+import type { GenerateRequest, PolicyBackendShape } from "./backend.ts"
 import { replicatedBackend } from "./replicas.ts"
 import { sglangBackend } from "./sglang.ts"
 import { type Received, type Reply, startTestServer, type TestServer } from "./test-server.ts"
@@ -63,7 +63,7 @@ const setup = () => {
   )
   return { metrics, policy }
 }
-const run = (policy: PolicyBackend, sessionId: string) =>
+const run = (policy: PolicyBackendShape, sessionId: string) =>
   Effect.runPromise(Effect.result(policy.generate(turn(sessionId))))
 const hits = () => servers.map((s) => s.received.length)
 const stateOf = async (metrics: ReturnType<typeof makeMetrics>, i: number) => {

@@ -13,12 +13,12 @@ import {
   CircuitBreaker,
   DEFAULT_BREAKER_OPTIONS,
 } from "../../../services/breaker/index.ts"
-import { type GenerateRequest, type PolicyBackend, PolicyError } from "./backend.ts"
+import { type GenerateRequest, type PolicyBackendShape, PolicyError } from "./backend.ts"
 
 export interface Replica {
   /** Names the replica in metrics and messages (its URL). */
   readonly name: string
-  readonly backend: PolicyBackend
+  readonly backend: PolicyBackendShape
 }
 
 export interface ReplicaOptions {
@@ -32,7 +32,7 @@ export const ENGINE_BREAKER_COMPONENT = "engine"
 export const replicatedBackend = (
   replicas: ReadonlyArray<Replica>,
   options: ReplicaOptions = {},
-): PolicyBackend => {
+): PolicyBackendShape => {
   const first = replicas[0]
   if (first === undefined) throw new RangeError("replicatedBackend: no replicas")
   if (replicas.length === 1 && options.breaker === undefined) return first.backend

@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import type { Tokenizer } from "../../../model/index.ts"
-import { type GenerateResult, type PolicyBackend, PolicyError } from "./backend.ts"
+import { type GenerateResult, type PolicyBackendShape, PolicyError } from "./backend.ts"
 
 /**
  * A policy that answers with prepared text instead of a model: turn i of a session is
@@ -13,7 +13,7 @@ export const scriptedPolicy = (
   tokenizer: Tokenizer,
   turns: (sessionId: string) => ReadonlyArray<string>,
   options: { readonly contextLength?: number; readonly version?: bigint } = {},
-): PolicyBackend & { readonly calls: (sessionId: string) => number } => {
+): PolicyBackendShape & { readonly calls: (sessionId: string) => number } => {
   const progress = new Map<string, number>()
   const endOfTurn = tokenizer.specialId("<|end|>")
   return {

@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import type { GenerateRequest, PolicyBackend, PolicyError } from "./backend.ts"
+import type { GenerateRequest, PolicyBackendShape, PolicyError } from "./backend.ts"
 import type { RoutingLayout } from "./routing.ts"
 import { type SglangOptions, sglangBackend } from "./sglang.ts"
 import {
@@ -94,7 +94,7 @@ beforeAll(async () => {
 afterAll(() => server.close())
 beforeEach(() => server.reset(fakeSglang()))
 
-const backend = (options: Partial<SglangOptions> = {}): PolicyBackend =>
+const backend = (options: Partial<SglangOptions> = {}): PolicyBackendShape =>
   sglangBackend({ baseUrl: server.url, contextLength: 64, routing: layout, ...options })
 
 const turn = (
@@ -110,9 +110,9 @@ const turn = (
 const samplingParams = (index: number) =>
   server.sent(index).sampling_params as Record<string, unknown>
 
-const generate = (policy: PolicyBackend, request: GenerateRequest) =>
+const generate = (policy: PolicyBackendShape, request: GenerateRequest) =>
   Effect.runPromise(policy.generate(request))
-const failure = (policy: PolicyBackend, request: GenerateRequest): Promise<PolicyError> =>
+const failure = (policy: PolicyBackendShape, request: GenerateRequest): Promise<PolicyError> =>
   Effect.runPromise(Effect.flip(policy.generate(request)))
 
 describe("sglangBackend", () => {

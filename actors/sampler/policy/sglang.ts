@@ -27,7 +27,7 @@ import {
   type FinishReason,
   type GenerateRequest,
   type GenerateResult,
-  type PolicyBackend,
+  type PolicyBackendShape,
   PolicyError,
   type RoutingRows,
 } from "./backend.ts"
@@ -58,7 +58,7 @@ export type SglangOptions = EngineOptions
 
 const NAME = "sglang"
 
-export const sglangBackend = (options: SglangOptions): PolicyBackend =>
+export const sglangBackend = (options: SglangOptions): PolicyBackendShape =>
   engineBackend(options, {
     name: NAME,
     path: "/generate",

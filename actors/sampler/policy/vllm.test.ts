@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import type { GenerateRequest, PolicyBackend, PolicyError } from "./backend.ts"
+import type { GenerateRequest, PolicyBackendShape, PolicyError } from "./backend.ts"
 import type { RoutingLayout } from "./routing.ts"
 import {
   BadRequest,
@@ -129,7 +129,7 @@ beforeAll(async () => {
 afterAll(() => server.close())
 beforeEach(() => server.reset(fakeVllm({ routing: true })))
 
-const backend = (options: Partial<VllmOptions> = {}): PolicyBackend =>
+const backend = (options: Partial<VllmOptions> = {}): PolicyBackendShape =>
   vllmBackend({ baseUrl: server.url, model: MODEL, contextLength: 64, routing: layout, ...options })
 
 const turn = (
@@ -142,9 +142,9 @@ const turn = (
   sampling: { temperature: 1, topP: 1, maxTokens: 8, stopTokenIds: [15], ...overrides },
 })
 
-const generate = (policy: PolicyBackend, request: GenerateRequest) =>
+const generate = (policy: PolicyBackendShape, request: GenerateRequest) =>
   Effect.runPromise(policy.generate(request))
-const failure = (policy: PolicyBackend, request: GenerateRequest): Promise<PolicyError> =>
+const failure = (policy: PolicyBackendShape, request: GenerateRequest): Promise<PolicyError> =>
   Effect.runPromise(Effect.flip(policy.generate(request)))
 
 const first = (answer: Answer): Choice => {

@@ -24,7 +24,7 @@ import {
   type FinishReason,
   type GenerateRequest,
   type GenerateResult,
-  type PolicyBackend,
+  type PolicyBackendShape,
   PolicyError,
   type RoutingRows,
 } from "./backend.ts"
@@ -50,7 +50,7 @@ export interface VllmOptions extends EngineOptions {
 
 const NAME = "vllm"
 
-export const vllmBackend = (options: VllmOptions): PolicyBackend =>
+export const vllmBackend = (options: VllmOptions): PolicyBackendShape =>
   engineBackend(options, {
     name: NAME,
     path: "/v1/completions",

@@ -1,5 +1,5 @@
 import { create, toBinary } from "@bufbuild/protobuf"
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import { TrajectoryAssembler } from "../../../actors/buffer/assemble.ts"
 import { takeBatch } from "../../../actors/buffer/client.ts"
 import { trainingSequence } from "../../../actors/learner/decode.ts"
@@ -54,8 +54,8 @@ const learn = async (data: Uint8Array): Promise<Verdict> => {
   )
   if (exit._tag === "Failure") return verdictOfExit(exit)
   return judge(() => {
-    for (const t of exit.value.trajectories) trainingSequence(t, 1n)
-    return exit.value.trajectories.length > 0 ? ACCEPTED : REJECTED
+    const read = exit.value.trajectories.map((t) => trainingSequence(t, 1n))
+    return read.length > 0 && read.every(Result.isSuccess) ? ACCEPTED : REJECTED
   })
 }
 

@@ -1,5 +1,5 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import { TrajectoryAssembler, TrajectoryCorrupt } from "../../../actors/buffer/assemble.ts"
 import { trainingSequence } from "../../../actors/learner/decode.ts"
 import { chunkRecord, encodeRecord, endRecord, splitSpan } from "../../../actors/sampler/records.ts"
@@ -170,7 +170,9 @@ const feed = (messages: ReadonlyArray<Uint8Array>): Verdict => {
     const out = judge(() => {
       const done = assembler.add(exit.value)
       if (done instanceof TrajectoryCorrupt) return REJECTED
-      if (done !== undefined) trainingSequence(done.toTrajectory(), 2n)
+      // The learner refusing an assembled trajectory (typed) is a rejection; a throw is a crash.
+      if (done !== undefined && Result.isFailure(trainingSequence(done.toTrajectory(), 2n)))
+        return REJECTED
       return ACCEPTED
     })
     if (out.kind === "crash") return crash(`${out.reason} (record ${toHex(bytes)})`)

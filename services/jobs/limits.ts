@@ -1,4 +1,10 @@
+/**
+ * One episode's limits as its work item resolves them, with the contract's defaults applied by
+ * the same rule as the rest of a job's spec (unset or zero means the default): the sampler runs
+ * episodes by them, and they are documented with the JobSpec in the README.
+ */
 import type { EpisodeWorkItem } from "../../proto/index.ts"
+import { orDefault } from "./schedule.ts"
 
 /** The effective limits of one episode, with t1's defaults where the work item leaves 0. */
 export interface EpisodeLimits {
@@ -13,7 +19,7 @@ export interface EpisodeLimits {
   readonly turnMaxTokens: number
 }
 
-export const DEFAULT_LIMITS: EpisodeLimits = {
+export const DEFAULT_EPISODE_LIMITS: EpisodeLimits = {
   maxTurns: 50,
   maxTokens: 4096,
   wallClockMs: 30 * 60_000,
@@ -23,29 +29,28 @@ export const DEFAULT_LIMITS: EpisodeLimits = {
   turnMaxTokens: 256,
 }
 
-const pick = (value: number | undefined, fallback: number) =>
-  value && value > 0 ? value : fallback
-
 /**
  * The work item's limits over the defaults. The wall clock is the stricter of the job's limit
  * and the task's own agent timeout.
  */
-export const limitsOf = (
+export const episodeLimitsOf = (
   item: EpisodeWorkItem,
-  defaults: EpisodeLimits = DEFAULT_LIMITS,
+  defaults: EpisodeLimits = DEFAULT_EPISODE_LIMITS,
 ): EpisodeLimits => {
   const l = item.limits
   const taskMs = (item.task?.agentTimeoutSec ?? 0) * 1000
   const jobMs = (l?.wallClockSec ?? 0) * 1000
   const wall =
-    taskMs > 0 && jobMs > 0 ? Math.min(taskMs, jobMs) : pick(taskMs || jobMs, defaults.wallClockMs)
+    taskMs > 0 && jobMs > 0
+      ? Math.min(taskMs, jobMs)
+      : orDefault(taskMs || jobMs, defaults.wallClockMs)
   return {
-    maxTurns: pick(l?.maxTurns, defaults.maxTurns),
-    maxTokens: pick(l?.maxTokens, defaults.maxTokens),
+    maxTurns: orDefault(l?.maxTurns, defaults.maxTurns),
+    maxTokens: orDefault(l?.maxTokens, defaults.maxTokens),
     wallClockMs: wall,
-    observationMaxBytes: pick(l?.observationMaxBytes, defaults.observationMaxBytes),
-    observationMaxTokens: pick(l?.observationMaxTokens, defaults.observationMaxTokens),
-    commandTimeoutMs: pick(l?.commandTimeoutMs, defaults.commandTimeoutMs),
-    turnMaxTokens: pick(item.sampling?.maxTokens, defaults.turnMaxTokens),
+    observationMaxBytes: orDefault(l?.observationMaxBytes, defaults.observationMaxBytes),
+    observationMaxTokens: orDefault(l?.observationMaxTokens, defaults.observationMaxTokens),
+    commandTimeoutMs: orDefault(l?.commandTimeoutMs, defaults.commandTimeoutMs),
+    turnMaxTokens: orDefault(item.sampling?.maxTokens, defaults.turnMaxTokens),
   }
 }
