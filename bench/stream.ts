@@ -285,7 +285,7 @@ const bench = (opts: Options) =>
         })
         return [
           ...pieces.map((piece, seq) => ({
-            encode: () => encodeRecord(chunkRecord(who, seq, piece)),
+            encode: () => encodeRecord(chunkRecord(who, seq, piece, Date.now())),
             msgId: chunkMsgId(who, seq),
             publish: (subject: string) =>
               publishChunk(who, seq, piece, pub.maxPayload, (bytes, msgId) =>
@@ -340,7 +340,7 @@ const bench = (opts: Options) =>
                 Effect.sync(() => {
                   const record = fromBinary(TrajectoryRecordSchema, item.data)
                   progress.received(item.data.byteLength)
-                  const done = assembler.add(record)
+                  const done = assembler.add(record, Date.now())
                   if (done instanceof TrajectoryCorrupt) progress.failure = new Error(done.message)
                   else if (done !== undefined) {
                     progress.tokens += done.tokens

@@ -118,9 +118,10 @@ export class TrajectoryAssembler {
     return this.partial.size
   }
 
+  /** Adds one record, seen at `nowMs` (the caller's Clock; partials expire by it). */
   add(
     record: TrajectoryRecord,
-    nowMs = Date.now(),
+    nowMs: number,
   ): AssembledTrajectory | TrajectoryCorrupt | undefined {
     const r = record.record
     if (r.case === undefined) return undefined

@@ -87,7 +87,7 @@ export const episodeRecords = (jobId: string, spec: EpisodeSpec) => {
     versionEnd: spec.admitted ?? 0n,
   }
   const chunks: Published[] = splitSpan(span, spec.chunkTokens ?? 5).map((piece, seq) => ({
-    record: chunkRecord(who, seq, piece),
+    record: chunkRecord(who, seq, piece, Date.now()),
     msgId: chunkMsgId(who, seq),
   }))
   const end: Published = {

@@ -1,4 +1,4 @@
-import { Effect, Stream } from "effect"
+import { Clock, Effect, Stream } from "effect"
 import { type Trajectory, TrajectoryRecordSchema } from "../../proto/index.ts"
 import { type MalformedMessage, protobufDecoder } from "../../services/actor/index.ts"
 import type { BusError, BusShape, Subjects } from "../../services/bus/index.ts"
@@ -36,7 +36,7 @@ export const collectTrajectories = (
           Effect.gen(function* () {
             const record = yield* decodeRecord(item.data)
             yield* item.ack
-            const done = assembler.add(record)
+            const done = assembler.add(record, yield* Clock.currentTimeMillis)
             if (done instanceof TrajectoryCorrupt) return yield* Effect.fail(done)
             if (done === undefined) return undefined
             const t = done.toTrajectory()

@@ -1,5 +1,5 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
-import { Effect, Option, Result, Schedule } from "effect"
+import { Clock, Effect, Option, Result, Schedule } from "effect"
 import {
   ReadyTrajectorySchema,
   type TrajectoryRecord,
@@ -333,7 +333,7 @@ export const makeIngest = (options: IngestOptions) => {
   return {
     /** Handles one message of the trajectory stream (sequentially, in delivery order). */
     onItem: (item: WorkItem): Effect.Effect<void> =>
-      Effect.suspend(() => {
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
         let record: TrajectoryRecord
         try {
           record = fromBinary(TrajectoryRecordSchema, item.data)
@@ -341,7 +341,7 @@ export const makeIngest = (options: IngestOptions) => {
           m.dropped.inc({ job, reason: "malformed" })
           return Effect.ignore(item.term("malformed"))
         }
-        return onRecord(item, record, Date.now())
+        return onRecord(item, record, now)
       }),
     /** Drops attempts that saw no record for expireAfterMs; their records are termed. */
     expire: (nowMs: number): Effect.Effect<number> =>

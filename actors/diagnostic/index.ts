@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto"
 import { create, toBinary } from "@bufbuild/protobuf"
+import { Clock, Effect } from "effect"
 import { type Ping, PingSchema, PongSchema } from "../../proto/index.ts"
 import { type ActorSpec, protobufDecoder } from "../../services/actor/index.ts"
 
@@ -19,16 +20,18 @@ export const diagnosticActor = (
   mailbox: { kind: "subscription", subject: pingSubject },
   decode: protobufDecoder(PingSchema),
   handle: (ping, delivery) =>
-    delivery.respond(
-      toBinary(
-        PongSchema,
-        create(PongSchema, {
-          nonce: ping.nonce,
-          actor: hosted,
-          instanceId: INSTANCE_ID,
-          receivedUnixMs: BigInt(Date.now()),
-          pingSentUnixMs: ping.sentUnixMs,
-        }),
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      delivery.respond(
+        toBinary(
+          PongSchema,
+          create(PongSchema, {
+            nonce: ping.nonce,
+            actor: hosted,
+            instanceId: INSTANCE_ID,
+            receivedUnixMs: BigInt(now),
+            pingSentUnixMs: ping.sentUnixMs,
+          }),
+        ),
       ),
     ),
 })

@@ -1,5 +1,5 @@
 import { readFile } from "node:fs/promises"
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import type { ChatTemplate } from "../../model/index.ts"
 import { EpisodePurpose, type Task as TaskMessage, type Trajectory } from "../../proto/index.ts"
 import type { MalformedMessage } from "../../services/actor/index.ts"
@@ -44,7 +44,7 @@ export const goldenTrajectories = (
   } = {},
 ): Effect.Effect<{ trajectories: Trajectory[]; skipped: string[] }, GoldenError> =>
   Effect.gen(function* () {
-    const job = options.job ?? `golden-${Date.now().toString(36)}`
+    const job = options.job ?? `golden-${(yield* Clock.currentTimeMillis).toString(36)}`
     const withSolutions = tasks.filter((t) => t.solution !== undefined)
     const scripts = new Map<string, ReadonlyArray<string>>()
     for (const task of withSolutions) {
@@ -68,7 +68,7 @@ export const goldenTrajectories = (
             sampling: { temperature: 1, topP: 1, maxTokens: 4096 },
             limits: { maxTurns: 64, maxTokens: 16_384, commandTimeoutMs: 60_000 },
             purpose: EpisodePurpose.ROLLOUT,
-            admittedAtMs: Date.now(),
+            admittedAtMs: yield* Clock.currentTimeMillis,
           })
           return yield* runEpisodeHere(bus, subjects, item, { policy, template, format })
         }),

@@ -1,4 +1,4 @@
-import { Data, Effect, Option } from "effect"
+import { Clock, Data, Effect, Option } from "effect"
 import {
   AdamW,
   type AdamWState,
@@ -54,7 +54,7 @@ export const saveCheckpoint = (
       sftSteps: trainer.sftStepsDone,
       version: version.toString(),
       lastBatchId,
-      savedUnixMs: Date.now(),
+      savedUnixMs: yield* Clock.currentTimeMillis,
     }
     yield* store.put(n.manifest, new TextEncoder().encode(JSON.stringify(manifest)))
     return manifest

@@ -6,7 +6,7 @@
  * learner_step job event, and stops at the spec's step budget.
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf"
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { ChatTemplate, type Kernels } from "../../model/index.ts"
 import {
@@ -73,17 +73,22 @@ export const runLearnerPool = (
           const spec = job.status.spec
           if (spec === undefined) return
           const plan = jobLearnerPlan(spec)
+          // Stamped when the event is written (finished_unix_ms), by the Clock.
           const stepEvent = (value: MessageInitShape<typeof TrainStepReportSchema>) =>
-            store
-              .appendEvent(job.jobId, {
-                event: { case: "learnerStep", value: create(TrainStepReportSchema, value) },
-              })
-              .pipe(
-                Effect.asVoid,
-                Effect.catch((e) =>
-                  Effect.logWarning(`learner: job ${job.jobId}: step event: ${String(e)}`),
-                ),
-              )
+            Clock.currentTimeMillis.pipe(
+              Effect.flatMap((now) =>
+                store.appendEvent(job.jobId, {
+                  event: {
+                    case: "learnerStep",
+                    value: create(TrainStepReportSchema, { ...value, finishedUnixMs: BigInt(now) }),
+                  },
+                }),
+              ),
+              Effect.asVoid,
+              Effect.catch((e) =>
+                Effect.logWarning(`learner: job ${job.jobId}: step event: ${String(e)}`),
+              ),
+            )
           const initial = yield* resolvePolicyRef(
             bus,
             o.subjects,

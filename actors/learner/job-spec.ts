@@ -130,7 +130,6 @@ export const trainStepReport = (
   skipped: r.skipped,
   skipReason: r.skipReason,
   durationMs: Math.round(r.seconds * 1000),
-  finishedUnixMs: BigInt(Date.now()),
 })
 
 /** The job event of one SFT warm-start update (learner_step, phase SFT, its own step count). */
@@ -149,7 +148,6 @@ export const sftStepReport = (
   tokensPerSecond: r.tokens / Math.max(1e-3, r.seconds),
   metrics: { loss: r.loss, sft_steps: r.steps, golden_trajectories: r.golden },
   durationMs: Math.round(r.seconds * 1000),
-  finishedUnixMs: BigInt(Date.now()),
 })
 
 /**

@@ -86,9 +86,13 @@ const publishEpisodes = (
       const span = b.takeSpan(true)
       const who = { jobId: job, episodeId: `ep-${e}`, attempt: 0 }
       if (span)
-        yield* bus.jsPublish(subjects.trajectories(job), encodeRecord(chunkRecord(who, 0, span)), {
-          msgId: chunkMsgId(who, 0),
-        })
+        yield* bus.jsPublish(
+          subjects.trajectories(job),
+          encodeRecord(chunkRecord(who, 0, span, Date.now())),
+          {
+            msgId: chunkMsgId(who, 0),
+          },
+        )
       const reward = o.reward ? o.reward(token, e) : token === GOOD ? 1 : 0
       const k = o.groupSize ?? 1
       const end = create(EpisodeEndSchema, {

@@ -18,7 +18,7 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Effect, Fiber, Queue, type Scope } from "effect"
+import { Clock, Effect, Fiber, Queue, type Scope } from "effect"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import {
   ChatTemplate,
@@ -383,7 +383,9 @@ export const openLadderRecipe = (
     const o = options
     const bus: BusShape = yield* Bus
     const seed = o.seed
-    const subjects: Subjects = subjectsFor(`ladder${seed}x${Date.now().toString(36)}`)
+    const subjects: Subjects = subjectsFor(
+      `ladder${seed}x${(yield* Clock.currentTimeMillis).toString(36)}`,
+    )
     const tokenizer = loadBundledTokenizer()
     const template = new ChatTemplate(tokenizer)
     const format = shellBlockShort

@@ -1,5 +1,5 @@
 import { type MessageInitShape, toBinary } from "@bufbuild/protobuf"
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import {
   type EpisodePurpose,
   EpisodeWorkItemSchema,
@@ -64,7 +64,7 @@ export const runEpisodeBatch = (
           purpose: batch.purpose,
           admittedPolicyVersion: batch.policyVersion,
           group: { id: `${batch.job}:${group}`, sampleIndex: k, size: samples },
-          admittedAtMs: Date.now(),
+          admittedAtMs: yield* Clock.currentTimeMillis,
         })
         yield* bus.jsPublish(subjects.episodes, toBinary(EpisodeWorkItemSchema, item), {
           msgId: `${batch.job}:${episodeId}:0`,

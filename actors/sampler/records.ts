@@ -1,5 +1,5 @@
 import { create, toBinary } from "@bufbuild/protobuf"
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import {
   DType,
   type EpisodeEnd,
@@ -60,7 +60,13 @@ export interface ChunkIdentity {
   readonly attempt: number
 }
 
-export const chunkRecord = (who: ChunkIdentity, seq: number, span: ChunkSpan): TrajectoryRecord => {
+/** A chunk record of `span`; `createdUnixMs` stamps it (the publisher reads its Clock). */
+export const chunkRecord = (
+  who: ChunkIdentity,
+  seq: number,
+  span: ChunkSpan,
+  createdUnixMs: number,
+): TrajectoryRecord => {
   const r = span.routing
   return create(TrajectoryRecordSchema, {
     record: {
@@ -86,7 +92,7 @@ export const chunkRecord = (who: ChunkIdentity, seq: number, span: ChunkSpan): T
         policyVersionStart: span.versionStart,
         policyVersionEnd: span.versionEnd,
         turnStarts: [...span.turnStarts],
-        createdUnixMs: BigInt(Date.now()),
+        createdUnixMs: BigInt(createdUnixMs),
       },
     },
   })
@@ -158,10 +164,10 @@ export const publishChunk = <A, E, R>(
   maxPayload: number,
   publish: (bytes: Uint8Array, msgId: string) => Effect.Effect<A, E, R>,
 ): Effect.Effect<A, E, R> =>
-  Effect.suspend(() => {
+  Effect.flatMap(Clock.currentTimeMillis, (now) => {
     const buffer = chunkBuffers.take(maxPayload)
     return publish(
-      encodeRecordInto(chunkRecord(who, seq, piece), buffer),
+      encodeRecordInto(chunkRecord(who, seq, piece, now), buffer),
       chunkMsgId(who, seq),
     ).pipe(Effect.tap(() => Effect.sync(() => chunkBuffers.give(buffer))))
   })

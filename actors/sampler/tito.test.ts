@@ -86,7 +86,7 @@ describe("trajectory assembly (buffer side)", () => {
     b.appendGenerated([30, 31], [-2, -3], 2n)
     b.addRouting(rows(7, 6))
     const second = b.takeSpan(true) as ChunkSpan
-    const chunks = [...splitSpan(first, 4), second].map((s, seq) => chunkRecord(who, seq, s))
+    const chunks = [...splitSpan(first, 4), second].map((s, seq) => chunkRecord(who, seq, s, 0))
     const end = endRecord(
       create(EpisodeEndSchema, { ...who, totalChunks: chunks.length, totalTokens: 14 }),
     )
@@ -97,8 +97,8 @@ describe("trajectory assembly (buffer side)", () => {
     const { chunks, end } = records()
     const a = new TrajectoryAssembler()
     for (const r of [end, chunks[2], chunks[0], chunks[0]])
-      expect(a.add(r as (typeof chunks)[number])).toBeUndefined()
-    const t = (a.add(chunks[1] as (typeof chunks)[number]) as AssembledTrajectory).toTrajectory()
+      expect(a.add(r as (typeof chunks)[number], 0)).toBeUndefined()
+    const t = (a.add(chunks[1] as (typeof chunks)[number], 0) as AssembledTrajectory).toTrajectory()
     expect(t.end?.attempt).toBe(3)
     expect(new Uint32Array(t.tokenIds.slice().buffer)).toEqual(
       Uint32Array.from([1, 2, 3, 4, 5, 10, 11, 12, 20, 21, 22, 23, 30, 31]),
@@ -109,32 +109,34 @@ describe("trajectory assembly (buffer side)", () => {
   it("completes when the last missing piece arrives and checks the tiling", () => {
     const { chunks, end } = records()
     const a = new TrajectoryAssembler()
-    for (const c of chunks.slice(1)) a.add(c)
-    a.add(end)
-    const t = (a.add(chunks[0] as (typeof chunks)[number]) as AssembledTrajectory).toTrajectory()
+    for (const c of chunks.slice(1)) a.add(c, 0)
+    a.add(end, 0)
+    const t = (a.add(chunks[0] as (typeof chunks)[number], 0) as AssembledTrajectory).toTrajectory()
     expect(t.end?.totalTokens).toBe(14)
     expect(t.tokenIds.length).toBe(14 * 4)
     expect(t.routingShape).toEqual([13, 2, 2])
     expect(t.turnStarts).toEqual([0, 12])
     expect(a.pending).toBe(0)
     // A duplicate after completion starts nothing that could complete twice.
-    expect(a.add(chunks[0] as (typeof chunks)[number])).toBeUndefined()
+    expect(a.add(chunks[0] as (typeof chunks)[number], 0)).toBeUndefined()
   })
 
   it("reports a missing chunk or a short tiling as corruption", () => {
     const { chunks } = records()
     const a = new TrajectoryAssembler()
-    a.add(chunks[0] as (typeof chunks)[number])
-    a.add(chunks[2] as (typeof chunks)[number])
+    a.add(chunks[0] as (typeof chunks)[number], 0)
+    a.add(chunks[2] as (typeof chunks)[number], 0)
     const missing = a.add(
       endRecord(create(EpisodeEndSchema, { ...who, totalChunks: 2, totalTokens: 14 })),
+      0,
     )
     expect(String((missing as TrajectoryCorrupt).message)).toMatch(/chunk 1 missing/)
     const b = new TrajectoryAssembler()
-    b.add(chunks[0] as (typeof chunks)[number])
-    b.add(chunks[1] as (typeof chunks)[number])
+    b.add(chunks[0] as (typeof chunks)[number], 0)
+    b.add(chunks[1] as (typeof chunks)[number], 0)
     const short = b.add(
       endRecord(create(EpisodeEndSchema, { ...who, totalChunks: 2, totalTokens: 14 })),
+      0,
     )
     expect(short).toBeInstanceOf(TrajectoryCorrupt)
     expect(String((short as TrajectoryCorrupt).message)).toMatch(
@@ -145,11 +147,11 @@ describe("trajectory assembly (buffer side)", () => {
   it("encodes the assembled trajectory as the Trajectory message its joined arrays make", () => {
     const { chunks, end } = records()
     const a = new TrajectoryAssembler()
-    for (const r of [...chunks, end]) a.add(r)
+    for (const r of [...chunks, end]) a.add(r, 0)
     const { chunks: again, end: end2 } = records()
     const b = new TrajectoryAssembler()
     let done: AssembledTrajectory | TrajectoryCorrupt | undefined
-    for (const r of [...again, end2]) done = b.add(r)
+    for (const r of [...again, end2]) done = b.add(r, 0)
     const assembled = done as AssembledTrajectory
     expect(assembled.tokens).toBe(14)
     expect(assembled.parts.tokenIds).toHaveLength(chunks.length)
@@ -178,7 +180,7 @@ describe("trajectory assembly (buffer side)", () => {
         ),
         end,
       ])
-        out = a.add(r)
+        out = a.add(r, 0)
       return out
     }
     expect(tamper(4, 0, 3)).toBeInstanceOf(AssembledTrajectory)

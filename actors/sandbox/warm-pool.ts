@@ -1,4 +1,4 @@
-import { Effect, Exit, Schedule, type Scope, Semaphore } from "effect"
+import { Duration, Effect, Exit, Schedule, type Scope, Semaphore } from "effect"
 import type { SandboxDriverShape, SandboxInfo, SandboxSpec } from "./driver.ts"
 import type { SandboxError } from "./errors.ts"
 import { makeTokenBucket } from "./rate-limit.ts"
@@ -118,12 +118,11 @@ export const makeSandboxPool = (
             Array.from({ length: missing }),
             () =>
               Effect.gen(function* () {
-                const started = Date.now()
-                const exit = yield* Effect.exit(create(template.spec))
+                const [took, exit] = yield* Effect.timed(Effect.exit(create(template.spec)))
                 filling.set(key, (filling.get(key) ?? 1) - 1)
                 if (Exit.isSuccess(exit)) {
                   ready.set(key, [...(ready.get(key) ?? []), exit.value])
-                  events.onCreated?.("warm", Date.now() - started)
+                  events.onCreated?.("warm", Duration.toMillis(took))
                 } else {
                   const failure = exit.cause
                   yield* Effect.logWarning("warm pool: create failed", failure)
@@ -160,17 +159,20 @@ export const makeSandboxPool = (
     return {
       acquire: (spec) =>
         Effect.suspend((): Effect.Effect<Lease, SandboxError> => {
-          const started = Date.now()
           const key = templateKey(spec)
           const warm = ready.get(key)?.shift()
           if (warm !== undefined) {
             wake?.()
-            return Effect.succeed({ info: warm, warm: true, durationMs: Date.now() - started })
+            // Taken from the pool: no time spent creating.
+            return Effect.succeed({ info: warm, warm: true, durationMs: 0 })
           }
-          return create(spec).pipe(
-            Effect.tap(() => Effect.sync(() => events.onCreated?.("cold", Date.now() - started))),
+          return Effect.timed(create(spec)).pipe(
             Effect.tapError((e) => Effect.sync(() => events.onCreateFailed?.(e))),
-            Effect.map((info) => ({ info, warm: false, durationMs: Date.now() - started })),
+            Effect.map(([took, info]) => {
+              const durationMs = Duration.toMillis(took)
+              events.onCreated?.("cold", durationMs)
+              return { info, warm: false, durationMs }
+            }),
           )
         }),
       warmCounts: () => new Map([...ready.entries()].map(([k, v]) => [k, v.length])),

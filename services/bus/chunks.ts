@@ -117,6 +117,7 @@ interface Partial {
   readonly messageType: string
   readonly buffer: Uint8Array
   readonly have: Set<number>
+  /** The assembler's chunk count when this blob last got one: recency without a clock. */
   touched: number
 }
 
@@ -126,6 +127,7 @@ interface Partial {
  */
 export class BlobAssembler {
   private readonly pending = new Map<string, Partial>()
+  private chunksSeen = 0
   dropped = 0
 
   constructor(
@@ -167,7 +169,7 @@ export class BlobAssembler {
     } else if (p.total !== chunk.total || p.totalBytes !== totalBytes) {
       throw fail("total or total_bytes differ from earlier chunks")
     }
-    p.touched = Date.now()
+    p.touched = ++this.chunksSeen
     if (!p.have.has(seq)) {
       p.buffer.set(chunk.data, offset)
       p.have.add(seq)

@@ -42,8 +42,14 @@ export class MemoryStream {
     return this.spec.subjects.some((p) => subjectMatches(p, subject))
   }
 
-  append(subject: string, data: Uint8Array, headers: Headers, msgId?: string): PublishAck {
-    const now = Date.now()
+  /** Stores one message at `now` (the publisher's Clock: the duplicate window and max age). */
+  append(
+    subject: string,
+    data: Uint8Array,
+    headers: Headers,
+    now: number,
+    msgId?: string,
+  ): PublishAck {
     const window = this.spec.duplicateWindowMs ?? DEFAULT_DUPLICATE_WINDOW_MS
     for (const [id, seen] of this.seenIds) if (now - seen.at > window) this.seenIds.delete(id)
     if (msgId !== undefined) {

@@ -1,4 +1,4 @@
-import { type Cause, Effect, Layer, Option, Queue, type Scope, Stream } from "effect"
+import { type Cause, Clock, Effect, Layer, Option, Queue, type Scope, Stream } from "effect"
 import {
   Bus,
   type BusMessage,
@@ -207,7 +207,9 @@ export const makeMemoryBus = (
             )
           }
           const m = message(subject, data, options?.headers, undefined)
-          return Effect.succeed(stream.append(subject, m.data, m.headers, options?.msgId))
+          return Effect.map(Clock.currentTimeMillis, (now) =>
+            stream.append(subject, m.data, m.headers, now, options?.msgId),
+          )
         }),
       ensureConsumer: (spec) =>
         Effect.suspend(() => {

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto"
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
-import { Data, Effect, Option, Stream } from "effect"
+import { Clock, Data, Effect, Option, Stream } from "effect"
 import { decodeWeights, encodeWeights, type Kernels, type TinyMoe } from "../../model/index.ts"
 import { type WeightsAnnouncement, WeightsAnnouncementSchema } from "../../proto/index.ts"
 import type { BusError, BusShape, Subjects } from "../bus/index.ts"
@@ -42,7 +42,7 @@ export const publishWeights = (
       name,
       sha256: createHash("sha256").update(bytes).digest("hex"),
       sizeBytes: BigInt(bytes.length),
-      createdUnixMs: BigInt(Date.now()),
+      createdUnixMs: BigInt(yield* Clock.currentTimeMillis),
       format: "safetensors",
       step,
     })

@@ -141,7 +141,7 @@ const readTrajectory = (bus: BusShape, subjects: Subjects, job: string) =>
             const record = fromBinary(TrajectoryRecordSchema, item.data)
             if (record.record.case === "chunk") seqs.push(record.record.value.seq)
             yield* item.ack
-            return assembler.add(record)
+            return assembler.add(record, Date.now())
           }),
         ),
         Stream.filter((r) => r !== undefined),

@@ -210,9 +210,13 @@ const publishEpisodes = (bus: BusShape, job: string, model: TinyMoe, n: number) 
       const span = b.takeSpan(true)
       const who = { jobId: job, episodeId: `ep-${e}`, attempt: 0 }
       if (span)
-        yield* bus.jsPublish(subjects.trajectories(job), encodeRecord(chunkRecord(who, 0, span)), {
-          msgId: chunkMsgId(who, 0),
-        })
+        yield* bus.jsPublish(
+          subjects.trajectories(job),
+          encodeRecord(chunkRecord(who, 0, span, Date.now())),
+          {
+            msgId: chunkMsgId(who, 0),
+          },
+        )
       const end = create(EpisodeEndSchema, {
         ...who,
         totalChunks: 1,

@@ -1,6 +1,6 @@
 import { posix } from "node:path"
 import type Dockerode from "dockerode"
-import { Data, Deferred, Effect, Exit, Layer, type Scope, Semaphore } from "effect"
+import { Clock, Data, Deferred, Duration, Effect, Exit, Layer, type Scope, Semaphore } from "effect"
 import {
   LABELS,
   SandboxDriver,
@@ -271,9 +271,10 @@ export const makeDockerDriver = (
       Effect.gen(function* () {
         const image = options.toolchainImage ?? BASE_IMAGE
         if (image === false) return undefined
+        const now = yield* Clock.currentTimeMillis
         if (
           toolchain !== undefined &&
-          (toolchain.volume !== undefined || Date.now() - toolchain.atMs < TOOLCHAIN_RETRY_MS)
+          (toolchain.volume !== undefined || now - toolchain.atMs < TOOLCHAIN_RETRY_MS)
         )
           return toolchain.volume
         const made = yield* Effect.tryPromise({
@@ -289,7 +290,7 @@ export const makeDockerDriver = (
             ),
           ),
         )
-        toolchain = { volume: made, atMs: Date.now() }
+        toolchain = { volume: made, atMs: yield* Clock.currentTimeMillis }
         return made
       }),
     )
@@ -397,7 +398,7 @@ export const makeDockerDriver = (
         )
         const network = spec.network ? yield* firewalledNetwork : undefined
         const volume = yield* toolchainVolumeNow
-        const createdAtMs = Date.now()
+        const createdAtMs = yield* Clock.currentTimeMillis
         const config = containerOptions(spec, {
           owner: options.ownerId,
           createdAtMs,
@@ -521,16 +522,17 @@ export const makeDockerDriver = (
         if (argv.length === 0)
           return yield* new InvalidSandboxSpec({ field: "argv", reason: "argv is empty" })
         yield* requireRunning(id)
-        const started = Date.now()
-        const result = yield* call("exec", () => runArgv(docker, id, argv, execOptions)).pipe(
-          Effect.catchTag("EngineStatus", (error): Effect.Effect<never, SandboxError> => {
-            if (error.status === 404) return Effect.fail(new SandboxNotFound({ id }))
-            if (error.status === 409)
-              return Effect.fail(new SandboxDied({ id, reason: error.reason }))
-            return unexpected(error)
-          }),
+        const [took, result] = yield* Effect.timed(
+          call("exec", () => runArgv(docker, id, argv, execOptions)).pipe(
+            Effect.catchTag("EngineStatus", (error): Effect.Effect<never, SandboxError> => {
+              if (error.status === 404) return Effect.fail(new SandboxNotFound({ id }))
+              if (error.status === 409)
+                return Effect.fail(new SandboxDied({ id, reason: error.reason }))
+              return unexpected(error)
+            }),
+          ),
         )
-        return { ...result, sessionRestarted: false, durationMs: Date.now() - started }
+        return { ...result, sessionRestarted: false, durationMs: Duration.toMillis(took) }
       })
 
     /** 404 is the sandbox or the path; anything else the engine refused is about the transfer. */

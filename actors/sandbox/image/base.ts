@@ -3,7 +3,7 @@ import { createReadStream, existsSync, mkdirSync, readFileSync, renameSync, rmSy
 import { homedir } from "node:os"
 import { join } from "node:path"
 import type Dockerode from "dockerode"
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import { BASE_IMAGE, BASE_REPOSITORY } from "../../../tasks/base-image.ts"
 import {
   connectDocker,
@@ -235,7 +235,7 @@ export const buildBaseImage = (
   options: BaseImageOptions = {},
 ): Effect.Effect<BaseImage, BaseImageBuildFailed | EngineUnavailable> =>
   Effect.gen(function* () {
-    const started = Date.now()
+    const started = yield* Clock.currentTimeMillis
     const docker = options.docker ?? connectDocker()
     const suite = options.suite ?? "bookworm"
     if (!/^[a-z][a-z0-9-]*$/.test(suite))
@@ -248,13 +248,15 @@ export const buildBaseImage = (
     const hash = baseImageHash(suite, packages)
     const image = `${BASE_REPOSITORY}:${hash}`
     const done = (source: BaseImage["source"]) =>
-      Effect.as(tagLatest(docker, image), {
-        image,
-        latest: BASE_IMAGE,
-        hash,
-        source,
-        durationMs: Date.now() - started,
-      })
+      Effect.andThen(tagLatest(docker, image), Clock.currentTimeMillis).pipe(
+        Effect.map((now) => ({
+          image,
+          latest: BASE_IMAGE,
+          hash,
+          source,
+          durationMs: now - started,
+        })),
+      )
 
     if (yield* imageExists(docker, image)) return yield* done("engine")
 

@@ -5,7 +5,7 @@ import { basename, join, relative, resolve, sep } from "node:path"
 import { Readable } from "node:stream"
 import { pipeline } from "node:stream/promises"
 import type Dockerode from "dockerode"
-import { Effect, Stream } from "effect"
+import { Clock, Effect, Stream } from "effect"
 import * as tar from "tar-stream"
 import {
   findUnsupported,
@@ -283,7 +283,7 @@ export const buildTaskImage = (
   options: TaskImageOptions = {},
 ): Effect.Effect<TaskImage, TaskImageError> =>
   Effect.gen(function* () {
-    const started = Date.now()
+    const started = yield* Clock.currentTimeMillis
     const docker = options.docker ?? connectDocker()
     const network = options.network ?? "none"
     const located = yield* Effect.promise(() => locateDockerfile(taskDir))
@@ -342,15 +342,16 @@ export const buildTaskImage = (
     })
     const name = taskImageName(taskDir)
     const image = `t1-task-${name}:${hash}`
-    const result = (cached: boolean): TaskImage => ({
-      image,
-      name,
-      hash,
-      cached,
-      rewrites: rewritten.rewrites,
-      durationMs: Date.now() - started,
-    })
-    if (yield* imageExists(docker, image)) return result(true)
+    const result = (cached: boolean): Effect.Effect<TaskImage> =>
+      Effect.map(Clock.currentTimeMillis, (now) => ({
+        image,
+        name,
+        hash,
+        cached,
+        rewrites: rewritten.rewrites,
+        durationMs: now - started,
+      }))
+    if (yield* imageExists(docker, image)) return yield* result(true)
 
     yield* Effect.logInfo(`task image: building ${image} from ${contextDir} (network: ${network})`)
     const progress = yield* Effect.tryPromise({
@@ -423,7 +424,7 @@ export const buildTaskImage = (
         reason: "the build ended without an error, but the image is not there",
         output: stepOutput.join("\n"),
       })
-    const built = result(false)
+    const built = yield* result(false)
     yield* Effect.logInfo(`task image: ${image} built in ${built.durationMs} ms`)
     return built
   })

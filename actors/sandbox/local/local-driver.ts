@@ -1,7 +1,7 @@
 import { chown, mkdir, mkdtemp, readdir, rm } from "node:fs/promises"
 import { hostname, tmpdir } from "node:os"
 import { basename, join, posix } from "node:path"
-import { Effect, Layer, type Scope } from "effect"
+import { Clock, Effect, Layer, type Scope } from "effect"
 import {
   DEFAULT_PIDS_LIMIT,
   type ExecOptions,
@@ -164,7 +164,7 @@ export const makeLocalDriver = (
         const id = basename(dir)
         const hostWork = join(dir, "work")
         const home = join(dir, "home")
-        const createdAtMs = Date.now()
+        const createdAtMs = yield* Clock.currentTimeMillis
         const expiresAtMs = createdAtMs + spec.ttlMs
         const labels = {
           ...spec.labels,

@@ -1,4 +1,4 @@
-import { Deferred, Effect, Option, Schedule, Semaphore } from "effect"
+import { Clock, Deferred, Effect, Option, Schedule, Semaphore } from "effect"
 import type { ExecOptions, ExecResult } from "../driver.ts"
 import { InvalidCommand, type SandboxError, SandboxInfraError, SandboxNotFound } from "../errors.ts"
 import { CappedOutput } from "./capped-output.ts"
@@ -226,7 +226,7 @@ export const openShellSession = (
 
     const turn = (command: Uint8Array, execOptions: ExecOptions) =>
       Effect.gen(function* () {
-        const startedAt = Date.now()
+        const startedAt = yield* Clock.currentTimeMillis
         if (closed) return yield* new SandboxNotFound({ id: options.id })
         let restarted = false
         let shell = current
@@ -267,18 +267,20 @@ export const openShellSession = (
           if (rest !== undefined && rest.length > 0) idle(rest)
         }
 
-        const result = (exitCode: number, timedOut: boolean, sessionRestarted: boolean) => {
-          const bytes = output.bytes()
-          return {
-            output: bytes,
-            exitCode,
-            timedOut,
-            truncated: output.truncated,
-            totalBytes: output.totalBytes,
-            sessionRestarted,
-            durationMs: Date.now() - startedAt,
-          } satisfies ExecResult
-        }
+        const result = (exitCode: number, timedOut: boolean, sessionRestarted: boolean) =>
+          Effect.map(
+            Clock.currentTimeMillis,
+            (now) =>
+              ({
+                output: output.bytes(),
+                exitCode,
+                timedOut,
+                truncated: output.truncated,
+                totalBytes: output.totalBytes,
+                sessionRestarted,
+                durationMs: now - startedAt,
+              }) satisfies ExecResult,
+          )
 
         // The write counts against the timeout too: a transport that stops taking input must
         // not hold the exec past it.
@@ -292,7 +294,8 @@ export const openShellSession = (
           reason: "the shell's stdin is closed",
         })
         if (sent._tag === "Success" && Option.isSome(sent.value)) {
-          const left = Math.max(0, execOptions.timeoutMs - (Date.now() - startedAt))
+          const spent = (yield* Clock.currentTimeMillis) - startedAt
+          const left = Math.max(0, execOptions.timeoutMs - spent)
           outcome = yield* awaitOutcome(active, ended, left)
         } else if (sent._tag === "Success") {
           outcome = Option.none()
@@ -318,11 +321,11 @@ export const openShellSession = (
           outcome = yield* awaitOutcome(active, ended, graceMs)
         }
         if (Option.isSome(outcome) && outcome.value._tag === "ended")
-          return result(outcome.value.code, timedOut, restarted)
+          return yield* result(outcome.value.code, timedOut, restarted)
         // The shell died under the command, or its foreground job ignored the interrupt.
         output.append(scanner.drain())
         yield* restart(active)
-        return result(SHELL_DIED, timedOut, true)
+        return yield* result(SHELL_DIED, timedOut, true)
       }).pipe(
         // An exec abandoned half-way leaves bash busy with a command nobody waits for: end it,
         // so the next exec starts a fresh shell and says so.

@@ -32,7 +32,7 @@ const assembled = (rng: Random): Trajectory[] => {
   for (let i = rng.range(1, 3); i > 0; i--) {
     const assembler = new TrajectoryAssembler()
     for (const record of validRecords(rng)) {
-      const done = assembler.add(record)
+      const done = assembler.add(record, 0)
       if (done !== undefined && !(done instanceof Error)) out.push(done.toTrajectory())
     }
   }

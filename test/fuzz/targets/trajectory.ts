@@ -57,7 +57,7 @@ export const validRecords = (rng: Random, episode = who): TrajectoryRecord[] => 
     versionEnd: BigInt(rng.range(1, 3)),
   }
   const pieces = splitSpan(span, rng.range(1, n))
-  const records = pieces.map((piece, seq) => chunkRecord(episode, seq, piece))
+  const records = pieces.map((piece, seq) => chunkRecord(episode, seq, piece, 0))
   records.push(
     endRecord(
       create(EpisodeEndSchema, {
@@ -168,7 +168,7 @@ const feed = (messages: ReadonlyArray<Uint8Array>): Verdict => {
       continue
     }
     const out = judge(() => {
-      const done = assembler.add(exit.value)
+      const done = assembler.add(exit.value, 0)
       if (done instanceof TrajectoryCorrupt) return REJECTED
       // The learner refusing an assembled trajectory (typed) is a rejection; a throw is a crash.
       if (done !== undefined && Result.isFailure(trainingSequence(done.toTrajectory(), 2n)))
