@@ -25,7 +25,8 @@ function fail(message: string): never {
 }
 
 interface PreTokenizerSettings {
-  pattern: string | null
+  /** Isolated split patterns in the order they apply. */
+  patterns: string[]
   addPrefixSpace: boolean
 }
 
@@ -50,36 +51,55 @@ function readSplit(node: JsonObject): string {
   return fail("Split pattern is neither Regex nor String")
 }
 
+/**
+ * The byte-level pre-tokenizers real tokenizers use: ByteLevel alone (GPT-2's regex when
+ * use_regex), or a Sequence of Isolated Splits ending in ByteLevel (Llama 3, Qwen 2/3: one Split;
+ * DeepSeek-V3: three), each Split applied to the pieces of the one before.
+ */
 function readPreTokenizer(node: Json | undefined): PreTokenizerSettings {
-  if (node === undefined || node === null) return { pattern: null, addPrefixSpace: false }
+  if (node === undefined || node === null) return { patterns: [], addPrefixSpace: false }
   if (!isObject(node)) return fail("pre_tokenizer is not an object")
   const type = field(node, "type")
   if (type === "ByteLevel") {
     const bl = readByteLevel(node)
-    return { pattern: bl.useRegex ? GPT2_PATTERN : null, addPrefixSpace: bl.addPrefixSpace }
+    return { patterns: bl.useRegex ? [GPT2_PATTERN] : [], addPrefixSpace: bl.addPrefixSpace }
   }
   if (type === "Sequence") {
     const steps = field(node, "pretokenizers")
     if (!Array.isArray(steps)) return fail("Sequence pre_tokenizer without pretokenizers")
-    const split = steps.filter((s) => isObject(s) && field(s, "type") === "Split")
-    const byteLevel = steps.filter((s) => isObject(s) && field(s, "type") === "ByteLevel")
-    const other = steps.length - split.length - byteLevel.length
-    const bl = byteLevel[0]
-    if (other > 0 || split.length > 1 || byteLevel.length !== 1 || !isObject(bl)) {
-      return fail("only Sequence[Split?, ByteLevel] pre_tokenizers are supported")
+    const last = steps[steps.length - 1]
+    const splits = steps.slice(0, -1)
+    if (
+      !isObject(last) ||
+      field(last, "type") !== "ByteLevel" ||
+      !splits.every((s) => isObject(s) && field(s, "type") === "Split")
+    ) {
+      return fail("only Sequence[Split…, ByteLevel] pre_tokenizers are supported")
     }
-    const settings = readByteLevel(bl)
-    const s = split[0]
-    if (isObject(s)) {
-      if (settings.useRegex) fail("Split followed by ByteLevel use_regex: true is not supported")
-      return { pattern: readSplit(s), addPrefixSpace: settings.addPrefixSpace }
-    }
-    return {
-      pattern: settings.useRegex ? GPT2_PATTERN : null,
-      addPrefixSpace: settings.addPrefixSpace,
-    }
+    const settings = readByteLevel(last)
+    const patterns = splits.map((s) => readSplit(s as JsonObject))
+    // ByteLevel with use_regex splits the Splits' pieces once more by GPT-2's pattern.
+    if (settings.useRegex) patterns.push(GPT2_PATTERN)
+    return { patterns, addPrefixSpace: settings.addPrefixSpace }
   }
   return fail(`pre_tokenizer type ${JSON.stringify(type)} is not supported`)
+}
+
+/** null, NFC, or a Sequence of those (DeepSeek-V3 ships an empty Sequence). */
+function readNormalizer(node: Json | undefined): "NFC" | null {
+  if (node === undefined || node === null) return null
+  if (!isObject(node)) return fail("normalizer is not an object")
+  const type = field(node, "type")
+  if (type === "NFC") return "NFC"
+  if (type === "Sequence") {
+    const steps = field(node, "normalizers")
+    if (!Array.isArray(steps)) return fail("Sequence normalizer without normalizers")
+    const kinds = steps.map((step) => readNormalizer(step))
+    return kinds.includes("NFC") ? "NFC" : null
+  }
+  return fail(
+    `normalizer ${JSON.stringify(type)} is not supported (only NFC, or a Sequence of NFC)`,
+  )
 }
 
 function readMerges(node: Json | undefined): Array<[string, string]> {
@@ -145,18 +165,13 @@ export function loadTokenizerJson(source: string | object): Tokenizer {
   if (isObject(decoder) && field(decoder, "type") !== "ByteLevel") {
     fail(`decoder ${JSON.stringify(field(decoder, "type"))} is not ByteLevel`)
   }
-  const normalizerNode = field(root, "normalizer")
-  let normalizer: "NFC" | null = null
-  if (isObject(normalizerNode)) {
-    if (field(normalizerNode, "type") !== "NFC") fail("only null or NFC normalizers are supported")
-    normalizer = "NFC"
-  }
+  const normalizer = readNormalizer(field(root, "normalizer"))
   const pre = readPreTokenizer(field(root, "pre_tokenizer"))
   return new Tokenizer({
     vocab,
     merges: readMerges(field(model, "merges")),
     specialTokens,
-    pattern: pre.pattern,
+    patterns: pre.patterns,
     addPrefixSpace: pre.addPrefixSpace,
     normalizer,
     ignoreMerges: field(model, "ignore_merges") === true,
@@ -170,12 +185,18 @@ function preTokenizerJson(spec: TokenizerSpec): Json {
     trim_offsets: true,
     use_regex: useRegex,
   })
-  if (spec.pattern === GPT2_PATTERN) return byteLevel(true)
-  if (spec.pattern === null) return byteLevel(false)
+  const [only] = spec.patterns
+  if (spec.patterns.length === 1 && only === GPT2_PATTERN) return byteLevel(true)
+  if (spec.patterns.length === 0) return byteLevel(false)
   return {
     type: "Sequence",
     pretokenizers: [
-      { type: "Split", pattern: { Regex: spec.pattern }, behavior: "Isolated", invert: false },
+      ...spec.patterns.map((p) => ({
+        type: "Split",
+        pattern: { Regex: p },
+        behavior: "Isolated",
+        invert: false,
+      })),
       byteLevel(false),
     ],
   }

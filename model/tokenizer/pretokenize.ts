@@ -26,9 +26,17 @@ export function compileSplitPattern(source: string): RegExp {
   return new RegExp(js, "gu")
 }
 
-/** Pieces of `text` under `pattern` (a global regex); text the pattern skips is kept as pieces. */
-export function splitText(text: string, pattern: RegExp | null): string[] {
-  if (pattern === null) return text.length > 0 ? [text] : []
+/**
+ * Pieces of `text` under `patterns` (global regexes) applied in order, each to the pieces of the
+ * one before (HF Sequence of `Isolated` Splits); text a pattern skips is kept as pieces.
+ */
+export function splitText(text: string, patterns: ReadonlyArray<RegExp>): string[] {
+  let pieces = text.length > 0 ? [text] : []
+  for (const pattern of patterns) pieces = pieces.flatMap((piece) => splitOnce(piece, pattern))
+  return pieces
+}
+
+function splitOnce(text: string, pattern: RegExp): string[] {
   const pieces: string[] = []
   let last = 0
   pattern.lastIndex = 0
@@ -78,7 +86,7 @@ const utf8Encoder = new TextEncoder()
  * text (so valid input tokenises as if it were a string); each maximal run of bytes that is not
  * well-formed UTF-8 is one piece of its own. The pieces concatenate to the input.
  */
-export function splitBytes(bytes: Uint8Array, pattern: RegExp | null): Uint8Array[] {
+export function splitBytes(bytes: Uint8Array, patterns: ReadonlyArray<RegExp>): Uint8Array[] {
   const pieces: Uint8Array[] = []
   let i = 0
   while (i < bytes.length) {
@@ -86,7 +94,7 @@ export function splitBytes(bytes: Uint8Array, pattern: RegExp | null): Uint8Arra
     for (let n = utf8SequenceLength(bytes, i); n > 0; n = utf8SequenceLength(bytes, i)) i += n
     if (i > validStart) {
       const text = utf8Decoder.decode(bytes.subarray(validStart, i))
-      for (const piece of splitText(text, pattern)) pieces.push(utf8Encoder.encode(piece))
+      for (const piece of splitText(text, patterns)) pieces.push(utf8Encoder.encode(piece))
     }
     const invalidStart = i
     while (i < bytes.length && utf8SequenceLength(bytes, i) === 0) i++

@@ -11,8 +11,11 @@ export interface TokenizerSpec {
   readonly merges: ReadonlyArray<readonly [string, string]>
   /** Added tokens matched atomically (when allowed): literal content → id. */
   readonly specialTokens: ReadonlyMap<string, number>
-  /** Split regex source (HF flavour), or null for no splitting. */
-  readonly pattern: string | null
+  /**
+   * Split regex sources (HF flavour), applied in order as `Isolated` splits (each splits the
+   * pieces of the one before, as a Sequence pre-tokenizer does); empty for no splitting.
+   */
+  readonly patterns: ReadonlyArray<string>
   /** ByteLevel add_prefix_space: prepend " " to text that does not start with one. */
   readonly addPrefixSpace: boolean
   /** Unicode normalisation applied by `encode` (never by `encodeBytes`). */
@@ -47,7 +50,7 @@ export class Tokenizer {
   readonly vocabSize: number
   private readonly byteIds: Uint32Array
   private readonly table: MergeTable
-  private readonly pattern: RegExp | null
+  private readonly patterns: ReadonlyArray<RegExp>
   private readonly idBytes: Array<Uint8Array | undefined>
   private readonly idToken: Array<string | undefined>
   private readonly specialIds: Set<number>
@@ -101,7 +104,7 @@ export class Tokenizer {
     specials.sort((x, y) => y.length - x.length || (x < y ? -1 : 1)) // longest match wins
     this.specialSplitter =
       specials.length > 0 ? new RegExp(`(${specials.map(escapeRegExp).join("|")})`, "u") : null
-    this.pattern = spec.pattern === null ? null : compileSplitPattern(spec.pattern)
+    this.patterns = spec.patterns.map(compileSplitPattern)
   }
 
   /** Id of an added/special token by its literal text ("<|end|>"). */
@@ -141,7 +144,7 @@ export class Tokenizer {
    */
   encodeBytes(bytes: Uint8Array): Uint32Array {
     const out: number[] = []
-    for (const piece of splitBytes(bytes, this.pattern)) this.encodePiece(piece, out)
+    for (const piece of splitBytes(bytes, this.patterns)) this.encodePiece(piece, out)
     return Uint32Array.from(out)
   }
 
@@ -174,7 +177,8 @@ export class Tokenizer {
     if (text.length === 0) return
     let t = this.spec.normalizer === "NFC" ? text.normalize("NFC") : text
     if (this.spec.addPrefixSpace && !t.startsWith(" ")) t = ` ${t}`
-    for (const piece of splitText(t, this.pattern)) this.encodePiece(utf8Encoder.encode(piece), out)
+    for (const piece of splitText(t, this.patterns))
+      this.encodePiece(utf8Encoder.encode(piece), out)
   }
 
   private encodePiece(bytes: Uint8Array, out: number[]): void {

@@ -52,7 +52,7 @@ export function trainTokenizer(corpus: Iterable<string>, options: TrainOptions):
   const pattern = compileSplitPattern(patternSource)
   const pieceCounts = new Map<string, number>()
   for (const text of corpus) {
-    for (const piece of splitText(text, pattern)) {
+    for (const piece of splitText(text, [pattern])) {
       pieceCounts.set(piece, (pieceCounts.get(piece) ?? 0) + 1)
     }
   }
@@ -163,7 +163,7 @@ export function trainTokenizer(corpus: Iterable<string>, options: TrainOptions):
     vocab,
     merges,
     specialTokens,
-    pattern: patternSource,
+    patterns: [patternSource],
     addPrefixSpace: false,
     normalizer: null,
     ignoreMerges: false,
