@@ -18,5 +18,6 @@ export {
   type StopCriteria,
   sampleToken,
 } from "./sample/index.ts"
+export * from "./template/index.ts"
 export * from "./tokenizer/index.ts"
 export * from "./weights/index.ts"

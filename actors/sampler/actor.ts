@@ -1,5 +1,5 @@
 import { Effect } from "effect"
-import type { ChatTemplate } from "../../model/index.ts"
+import type { ChatFormat } from "../../model/index.ts"
 import {
   type EpisodeEnd,
   type EpisodeWorkItem,
@@ -25,7 +25,7 @@ export interface SamplerOptions {
   readonly policy:
     | PolicyBackendShape
     | ((item: EpisodeWorkItem) => Effect.Effect<PolicyBackendShape, PolicyError>)
-  readonly template: ChatTemplate
+  readonly template: ChatFormat
   readonly format: ActionFormat
   /** Episodes run at once by this process. */
   readonly concurrency?: number

@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf"
 import { Clock, Context, Data, Effect, Schedule } from "effect"
-import type { ChatTemplate } from "../../model/index.ts"
+import type { ChatFormat, EpisodeConversation } from "../../model/index.ts"
 import {
   type EpisodeEnd,
   EpisodeEndSchema,
@@ -18,7 +18,6 @@ import { concatBytes } from "../../services/packed/index.ts"
 import { packFiles } from "../../services/tar/index.ts"
 import type { ActionFormat, ShellCommand } from "./actions/format.ts"
 import { formatObservation, malformedObservation } from "./actions/observation.ts"
-import { Conversation } from "./conversation.ts"
 import {
   type GenerateResult,
   PolicyBackend,
@@ -53,7 +52,7 @@ export interface EpisodePortsShape {
     attempt: number,
     sandboxId: string,
   ) => Effect.Effect<VerifierResult, EpisodeInfraError>
-  readonly template: ChatTemplate
+  readonly template: ChatFormat
   readonly format: ActionFormat
   /** Publishes the span's chunk(s) durably, in order; fails only when the bus does. */
   readonly publish: (
@@ -150,7 +149,7 @@ const commandLine = (c: ShellCommand): string | undefined => {
 const capTokens = (
   ids: Uint32Array,
   max: number,
-  template: ChatTemplate,
+  template: ChatFormat,
 ): { ids: Uint32Array; cut: boolean } => {
   if (ids.length <= max) return { ids, cut: false }
   const marker = template.content(`\n[... ${ids.length - max} tokens omitted ...]\n`)
@@ -200,7 +199,7 @@ export const runEpisode = (
         message: "work item carries no task",
       })
     const limits = episodeLimitsOf(item)
-    const conversation = new Conversation(ports.template)
+    const conversation = ports.template.conversation()
     const builder = new TrajectoryBuilder(item.admittedPolicyVersion)
     const progress: Progress = {
       turns: 0,
@@ -383,7 +382,7 @@ const turnLoop = (
   ports: Wired,
   item: EpisodeWorkItem,
   limits: EpisodeLimits,
-  conversation: Conversation,
+  conversation: EpisodeConversation,
   builder: TrajectoryBuilder,
   progress: Progress,
   sandboxId: string,
@@ -396,7 +395,7 @@ const turnLoop = (
     builder.startTurn()
     builder.appendContext(conversation.prompt(system, task.instruction))
     const sampling = item.sampling
-    const stopIds = [conversation.endOfTurnId, ...(sampling?.stopTokenIds ?? [])]
+    const stopIds = [...conversation.stopIds, ...(sampling?.stopTokenIds ?? [])]
     let malformedInARow = 0
     let seed = sampling?.seed
     const finish = (reason: TerminationReason) => {

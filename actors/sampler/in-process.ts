@@ -1,5 +1,5 @@
 import { Effect } from "effect"
-import type { ChatTemplate } from "../../model/index.ts"
+import type { ChatFormat } from "../../model/index.ts"
 import type { EpisodeEnd, EpisodeWorkItem } from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
 import type { ActionFormat } from "./actions/index.ts"
@@ -18,7 +18,7 @@ export const runEpisodeHere = (
   item: EpisodeWorkItem,
   agent: {
     readonly policy: PolicyBackendShape
-    readonly template: ChatTemplate
+    readonly template: ChatFormat
     readonly format: ActionFormat
   },
 ): Effect.Effect<EpisodeEnd, EpisodeInfraError> =>

@@ -1,5 +1,7 @@
 export { type HfTokenizerConfig, parseTokenizerConfig } from "./config.ts"
+export { TemplateConversation, type TemplateConversationOptions } from "./conversation.ts"
 export { ChatTemplateError } from "./errors.ts"
+export { HfChatFormat } from "./format.ts"
 export {
   JinjaChatTemplate,
   type TemplateMessage,

@@ -1,3 +1,5 @@
+import type { ChatFormat, EpisodeConversation } from "./chat-format.ts"
+import { Conversation } from "./conversation.ts"
 import type { Tokenizer } from "./tokenizer.ts"
 
 /**
@@ -51,7 +53,8 @@ const ROLE_TOKENS: Readonly<Record<ChatRole, string>> = {
 }
 
 /** Template ids resolved once against a tokenizer; throws UnknownTokenError if one is missing. */
-export class ChatTemplate {
+export class ChatTemplate implements ChatFormat {
+  readonly name = "t1 bundled chat template"
   readonly endOfTurn: Uint32Array
   readonly separator: Uint32Array
   readonly padId: number
@@ -68,6 +71,10 @@ export class ChatTemplate {
     this.endOfTurn = id("<|end|>")
     this.padId = tokenizer.specialId("<|pad|>")
     this.separator = tokenizer.encode("\n")
+  }
+
+  conversation(): EpisodeConversation {
+    return new Conversation(this)
   }
 
   header(role: ChatRole): Uint32Array {

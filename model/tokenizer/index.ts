@@ -9,6 +9,8 @@ export {
   type RenderOptions,
   renderChat,
 } from "./chat.ts"
+export type { ChatFormat, EpisodeConversation } from "./chat-format.ts"
+export { Conversation } from "./conversation.ts"
 export { TokenizerFormatError, TokenizerTrainingError, UnknownTokenError } from "./errors.ts"
 export { loadTokenizerJson, saveTokenizerJson, toTokenizerJson } from "./huggingFace.ts"
 export { GPT2_PATTERN } from "./pretokenize.ts"

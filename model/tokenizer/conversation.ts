@@ -1,4 +1,5 @@
-import type { ChatMessage, ChatTemplate } from "../../model/index.ts"
+import type { ChatMessage, ChatTemplate } from "./chat.ts"
+import type { EpisodeConversation } from "./chat-format.ts"
 
 /** Where one message's content lies in the trajectory, and what it was. */
 interface MessageSpan {
@@ -16,12 +17,12 @@ const equal = (a: ArrayLike<number>, b: ArrayLike<number>) => {
 const utf8 = new TextDecoder("utf-8", { fatal: true })
 
 /**
- * The episode's conversation as the chat template lays it out, built incrementally against a
- * fixed base (each turn's glue is rendered on its own, never by re-rendering the history), plus
- * the bookkeeping to measure drift: how the ids would differ had the whole conversation been
- * rendered from text afterwards, as a text-based trainer would.
+ * The episode's conversation as the bundled chat template lays it out, built incrementally
+ * against a fixed base (each turn's glue is rendered on its own, never by re-rendering the
+ * history), plus the bookkeeping to measure drift: how the ids would differ had the whole
+ * conversation been rendered from text afterwards, as a text-based trainer would.
  */
-export class Conversation {
+export class Conversation implements EpisodeConversation {
   private readonly spans: MessageSpan[] = []
   /** Boundaries where the sampled ids did not end as the template expects, repaired with glue. */
   repairedBoundaries = 0
@@ -30,6 +31,10 @@ export class Conversation {
 
   get endOfTurnId(): number {
     return this.template.endOfTurn[0] as number
+  }
+
+  get stopIds(): ReadonlyArray<number> {
+    return [this.endOfTurnId]
   }
 
   /** System and user turns plus the first assistant header. */

@@ -1,0 +1,95 @@
+/**
+ * A local HTTP double of an inference engine for tests (SGLang's native `/generate`, token ids in
+ * and out), following the request and answer shapes documented in sglang.ts. What it generates
+ * is the test's script: the double checks the request, asks `turn` for the continuation of the
+ * context it was sent, and answers with SGLang's fields (`output_ids`, `meta_info.finish_reason`,
+ * `output_token_logprobs`, `weight_version`). It records every context and answer, so a test can
+ * compare what was sampled with what the trajectory holds. Not used by production code.
+ */
+import { BadRequest, expectField, type Received, type Reply } from "./test-server.ts"
+
+export interface DoubleTurn {
+  /** The generated ids; a final id that is one of the request's stop_token_ids is a stop. */
+  readonly tokens: ReadonlyArray<number>
+}
+
+export interface GenerateCall {
+  readonly inputIds: ReadonlyArray<number>
+  readonly outputIds: ReadonlyArray<number>
+  readonly logprobs: ReadonlyArray<number>
+  readonly finish: "stop" | "length"
+}
+
+export interface SglangDouble {
+  readonly handler: (request: Received) => Reply
+  /** Every /generate answered, oldest first. */
+  readonly calls: ReadonlyArray<GenerateCall>
+  /** The weight version the double reports (`meta_info.weight_version`). */
+  weightVersion: string
+}
+
+/** Log-prob of the i-th generated token of a turn: distinct, exact in float32. */
+const logprobAt = (i: number) => -((i % 16) + 1) / 16
+
+export const sglangDouble = (
+  turn: (inputIds: ReadonlyArray<number>) => DoubleTurn,
+): SglangDouble => {
+  const calls: GenerateCall[] = []
+  const double: SglangDouble = {
+    calls,
+    weightVersion: "default",
+    handler: (request) => {
+      if (request.method !== "POST" || request.path !== "/generate")
+        return { status: 404, body: { detail: "Not Found" } }
+      try {
+        const body = request.body as Record<string, unknown>
+        const ids = body.input_ids
+        if (!Array.isArray(ids) || !ids.every(Number.isInteger))
+          throw new BadRequest("input_ids must be a list of ints")
+        const params = body.sampling_params as Record<string, unknown>
+        expectField(params, "skip_special_tokens", false)
+        expectField(params, "no_stop_trim", true)
+        expectField(body, "return_logprob", true)
+        const maxNew = params.max_new_tokens
+        if (typeof maxNew !== "number") throw new BadRequest("max_new_tokens must be a number")
+        const stopIds = (params.stop_token_ids as number[] | undefined) ?? []
+        const scripted = turn(ids as number[]).tokens
+        const cut = scripted.findIndex((t) => stopIds.includes(t))
+        const outputIds = scripted.slice(0, Math.min(maxNew, cut < 0 ? scripted.length : cut + 1))
+        const last = outputIds[outputIds.length - 1]
+        const stopped = last !== undefined && stopIds.includes(last)
+        const logprobs = outputIds.map((_, i) => logprobAt(i))
+        calls.push({
+          inputIds: ids as number[],
+          outputIds,
+          logprobs,
+          finish: stopped ? "stop" : "length",
+        })
+        return {
+          status: 200,
+          body: {
+            text: "",
+            output_ids: outputIds,
+            meta_info: {
+              id: `req-${calls.length}`,
+              finish_reason: stopped
+                ? { type: "stop", matched: last }
+                : { type: "length", length: outputIds.length },
+              prompt_tokens: ids.length,
+              completion_tokens: outputIds.length,
+              cached_tokens: 0,
+              weight_version: double.weightVersion,
+              output_token_logprobs: outputIds.map((token, i) => [logprobs[i], token, null]),
+              e2e_latency: 0.001,
+            },
+          },
+        }
+      } catch (error) {
+        if (error instanceof BadRequest)
+          return { status: 400, body: { error: { message: error.message } } }
+        throw error
+      }
+    },
+  }
+  return double
+}
