@@ -38,13 +38,6 @@ const equal = (a: ArrayLike<number>, b: ArrayLike<number>) => {
   return true
 }
 
-const commonPrefix = (a: string, b: string): number => {
-  const n = Math.min(a.length, b.length)
-  let i = 0
-  while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++
-  return i
-}
-
 export interface TemplateConversationOptions {
   /** The role observations take: "tool" for native tool calls, "user" otherwise (default). */
   readonly observationRole?: "tool" | "user"
