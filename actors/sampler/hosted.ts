@@ -2,8 +2,11 @@ import { readFileSync } from "node:fs"
 import { Effect, Layer } from "effect"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import {
+  type ChatFormat,
   ChatTemplate,
   decodeWeights,
+  HfChatFormat,
+  loadHfModelTokenizer,
   loadTokenizerJson,
   TinyMoe,
   type Tokenizer,
@@ -38,7 +41,8 @@ the weights bucket). Policies idle for 10 minutes are dropped.
   --weights FILE               one TinyMoE for every job (safetensors written by t1) (T1_WEIGHTS)
   --seed N                     with --job and no --weights: initialisation seed (default 0)
   --kernels NAME               TinyMoE kernels: auto (gpu.js where measured faster), reference, webasm, cpu (T1_KERNELS; default auto)
-  --tokenizer FILE             tokenizer.json (Hugging Face format); default: the bundled one (T1_TOKENIZER)
+  --tokenizer FILE             tokenizer.json (Hugging Face format) laid out by the bundled chat template; default: the bundled tokenizer (T1_TOKENIZER)
+  --model-dir DIR              with an engine: the model's tokenizer directory (tokenizer.json, tokenizer_config.json as its repository ships them); episodes are laid out by the model's own chat template and end turns at its eos_token (T1_MODEL_DIR)
   --format NAME                action format: shell-block (default for tinymoe), shell-block-short (the same actions, a ~25-token prompt) or terminus-json (default for engines) (T1_ACTION_FORMAT)
   --engine-url URL[,URL...]    SGLang or vLLM server root, e.g. http://127.0.0.1:30000; several replicas of the same model comma-separated (an episode stays on one, new ones round-robin, each with a circuit breaker) (T1_ENGINE_URL)
   --engine-model NAME          vLLM served model name (T1_ENGINE_MODEL)
@@ -56,6 +60,29 @@ const tokenizerFrom = (flags: FlagValues): Tokenizer => {
     return loadTokenizerJson(readFileSync(path, "utf8"))
   } catch (e) {
     throw new ActorConfigError(`--tokenizer ${path}: ${e instanceof Error ? e.message : String(e)}`)
+  }
+}
+
+/**
+ * The chat format episodes are laid out in: the engine model's own tokenizer and chat template
+ * (--model-dir, a Hugging Face tokenizer directory), else the bundled template over --tokenizer
+ * or the bundled tokenizer (TinyMoE's).
+ */
+export const chatFormatFrom = (flags: FlagValues, policyName: string): ChatFormat => {
+  const dir = flagText(flags, "model-dir", "T1_MODEL_DIR")
+  if (dir === undefined) return new ChatTemplate(tokenizerFrom(flags))
+  if (policyName === "tinymoe")
+    throw new ActorConfigError(
+      "--model-dir is the engine model's tokenizer (--policy sglang or vllm); the embedded TinyMoE reads the bundled one",
+    )
+  if (flagText(flags, "tokenizer", "T1_TOKENIZER") !== undefined)
+    throw new ActorConfigError(
+      "--model-dir and --tokenizer both name a tokenizer: --model-dir DIR reads DIR/tokenizer.json and DIR/tokenizer_config.json",
+    )
+  try {
+    return new HfChatFormat(loadHfModelTokenizer(dir))
+  } catch (e) {
+    throw new ActorConfigError(`--model-dir ${dir}: ${e instanceof Error ? e.message : String(e)}`)
   }
 }
 
@@ -82,6 +109,7 @@ export const samplerActor: HostedActor = {
     seed: { type: "string" },
     kernels: { type: "string" },
     tokenizer: { type: "string" },
+    "model-dir": { type: "string" },
     format: { type: "string" },
     "engine-url": { type: "string" },
     "engine-model": { type: "string" },
@@ -106,8 +134,8 @@ export const samplerActor: HostedActor = {
         `--format must be ${Object.keys(ACTION_FORMATS).join(", ")}, got ${JSON.stringify(formatName)}`,
       )
     const format = ACTION_FORMATS[formatName as ActionFormatName]
-    const tokenizer = tokenizerFrom(flags)
-    const template = new ChatTemplate(tokenizer)
+    const template = chatFormatFrom(flags, policyName)
+    const tokenizer = template.tokenizer
     const contextLength = flagInt(flags, "context-length", "T1_CONTEXT_LENGTH", 4096, 16)
     const breaker = breakerOptionsOf(flags)
     const breakerSet = Object.keys(breakerFlags).find((f) => flags[f] !== undefined)
