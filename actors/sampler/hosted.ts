@@ -8,6 +8,8 @@ import {
   HfChatFormat,
   loadHfModelTokenizer,
   loadTokenizerJson,
+  type MoeGeometry,
+  readModelGeometry,
   TinyMoe,
   type Tokenizer,
 } from "../../model/index.ts"
@@ -30,6 +32,7 @@ import { PolicyBackend, type PolicyBackendShape } from "./policy/backend.ts"
 import { embeddedPolicy } from "./policy/embedded.ts"
 import { jobPolicies } from "./policy/job-policies.ts"
 import { type Replica, replicatedBackend } from "./policy/replicas.ts"
+import type { RoutingLayout } from "./policy/routing.ts"
 import { sglangBackend } from "./policy/sglang.ts"
 import { vllmBackend } from "./policy/vllm.ts"
 
@@ -47,7 +50,7 @@ the weights bucket). Policies idle for 10 minutes are dropped.
   --engine-url URL[,URL...]    SGLang or vLLM server root, e.g. http://127.0.0.1:30000; several replicas of the same model comma-separated (an episode stays on one, new ones round-robin, each with a circuit breaker) (T1_ENGINE_URL)
   --engine-model NAME          vLLM served model name (T1_ENGINE_MODEL)
   --context-length N           the engine's context length, or TinyMoE's per-episode context (default 4096)
-  --routing L,K,E              the engine model's MoE layers, top-k and experts, to request routed experts (R3)
+  --routing L,K,E|off          routed experts to request (R3): decoder layers, top-k, experts; default with --model-dir: its config.json's MoE geometry (dense layers' rows dropped); off: none (T1_ENGINE_ROUTING)
   --job ID                     one TinyMoE for every job, following this job's weight announcements (T1_JOB)
 ${breakerFlagsHelp("an engine replica (its turns go to the others)")}`
 
@@ -86,17 +89,50 @@ export const chatFormatFrom = (flags: FlagValues, policyName: string): ChatForma
   }
 }
 
-const routingLayout = (flags: FlagValues) => {
+/**
+ * The routing shape requested from the engine (R3): --routing LAYERS,TOP_K,EXPERTS, or `off`;
+ * by default the MoE geometry of --model-dir's config.json (a dense model, or no config.json:
+ * no routing). Both given: they must agree, LAYERS counting the decoder layers or the MoE ones.
+ */
+export const routingLayout = (flags: FlagValues): RoutingLayout | undefined => {
   const raw = flagText(flags, "routing", "T1_ENGINE_ROUTING")
-  if (!raw) return undefined
+  if (raw === "off") return undefined
+  const dir = flagText(flags, "model-dir", "T1_MODEL_DIR")
+  let geometry: MoeGeometry | undefined
+  if (dir !== undefined) {
+    try {
+      geometry = readModelGeometry(dir)
+    } catch (e) {
+      throw new ActorConfigError(
+        `--model-dir ${dir}: ${e instanceof Error ? e.message : String(e)}`,
+      )
+    }
+  }
+  const fromModel = (g: MoeGeometry): RoutingLayout => ({
+    layers: g.hiddenLayers,
+    topK: g.topK,
+    numExperts: g.numExperts,
+    ...(g.moeLayers.length < g.hiddenLayers ? { moeLayers: g.moeLayers } : {}),
+  })
+  if (!raw) return geometry === undefined ? undefined : fromModel(geometry)
   const parts = raw.split(",").map(Number)
   if (parts.length !== 3 || parts.some((n) => !Number.isInteger(n) || n < 1)) {
     throw new ActorConfigError(
-      `--routing must be LAYERS,TOP_K,EXPERTS (positive integers), got ${JSON.stringify(raw)}`,
+      `--routing must be LAYERS,TOP_K,EXPERTS (positive integers) or off, got ${JSON.stringify(raw)}`,
     )
   }
   const [layers = 1, topK = 1, numExperts = 1] = parts
-  return { layers, topK, numExperts }
+  if (geometry === undefined) return { layers, topK, numExperts }
+  const g = geometry
+  if (
+    (layers !== g.hiddenLayers && layers !== g.moeLayers.length) ||
+    topK !== g.topK ||
+    numExperts !== g.numExperts
+  )
+    throw new ActorConfigError(
+      `--routing ${raw} does not match the model's geometry in ${dir}/config.json: ${g.hiddenLayers} decoder layers (${g.moeLayers.length} MoE), top-${g.topK} of ${g.numExperts} experts`,
+    )
+  return fromModel(g)
 }
 
 /** `t1 actor sampler`: runs episodes from the work queue with the configured policy. */

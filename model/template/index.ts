@@ -3,6 +3,12 @@ export { TemplateConversation, type TemplateConversationOptions } from "./conver
 export { ChatTemplateError } from "./errors.ts"
 export { HfChatFormat } from "./format.ts"
 export {
+  ModelGeometryError,
+  type MoeGeometry,
+  parseModelGeometry,
+  readModelGeometry,
+} from "./geometry.ts"
+export {
   JinjaChatTemplate,
   type TemplateMessage,
   type TemplateRenderOptions,

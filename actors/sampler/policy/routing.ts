@@ -9,6 +9,12 @@ export interface RoutingLayout {
   readonly topK: number
   /** Routed experts per layer; every id must be below it. */
   readonly numExperts: number
+  /**
+   * The layers (of `layers`) that route, ascending, when some are dense (DeepSeek-V3: 3 dense
+   * then 58 MoE of 61): only their rows are kept, the dense layers' slots (zeros in SGLang, -1 in
+   * SGL-JAX) are dropped. Unset: every layer routes.
+   */
+  readonly moeLayers?: ReadonlyArray<number>
 }
 
 /** Throws when a layout cannot describe real routing (it comes from configuration, not the wire). */
@@ -25,6 +31,16 @@ export const checkLayout = (layout: RoutingLayout): void => {
     throw new RangeError(`routing.numExperts ${numExperts} exceeds uint16 ids`)
   if (topK > numExperts)
     throw new RangeError(`routing.topK ${topK} exceeds numExperts ${numExperts}`)
+  const moe = layout.moeLayers
+  if (moe !== undefined) {
+    if (moe.length === 0) throw new RangeError("routing.moeLayers is empty")
+    moe.forEach((l, i) => {
+      if (!Number.isSafeInteger(l) || l < 0 || l >= layers || (i > 0 && l <= (moe[i - 1] ?? -1)))
+        throw new RangeError(
+          `routing.moeLayers must ascend within [0, ${layers}), got ${JSON.stringify(moe)}`,
+        )
+    })
+  }
 }
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
@@ -103,6 +119,7 @@ export const readLittleEndian = (
 /**
  * Expert ids of `positions` consecutive positions from `start`, row-major [positions, layers,
  * topK], checked and narrowed to the type the trajectory stores (uint8 when numExperts <= 256).
+ * With `moeLayers`, the rows keep those layers only: [positions, moeLayers, topK].
  */
 export const routingRows = (
   ids: ArrayLike<number>,
@@ -118,20 +135,22 @@ export const routingRows = (
       path,
       `expected ${positions} positions × ${layers} layers × ${topK} experts = ${positions * perPosition} ids, got ${ids.length}`,
     )
-  const rows = numExperts <= 256 ? new Uint8Array(ids.length) : new Uint16Array(ids.length)
-  for (let i = 0; i < ids.length; i++) {
-    const id = ids[i] ?? -1
-    if (!(Number.isInteger(id) && id >= 0 && id < numExperts)) {
-      const position = start + Math.floor(i / perPosition)
-      const layer = Math.floor((i % perPosition) / topK)
-      throw new ShapeError(
-        path,
-        `expert id ${id} at position ${position}, layer ${layer}, slot ${i % topK} is outside [0, ${numExperts})`,
-      )
-    }
-    rows[i] = id
-  }
-  return { start, rows, layers, topK, numExperts }
+  const kept = layout.moeLayers ?? Array.from({ length: layers }, (_, l) => l)
+  const size = positions * kept.length * topK
+  const rows = numExperts <= 256 ? new Uint8Array(size) : new Uint16Array(size)
+  let o = 0
+  for (let p = 0; p < positions; p++)
+    for (const layer of kept)
+      for (let k = 0; k < topK; k++) {
+        const id = ids[p * perPosition + layer * topK + k] ?? -1
+        if (!(Number.isInteger(id) && id >= 0 && id < numExperts))
+          throw new ShapeError(
+            path,
+            `expert id ${id} at position ${start + p}, layer ${layer}, slot ${k} is outside [0, ${numExperts})`,
+          )
+        rows[o++] = id
+      }
+  return { start, rows, layers: kept.length, topK, numExperts }
 }
 
 /**

@@ -194,6 +194,33 @@ describe("sglangBackend", () => {
     expect(result.finishReason).toBe("max_tokens")
   })
 
+  it("keeps the MoE layers' rows of a model with dense layers (DeepSeek-V3: 3 dense of 61) and drops the dense ones'", async () => {
+    const withDense: RoutingLayout = { layers: 3, topK: 2, numExperts: 8, moeLayers: [1, 2] }
+    server.reset(
+      fakeSglang((answer) => {
+        const seq =
+          (answer.meta_info.prompt_tokens as number) +
+          (answer.meta_info.completion_tokens as number)
+        const ids: number[] = []
+        // Every decoder layer, as SGLang captures them; the dense layer 0 holds a placeholder.
+        for (let p = 0; p < seq - 1; p++)
+          for (let l = 0; l < 3; l++)
+            for (let k = 0; k < 2; k++) ids.push(l === 0 ? -1 : (p + 3 * l + k) % 8)
+        answer.meta_info.routed_experts = int32Base64(ids)
+      }),
+    )
+    const r = await generate(backend({ routing: withDense }), turn([1, 2, 3]))
+    const routing = r.routing
+    if (routing === undefined) throw new Error("no routing")
+    expect([routing.layers, routing.topK, routing.start]).toEqual([2, 2, 0])
+    // Position 0: layer 1 → experts 3, 4; layer 2 → 6, 7.
+    expect([...routing.rows.subarray(0, 4)]).toEqual([3, 4, 6, 7])
+    expect(routing.rows.length).toBe((3 + r.tokens.length - 1) * 2 * 2)
+    expect(() => backend({ routing: { ...withDense, moeLayers: [2, 1] } })).toThrow(
+      /routing.moeLayers must ascend within \[0, 3\)/,
+    )
+  })
+
   it("reads uint16 routing named by routed_experts_dtype and keeps it uint16 above 256 experts", async () => {
     // uint16 LE [300, 2, 5, 299] for 2 positions × 2 layers × top-1.
     server.reset(() => ({
