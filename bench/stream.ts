@@ -161,6 +161,21 @@ class Progress {
   /** Messages received; publishers keep at most a window of them unconsumed. */
   messages = 0
   private waiters: Array<{ upTo: number; resolve: () => void }> = []
+  private markReady: () => void = () => {}
+  /**
+   * Resolves when the consumer has received the round's one-byte READY message: every path
+   * starts its clock with its consumer demonstrably receiving, not while it is still being set
+   * up (t1's consumer is set up by the fiber that runs it, the others' before the round).
+   */
+  readonly ready = new Promise<void>((resolve) => {
+    this.markReady = resolve
+  })
+  /** A message of the round, or the READY message (not counted). */
+  isReady(data: Uint8Array): boolean {
+    if (data.byteLength !== READY.byteLength) return false
+    this.markReady()
+    return true
+  }
   received(bytes: number) {
     this.bytes += bytes
     this.messages++
@@ -203,6 +218,9 @@ class Progress {
     })
   }
 }
+
+/** The one-byte message a round's consumer receives before the clock starts (see Progress). */
+const READY = Uint8Array.of(0)
 
 interface Round {
   readonly seconds: number
@@ -338,6 +356,7 @@ const bench = (opts: Options) =>
             Stream.runForEach(sub.consume(name, "buffer", { maxInFlight: MAX_IN_FLIGHT }), (item) =>
               Effect.andThen(
                 Effect.sync(() => {
+                  if (progress.isReady(item.data)) return
                   const record = fromBinary(TrajectoryRecordSchema, item.data)
                   progress.received(item.data.byteLength)
                   const done = assembler.add(record, Date.now())
@@ -353,6 +372,8 @@ const bench = (opts: Options) =>
               Effect.catch((e) => Effect.sync(() => (progress.failure = new Error(String(e))))),
             ),
           )
+          yield* pub.jsPublish(subject, READY).pipe(Effect.mapError(benchError("t1 ready")))
+          yield* Effect.promise(() => progress.ready)
           const started = performance.now()
           // Every record of every trajectory, encoded when its turn to publish comes, with the
           // same number in flight as the other paths (the assembler takes them in any order).
@@ -433,6 +454,10 @@ const bench = (opts: Options) =>
       return consumer.consume({
         max_messages: MAX_IN_FLIGHT,
         callback: (m) => {
+          if (progress.isReady(m.data)) {
+            m.ack()
+            return
+          }
           try {
             onMessage(m.data)
           } catch (e) {
@@ -459,6 +484,8 @@ const bench = (opts: Options) =>
               progress.tokens = progress.done * opts.tokens
             }
           })
+          await js.publish(subject, READY)
+          await progress.ready
           const started = performance.now()
           await rawPublish(
             subject,
@@ -508,6 +535,8 @@ const bench = (opts: Options) =>
               (piece, seq) => () => jsonChunk(`${label}-${e}`, seq, piece, pieces.length),
             )
           })
+          await js.publish(subject, READY)
+          await progress.ready
           const started = performance.now()
           await rawPublish(subject, sends.length, (i) => (sends[i] as () => Uint8Array)(), progress)
           return finish(progress, started, messages, name)
