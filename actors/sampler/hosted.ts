@@ -28,6 +28,7 @@ import {
 } from "../hosted.ts"
 import { ACTION_FORMATS, type ActionFormatName, isActionFormatName } from "./actions/index.ts"
 import { runSampler, type SamplerOptions } from "./actor.ts"
+import { Rotation, runEngineBridge } from "./engine-bridge.ts"
 import { PolicyBackend, type PolicyBackendShape } from "./policy/backend.ts"
 import { embeddedPolicy } from "./policy/embedded.ts"
 import { jobPolicies } from "./policy/job-policies.ts"
@@ -35,6 +36,7 @@ import { type Replica, replicatedBackend } from "./policy/replicas.ts"
 import type { RoutingLayout } from "./policy/routing.ts"
 import { sglangBackend } from "./policy/sglang.ts"
 import { vllmBackend } from "./policy/vllm.ts"
+import { sglangWeightSync } from "./policy/weight-sync.ts"
 
 export const samplerFlagsHelp = `With the embedded TinyMoE and neither --weights nor --job, each job samples with its own
 weights: a train job's latest published version (followed as its learner announces new ones),
@@ -51,7 +53,8 @@ the weights bucket). Policies idle for 10 minutes are dropped.
   --engine-model NAME          vLLM served model name (T1_ENGINE_MODEL)
   --context-length N           the engine's context length, or TinyMoE's per-episode context (default 4096)
   --routing L,K,E|off          routed experts to request (R3): decoder layers, top-k, experts; default with --model-dir: its config.json's MoE geometry (dense layers' rows dropped); off: none (T1_ENGINE_ROUTING)
-  --job ID                     one TinyMoE for every job, following this job's weight announcements (T1_JOB)
+  --job ID                     one TinyMoE for every job, following this job's weight announcements; with an engine, the job whose policy the replicas serve (T1_JOB)
+  --checkpoint-dir DIR         with --policy sglang and --job: the engine bridge writes each published version as a Hugging Face checkpoint under DIR/<job>/v<version>/ (a path every replica reads) and loads it into every replica (pause, update_weights_from_disk, continue); a replica is out of rotation while it loads and after a failed load, until a retry succeeds (T1_CHECKPOINT_DIR)
 ${breakerFlagsHelp("an engine replica (its turns go to the others)")}`
 
 const KERNELS = new Set(["auto", "reference", "webasm", "cpu"])
@@ -152,6 +155,7 @@ export const samplerActor: HostedActor = {
     "context-length": { type: "string" },
     routing: { type: "string" },
     job: { type: "string" },
+    "checkpoint-dir": { type: "string" },
     ...breakerFlags,
   },
   flagsHelp: samplerFlagsHelp,
@@ -179,11 +183,28 @@ export const samplerActor: HostedActor = {
       throw new ActorConfigError(
         `--${breakerSet} applies to engine replicas (--policy sglang or vllm); the embedded TinyMoE has none`,
       )
+    const engineUrls = (flagText(flags, "engine-url", "T1_ENGINE_URL") ?? "")
+      .split(",")
+      .map((u) => u.trim())
+      .filter((u) => u !== "")
+    const checkpointDir = flagText(flags, "checkpoint-dir", "T1_CHECKPOINT_DIR")
+    const job = flagText(flags, "job", "T1_JOB")
+    if (checkpointDir !== undefined) {
+      if (policyName !== "sglang")
+        throw new ActorConfigError(
+          policyName === "vllm"
+            ? "--checkpoint-dir: weight sync to vLLM is not implemented yet (its weight-transfer protocol is trainer-driven: NCCL or CUDA IPC); use --policy sglang, or reload vLLM yourself"
+            : "--checkpoint-dir applies to engine replicas (--policy sglang); the embedded TinyMoE follows the job's weights itself",
+        )
+      if (job === undefined)
+        throw new ActorConfigError(
+          "--checkpoint-dir needs --job JOB: the engine replicas serve that job's policy, and the bridge loads each version it publishes",
+        )
+    }
+    // Replicas loading new weights (or whose load failed) take no turns.
+    const rotation = new Rotation()
     const engine = (metrics: MetricsShape): PolicyBackendShape => {
-      const urls = (flagText(flags, "engine-url", "T1_ENGINE_URL") ?? "")
-        .split(",")
-        .map((u) => u.trim())
-        .filter((u) => u !== "")
+      const urls = engineUrls
       if (urls.length === 0)
         throw new ActorConfigError(`--engine-url is required with --policy ${policyName}`)
       const routing = routingLayout(flags)
@@ -202,7 +223,11 @@ export const samplerActor: HostedActor = {
                 ...(routing ? { routing } : {}),
               }),
       })
-      return replicatedBackend(urls.map(replica), { breaker, metrics: breakerMetrics(metrics) })
+      return replicatedBackend(urls.map(replica), {
+        breaker,
+        metrics: breakerMetrics(metrics),
+        ...(checkpointDir === undefined ? {} : { inRotation: rotation.isIn }),
+      })
     }
     const kernelsName = flagText(flags, "kernels", "T1_KERNELS") ?? "auto"
     if (!KERNELS.has(kernelsName))
@@ -230,13 +255,26 @@ export const samplerActor: HostedActor = {
         version: 0n,
       }
     }
-    const job = flagText(flags, "job", "T1_JOB")
     // One policy for every episode (fixed weights, a followed job, or engine replicas), scoped to
     // the actor's life; without weights or a job, the embedded TinyMoE is built per job instead.
     const policyLayer = Layer.effect(
       PolicyBackend,
       Effect.gen(function* () {
-        if (policyName !== "tinymoe") return engine(yield* Metrics)
+        if (policyName !== "tinymoe") {
+          const backend = engine(yield* Metrics)
+          if (checkpointDir !== undefined && job !== undefined)
+            yield* Effect.forkScoped(
+              runEngineBridge({
+                bus: yield* Bus,
+                subjects,
+                job,
+                checkpointDir,
+                replicas: engineUrls.map((baseUrl) => sglangWeightSync({ baseUrl })),
+                rotation,
+              }),
+            )
+          return backend
+        }
         const { model, version } = tinymoe()
         if (model.config.vocabSize < tokenizer.vocabSize) {
           throw new ActorConfigError(

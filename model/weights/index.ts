@@ -13,6 +13,11 @@ export {
 export { SafetensorsError } from "./errors.ts"
 export { readSafetensorsFile, writeSafetensorsFile } from "./file.ts"
 export {
+  type CheckpointFile,
+  type HfCheckpointOptions,
+  hfCheckpointFiles,
+} from "./hf-checkpoint.ts"
+export {
   decodeSafetensors,
   encodeSafetensors,
   MAX_HEADER_BYTES,

@@ -9,6 +9,7 @@ export {
   resolvePolicyRef,
 } from "./policy-ref.ts"
 export {
+  fetchWeightBytes,
   fetchWeights,
   followWeights,
   latestKey,

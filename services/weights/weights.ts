@@ -53,12 +53,11 @@ export const publishWeights = (
     return announcement
   })
 
-/** Fetches announced weights and checks their digest. */
-export const fetchWeights = (
+/** The announced weights file's bytes, its digest checked. */
+export const fetchWeightBytes = (
   bus: BusShape,
   announcement: WeightsAnnouncement,
-  kernels?: Kernels,
-): Effect.Effect<TinyMoe, BusError | WeightsUnavailable> =>
+): Effect.Effect<Uint8Array, BusError | WeightsUnavailable> =>
   Effect.gen(function* () {
     const store = yield* bus.objectStore(announcement.bucket)
     const found = yield* store.get(announcement.name)
@@ -74,8 +73,19 @@ export const fetchWeights = (
         reason: `sha256 ${digest} ≠ announced ${announcement.sha256}`,
       })
     }
+    return found.value
+  })
+
+/** Fetches announced weights and checks their digest. */
+export const fetchWeights = (
+  bus: BusShape,
+  announcement: WeightsAnnouncement,
+  kernels?: Kernels,
+): Effect.Effect<TinyMoe, BusError | WeightsUnavailable> =>
+  Effect.gen(function* () {
+    const bytes = yield* fetchWeightBytes(bus, announcement)
     return yield* Effect.try({
-      try: () => decodeWeights(found.value, "f32", kernels).model,
+      try: () => decodeWeights(bytes, "f32", kernels).model,
       catch: (e) => new WeightsUnavailable({ name: announcement.name, reason: String(e) }),
     })
   })

@@ -4,8 +4,15 @@
  * is the test's script: the double checks the request, asks `turn` for the continuation of the
  * context it was sent, and answers with SGLang's fields (`output_ids`, `meta_info.finish_reason`,
  * `output_token_logprobs`, `weight_version`). It records every context and answer, so a test can
- * compare what was sampled with what the trajectory holds. Not used by production code.
+ * compare what was sampled with what the trajectory holds. It also serves SGLang's refit sequence
+ * (`/pause_generation`, `/update_weights_from_disk` with `model_path` and `weight_version`,
+ * `/continue_generation`): an update checks the checkpoint directory (its index and config.json),
+ * then reports the new version in every answer; `failUpdates` refuses the next updates as SGLang
+ * does (`success: false`) and `hangUpdates` never answers them (a timeout mid-update).
+ * `restart()` is an engine that came back with its initial weights. Not used by production code.
  */
+import { existsSync } from "node:fs"
+import { join } from "node:path"
 import { BadRequest, expectField, type Received, type Reply } from "./test-server.ts"
 
 export interface DoubleTurn {
@@ -26,6 +33,15 @@ export interface SglangDouble {
   readonly calls: ReadonlyArray<GenerateCall>
   /** The weight version the double reports (`meta_info.weight_version`). */
   weightVersion: string
+  /** Every refit call, in order: "pause", "update <path> <version>", "continue", "refused …". */
+  readonly refits: string[]
+  /** Updates to refuse (`success: false`) before one loads. */
+  failUpdates: number
+  /** Updates to leave unanswered (the bridge's call times out). */
+  hangUpdates: number
+  paused: boolean
+  /** The engine restarted: back to its initial weights, not paused. */
+  restart(): void
 }
 
 /** Log-prob of the i-th generated token of a turn: distinct, exact in float32. */
@@ -35,12 +51,86 @@ export const sglangDouble = (
   turn: (inputIds: ReadonlyArray<number>) => DoubleTurn,
 ): SglangDouble => {
   const calls: GenerateCall[] = []
+  const refit = (request: Received): Reply | undefined => {
+    const body = (request.body ?? {}) as Record<string, unknown>
+    switch (request.path) {
+      case "/pause_generation":
+        double.paused = true
+        double.refits.push(`pause ${String(body.mode ?? "abort")}`)
+        return { status: 200, body: { message: "Generation paused" } }
+      case "/continue_generation":
+        double.paused = false
+        double.refits.push("continue")
+        return { status: 200, body: { message: "Generation continued" } }
+      case "/update_weights_from_disk": {
+        const path = String(body.model_path ?? "")
+        const version = String(body.weight_version ?? "")
+        if (double.hangUpdates > 0) {
+          double.hangUpdates--
+          double.refits.push(`hang ${path} ${version}`)
+          return "hang"
+        }
+        if (double.failUpdates > 0) {
+          double.failUpdates--
+          double.refits.push(`refused ${path} ${version}`)
+          return {
+            status: 200,
+            body: {
+              success: false,
+              message: "Failed to load weights: CUDA out of memory",
+              num_paused_requests: 0,
+            },
+          }
+        }
+        if (
+          !existsSync(join(path, "config.json")) ||
+          !existsSync(join(path, "model.safetensors.index.json"))
+        ) {
+          double.refits.push(`refused ${path} ${version}`)
+          return {
+            status: 200,
+            body: {
+              success: false,
+              message: `${path} holds no checkpoint`,
+              num_paused_requests: 0,
+            },
+          }
+        }
+        double.weightVersion = version
+        double.refits.push(`update ${path} ${version}`)
+        return {
+          status: 200,
+          body: {
+            success: true,
+            message: "Succeeded to update model weights.",
+            num_paused_requests: 0,
+          },
+        }
+      }
+      default:
+        return undefined
+    }
+  }
   const double: SglangDouble = {
     calls,
     weightVersion: "default",
+    refits: [],
+    failUpdates: 0,
+    hangUpdates: 0,
+    paused: false,
+    restart() {
+      double.weightVersion = "default"
+      double.paused = false
+    },
     handler: (request) => {
+      if (request.method === "POST") {
+        const answered = refit(request)
+        if (answered !== undefined) return answered
+      }
       if (request.method !== "POST" || request.path !== "/generate")
         return { status: 404, body: { detail: "Not Found" } }
+      if (double.paused)
+        return { status: 503, body: { error: { message: "generation is paused" } } }
       try {
         const body = request.body as Record<string, unknown>
         const ids = body.input_ids

@@ -24,6 +24,11 @@ export interface Replica {
 export interface ReplicaOptions {
   readonly breaker?: BreakerOptions
   readonly metrics?: BreakerMetrics
+  /**
+   * Whether a replica takes turns now (the engine bridge takes one out while it loads new weights,
+   * and keeps it out after a failed load); every replica does when unset.
+   */
+  readonly inRotation?: (name: string) => boolean
 }
 
 /** The `component` label of an engine replica's breaker in t1_breaker_state. */
@@ -35,7 +40,9 @@ export const replicatedBackend = (
 ): PolicyBackendShape => {
   const first = replicas[0]
   if (first === undefined) throw new RangeError("replicatedBackend: no replicas")
-  if (replicas.length === 1 && options.breaker === undefined) return first.backend
+  if (replicas.length === 1 && options.breaker === undefined && options.inRotation === undefined)
+    return first.backend
+  const inRotation = options.inRotation ?? (() => true)
   const members = replicas.map((r) => ({
     ...r,
     breaker: new CircuitBreaker(options.breaker ?? DEFAULT_BREAKER_OPTIONS),
@@ -48,10 +55,11 @@ export const replicatedBackend = (
   /** The session's replica when it takes work, else the next one round-robin that does. */
   const pick = (sessionId: string, now: number): Member | undefined => {
     const sticky = bySession.get(sessionId)
-    if (sticky?.breaker.tryAcquire(now)) return sticky
+    if (sticky !== undefined && inRotation(sticky.name) && sticky.breaker.tryAcquire(now))
+      return sticky
     for (let i = 0; i < members.length; i++) {
       const m = members[(next + i) % members.length] as Member
-      if (m === sticky || !m.breaker.tryAcquire(now)) continue
+      if (m === sticky || !inRotation(m.name) || !m.breaker.tryAcquire(now)) continue
       next = (next + i + 1) % members.length
       bySession.set(sessionId, m)
       return m
@@ -67,7 +75,9 @@ export const replicatedBackend = (
         const reopen = Math.min(...members.map((x) => x.breaker.reopensAtMs() ?? now))
         return yield* new PolicyError({
           backend: first.backend.name,
-          message: `${first.backend.name}: every engine replica is out of service (circuit breakers open after infra failures); the first probe is in ${Math.max(0, reopen - now)} ms`,
+          message: members.some((x) => !inRotation(x.name))
+            ? `${first.backend.name}: no engine replica in rotation (loading new weights, or their last load failed and is being retried)`
+            : `${first.backend.name}: every engine replica is out of service (circuit breakers open after infra failures); the first probe is in ${Math.max(0, reopen - now)} ms`,
           retryable: true,
         })
       }

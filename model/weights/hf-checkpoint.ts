@@ -1,0 +1,90 @@
+import type { Tensor } from "./dtypes.ts"
+import { DTYPE_BYTES } from "./dtypes.ts"
+import { SafetensorsError } from "./errors.ts"
+import { decodeSafetensors, encodeSafetensors } from "./safetensors.ts"
+
+/** One file of a checkpoint directory. */
+export interface CheckpointFile {
+  readonly name: string
+  readonly bytes: Uint8Array
+}
+
+export interface HfCheckpointOptions {
+  /** Largest shard, in bytes of tensor data (a tensor is never split). Default 5 GB (HF's). */
+  readonly maxShardBytes?: number
+  /** config.json keys to add or override (the architecture an engine loads the weights with). */
+  readonly config?: Readonly<Record<string, unknown>>
+}
+
+const DEFAULT_SHARD_BYTES = 5_000_000_000
+
+const tensorBytes = (t: Tensor): number =>
+  t.shape.reduce((n, d) => n * d, 1) * (DTYPE_BYTES[t.dtype] ?? 0)
+
+const pad5 = (n: number) => String(n).padStart(5, "0")
+
+/**
+ * A safetensors checkpoint (t1's weights file) as the directory Hugging Face tools and inference
+ * engines load: `model-0000i-of-0000n.safetensors` shards (tensors in name order, each shard under
+ * `maxShardBytes` unless one tensor alone is larger), `model.safetensors.index.json` (total size
+ * and which shard holds each tensor) and `config.json` (from the weights' `config` metadata, as
+ * t1 writes it, plus `options.config`).
+ */
+export const hfCheckpointFiles = (
+  weights: Uint8Array,
+  options: HfCheckpointOptions = {},
+): CheckpointFile[] => {
+  const { tensors, metadata } = decodeSafetensors(weights)
+  const limit = options.maxShardBytes ?? DEFAULT_SHARD_BYTES
+  if (!(Number.isSafeInteger(limit) && limit > 0))
+    throw new SafetensorsError({
+      field: "maxShardBytes",
+      reason: `must be a positive integer, got ${limit}`,
+    })
+  const names = [...tensors.keys()].sort()
+  const groups: string[][] = []
+  let current: string[] = []
+  let size = 0
+  let total = 0
+  for (const name of names) {
+    const n = tensorBytes(tensors.get(name) as Tensor)
+    total += n
+    if (current.length > 0 && size + n > limit) {
+      groups.push(current)
+      current = []
+      size = 0
+    }
+    current.push(name)
+    size += n
+  }
+  if (current.length > 0) groups.push(current)
+  const shardName = (i: number) => `model-${pad5(i + 1)}-of-${pad5(groups.length)}.safetensors`
+  const weightMap: Record<string, string> = {}
+  const shards = groups.map((group, i) => {
+    for (const name of group) weightMap[name] = shardName(i)
+    const subset = new Map(group.map((name) => [name, tensors.get(name) as Tensor]))
+    return { name: shardName(i), bytes: encodeSafetensors(subset, { format: "pt" }) }
+  })
+  let modelConfig: Record<string, unknown> = {}
+  if (metadata.config !== undefined) {
+    try {
+      modelConfig = JSON.parse(metadata.config) as Record<string, unknown>
+    } catch (e) {
+      throw new SafetensorsError({ field: "__metadata__.config", reason: `not JSON: ${String(e)}` })
+    }
+  }
+  const config = {
+    ...modelConfig,
+    ...(metadata.version === undefined ? {} : { t1_policy_version: metadata.version }),
+    ...options.config,
+  }
+  const json = (value: unknown) => new TextEncoder().encode(`${JSON.stringify(value, null, 2)}\n`)
+  return [
+    ...shards,
+    {
+      name: "model.safetensors.index.json",
+      bytes: json({ metadata: { total_size: total }, weight_map: weightMap }),
+    },
+    { name: "config.json", bytes: json(config) },
+  ]
+}
