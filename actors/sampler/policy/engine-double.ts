@@ -35,6 +35,8 @@ export interface SglangDouble {
   weightVersion: string
   /** Every refit call, in order: "pause", "update <path> <version>", "continue", "refused …". */
   readonly refits: string[]
+  /** Refit calls and generations ("generate <weight version>") as they were answered. */
+  readonly log: string[]
   /** Updates to refuse (`success: false`) before one loads. */
   failUpdates: number
   /** Updates to leave unanswered (the bridge's call times out). */
@@ -115,6 +117,7 @@ export const sglangDouble = (
     calls,
     weightVersion: "default",
     refits: [],
+    log: [],
     failUpdates: 0,
     hangUpdates: 0,
     paused: false,
@@ -124,7 +127,9 @@ export const sglangDouble = (
     },
     handler: (request) => {
       if (request.method === "POST") {
+        const before = double.refits.length
         const answered = refit(request)
+        if (double.refits.length > before) double.log.push(...double.refits.slice(before))
         if (answered !== undefined) return answered
       }
       if (request.method !== "POST" || request.path !== "/generate")
@@ -149,6 +154,7 @@ export const sglangDouble = (
         const last = outputIds[outputIds.length - 1]
         const stopped = last !== undefined && stopIds.includes(last)
         const logprobs = outputIds.map((_, i) => logprobAt(i))
+        double.log.push(`generate ${double.weightVersion}`)
         calls.push({
           inputIds: ids as number[],
           outputIds,
