@@ -122,7 +122,7 @@ export const makeSandboxPool = (
                 filling.set(key, (filling.get(key) ?? 1) - 1)
                 if (Exit.isSuccess(exit)) {
                   ready.set(key, [...(ready.get(key) ?? []), exit.value])
-                  events.onCreated?.("warm", Duration.toMillis(took))
+                  events.onCreated?.("warm", Math.round(Duration.toMillis(took)))
                 } else {
                   const failure = exit.cause
                   yield* Effect.logWarning("warm pool: create failed", failure)
@@ -169,7 +169,7 @@ export const makeSandboxPool = (
           return Effect.timed(create(spec)).pipe(
             Effect.tapError((e) => Effect.sync(() => events.onCreateFailed?.(e))),
             Effect.map(([took, info]) => {
-              const durationMs = Duration.toMillis(took)
+              const durationMs = Math.round(Duration.toMillis(took))
               events.onCreated?.("cold", durationMs)
               return { info, warm: false, durationMs }
             }),

@@ -125,6 +125,8 @@ describe("docker driver: separate processes (execArgv) and the toolchain", () =>
         3,
         false,
       ])
+      // Whole milliseconds: ExecResult.duration_ms is a uint32 on the wire.
+      expect(Number.isInteger(plain.durationMs)).toBe(true)
       const big = await argv([TOOLCHAIN_BASH, "-c", "head -c 100000 /dev/zero | tr '\\0' x"], {
         timeoutMs: 10_000,
         maxOutputBytes: 1000,

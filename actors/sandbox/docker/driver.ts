@@ -532,7 +532,11 @@ export const makeDockerDriver = (
             }),
           ),
         )
-        return { ...result, sessionRestarted: false, durationMs: Duration.toMillis(took) }
+        return {
+          ...result,
+          sessionRestarted: false,
+          durationMs: Math.round(Duration.toMillis(took)),
+        }
       })
 
     /** 404 is the sandbox or the path; anything else the engine refused is about the transfer. */
