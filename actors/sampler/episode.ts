@@ -199,7 +199,12 @@ export const runEpisode = (
         message: "work item carries no task",
       })
     const limits = episodeLimitsOf(item)
-    const conversation = ports.template.conversation()
+    const conversation = ports.template.conversation({
+      ...(ports.format.tools === undefined ? {} : { tools: ports.format.tools }),
+      ...(ports.format.observationRole === undefined
+        ? {}
+        : { observationRole: ports.format.observationRole }),
+    })
     const builder = new TrajectoryBuilder(item.admittedPolicyVersion)
     const progress: Progress = {
       turns: 0,

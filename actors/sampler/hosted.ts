@@ -48,7 +48,7 @@ the weights bucket). Policies idle for 10 minutes are dropped.
   --kernels NAME               TinyMoE kernels: auto (gpu.js where measured faster), reference, webasm, cpu (T1_KERNELS; default auto)
   --tokenizer FILE             tokenizer.json (Hugging Face format) laid out by the bundled chat template; default: the bundled tokenizer (T1_TOKENIZER)
   --model-dir DIR              with an engine: the model's tokenizer directory (tokenizer.json, tokenizer_config.json as its repository ships them); episodes are laid out by the model's own chat template and end turns at its eos_token (T1_MODEL_DIR)
-  --format NAME                action format: shell-block (default for tinymoe), shell-block-short (the same actions, a ~25-token prompt) or terminus-json (default for engines) (T1_ACTION_FORMAT)
+  --format NAME                action format: shell-block (default for tinymoe), shell-block-short (the same actions, a ~25-token prompt), terminus-json (default for engines) or tool-call (the model's native tool calls: bash and finish tools through the chat template, observations as tool turns) (T1_ACTION_FORMAT)
   --engine-url URL[,URL...]    SGLang or vLLM server root, e.g. http://127.0.0.1:30000; several replicas of the same model comma-separated (an episode stays on one, new ones round-robin, each with a circuit breaker) (T1_ENGINE_URL)
   --engine-model NAME          vLLM served model name (T1_ENGINE_MODEL)
   --context-length N           the engine's context length, or TinyMoE's per-episode context (default 4096)

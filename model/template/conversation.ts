@@ -41,6 +41,8 @@ const equal = (a: ArrayLike<number>, b: ArrayLike<number>) => {
 export interface TemplateConversationOptions {
   /** The role observations take: "tool" for native tool calls, "user" otherwise (default). */
   readonly observationRole?: "tool" | "user"
+  /** Tool definitions the template describes (its `tools` variable), in every rendering. */
+  readonly tools?: ReadonlyArray<unknown>
 }
 
 /** A content span: where a message's content lies in the episode, and its ids there. */
@@ -82,6 +84,17 @@ export class TemplateConversation implements EpisodeConversation {
     options: TemplateConversationOptions = {},
   ) {
     this.observationRole = options.observationRole ?? "user"
+    this.tools = options.tools
+  }
+
+  private readonly tools: ReadonlyArray<unknown> | undefined
+
+  /** The template's text of `messages`, with the episode's tools. */
+  private render(messages: ReadonlyArray<TemplateMessage>, addGenerationPrompt = false): string {
+    return this.template.render(messages, {
+      addGenerationPrompt,
+      ...(this.tools === undefined ? {} : { tools: this.tools }),
+    })
   }
 
   private get file(): string {
@@ -117,12 +130,12 @@ export class TemplateConversation implements EpisodeConversation {
   }
 
   prompt(system: string, user: string): Uint32Array {
-    const marked = this.template.render(
+    const marked = this.render(
       [
         { role: "system", content: marker(0) },
         { role: "user", content: marker(1) },
       ],
-      { addGenerationPrompt: true },
+      true,
     )
     const [before = "", between = "", after = ""] = this.cut(marked, 2, "a system or user message")
     const systemIds = this.content(system)
@@ -132,8 +145,18 @@ export class TemplateConversation implements EpisodeConversation {
       { message: { role: "system", content: system }, ids: systemIds },
       { message: { role: "user", content: user }, ids: userIds },
     )
-    this.rendered = this.template.render(this.history, { addGenerationPrompt: true })
-    return concat([this.glue(before), systemIds, this.glue(between), userIds, this.glue(after)])
+    this.rendered = this.render(this.history, true)
+    const ids = concat([
+      this.glue(before),
+      systemIds,
+      this.glue(between),
+      userIds,
+      this.glue(after),
+    ])
+    // Encoded in pieces, the prompt can differ from the rendered text encoded whole where content
+    // meets template text (".\n\n" is one pre-token whole, two in pieces): drift, counted once.
+    if (!equal(ids, this.glue(this.rendered))) this.rerendered++
+    return ids
   }
 
   closeAssistant(
@@ -146,7 +169,7 @@ export class TemplateConversation implements EpisodeConversation {
     const text = textOf(this.tokenizer.decodeBytes(content))
     this.spans.push({ message: { role: "assistant", content: text }, ids: content.slice() })
     this.history.push({ role: "assistant", content: text })
-    const closed = this.template.render(this.history)
+    const closed = this.render(this.history)
     const sampledText = this.rendered + text
     let closing: string
     this.lastTurnAsHeld = closed.startsWith(sampledText)
@@ -169,9 +192,7 @@ export class TemplateConversation implements EpisodeConversation {
 
   observation(_start: number, content: Uint32Array, raw: Uint8Array): Uint32Array {
     const role = this.observationRole
-    const marked = this.template.render([...this.history, { role, content: marker(0) }], {
-      addGenerationPrompt: true,
-    })
+    const marked = this.render([...this.history, { role, content: marker(0) }], true)
     const markerAt = marked.indexOf(marker(0))
     // The new turn starts where the previous one ends as the episode holds it (content and
     // closing); where the template now ends that turn otherwise, after its end-of-turn text.
@@ -197,7 +218,7 @@ export class TemplateConversation implements EpisodeConversation {
       ids: content.slice(),
     })
     this.history.push({ role, content: text })
-    this.rendered = this.template.render(this.history, { addGenerationPrompt: true })
+    this.rendered = this.render(this.history, true)
     return concat([this.glue(before), content, this.glue(after)])
   }
 

@@ -1,4 +1,8 @@
-import type { ChatFormat, EpisodeConversation } from "../tokenizer/chat-format.ts"
+import type {
+  ChatFormat,
+  ConversationOptions,
+  EpisodeConversation,
+} from "../tokenizer/chat-format.ts"
 import type { Tokenizer } from "../tokenizer/tokenizer.ts"
 import { TemplateConversation, type TemplateConversationOptions } from "./conversation.ts"
 import type { HfModelTokenizer } from "./load.ts"
@@ -26,13 +30,13 @@ export class HfChatFormat implements ChatFormat {
       : this.tokenizer.encodeBytes(content)
   }
 
-  conversation(): EpisodeConversation {
+  conversation(options: ConversationOptions = {}): EpisodeConversation {
     return new TemplateConversation(
       this.model.template,
       this.tokenizer,
       [this.model.eosId],
       this.model.config.eosToken ?? "",
-      this.options,
+      { ...this.options, ...options },
     )
   }
 }

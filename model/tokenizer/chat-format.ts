@@ -31,6 +31,14 @@ export interface EpisodeConversation {
   messages(): ChatMessage[]
 }
 
+/** How an episode's action format meets the template. */
+export interface ConversationOptions {
+  /** Tool definitions, for templates that describe tools (their `tools` variable). */
+  readonly tools?: ReadonlyArray<unknown>
+  /** The role observations take: "tool" for tool calls, "user" otherwise (default). */
+  readonly observationRole?: "tool" | "user"
+}
+
 /** What the sampler needs of a chat template: its tokenizer, content encoding, conversations. */
 export interface ChatFormat {
   readonly tokenizer: Tokenizer
@@ -39,5 +47,5 @@ export interface ChatFormat {
   /** Message content as ids, special-token text encoded as plain text (nothing can forge them). */
   content(content: string | Uint8Array): Uint32Array
   /** A fresh conversation for one episode. */
-  conversation(): EpisodeConversation
+  conversation(options?: ConversationOptions): EpisodeConversation
 }

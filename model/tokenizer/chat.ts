@@ -73,6 +73,7 @@ export class ChatTemplate implements ChatFormat {
     this.separator = tokenizer.encode("\n")
   }
 
+  /** Observations are always tool turns in this layout, and tools are described in the prompt. */
   conversation(): EpisodeConversation {
     return new Conversation(this)
   }

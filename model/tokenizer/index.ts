@@ -9,7 +9,7 @@ export {
   type RenderOptions,
   renderChat,
 } from "./chat.ts"
-export type { ChatFormat, EpisodeConversation } from "./chat-format.ts"
+export type { ChatFormat, ConversationOptions, EpisodeConversation } from "./chat-format.ts"
 export { Conversation } from "./conversation.ts"
 export { TokenizerFormatError, TokenizerTrainingError, UnknownTokenError } from "./errors.ts"
 export { loadTokenizerJson, saveTokenizerJson, toTokenizerJson } from "./huggingFace.ts"

@@ -31,7 +31,7 @@ export type ParsedAction =
   /** Nothing is run; `feedback` is the text to send back to the agent as the observation. */
   | { readonly kind: "malformed"; readonly reason: string; readonly feedback: string }
 
-export type ActionFormatName = "shell-block" | "shell-block-short" | "terminus-json"
+export type ActionFormatName = "shell-block" | "shell-block-short" | "terminus-json" | "tool-call"
 
 export interface ActionFormat {
   readonly name: ActionFormatName
@@ -45,4 +45,8 @@ export interface ActionFormat {
    * a script is cut into turns.
    */
   renderSolution(script: string): ReadonlyArray<string>
+  /** Tool definitions for chat templates that describe tools (their `tools` variable). */
+  readonly tools?: ReadonlyArray<unknown>
+  /** The role observations take in the chat: "tool" for tool calls, "user" otherwise (default). */
+  readonly observationRole?: "tool" | "user"
 }

@@ -34,9 +34,9 @@ describe("actionFormat", () => {
     const error = await Effect.runPromise(Effect.flip(actionFormat("xml")))
     expect(error).toBeInstanceOf(UnknownActionFormat)
     expect(error._tag).toBe("UnknownActionFormat")
-    expect(error.valid).toEqual(["shell-block", "shell-block-short", "terminus-json"])
+    expect(error.valid).toEqual(["shell-block", "shell-block-short", "terminus-json", "tool-call"])
     expect(error.message).toBe(
-      'unknown action format "xml"; valid: shell-block, shell-block-short, terminus-json',
+      'unknown action format "xml"; valid: shell-block, shell-block-short, terminus-json, tool-call',
     )
   })
 

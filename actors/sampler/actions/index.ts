@@ -2,6 +2,7 @@ import { Data, Effect } from "effect"
 import type { ActionFormat, ActionFormatName } from "./format.ts"
 import { shellBlock, shellBlockShort } from "./shell-block.ts"
 import { terminusJson } from "./terminus-json.ts"
+import { toolCall } from "./tool-call.ts"
 
 export type { ActionFormat, ActionFormatName, ParsedAction, ShellCommand } from "./format.ts"
 export {
@@ -31,12 +32,20 @@ export {
   tmuxKey,
   translateKeystrokes,
 } from "./terminus-json.ts"
+export {
+  parseToolCalls,
+  renderToolCallSolution,
+  TOOL_CALL_PROMPT,
+  TOOL_CALL_TOOLS,
+  toolCall,
+} from "./tool-call.ts"
 
 /** Every action format, by name. */
 export const ACTION_FORMATS: { readonly [N in ActionFormatName]: ActionFormat } = {
   "shell-block": shellBlock,
   "shell-block-short": shellBlockShort,
   "terminus-json": terminusJson,
+  "tool-call": toolCall,
 }
 
 export const ACTION_FORMAT_NAMES = Object.keys(ACTION_FORMATS) as ReadonlyArray<ActionFormatName>
