@@ -111,23 +111,19 @@ describe("engine bridge (SGLang double)", () => {
     )
 
     // The engine reports the version it holds; the sampler's turns carry it.
-    const result = await Effect.runPromise(
-      sglangBackend({ baseUrl: sb.url, contextLength: 64 }).generate({
-        sessionId: "s",
-        ids: Uint32Array.of(1, 2, 3),
-        sampling: { temperature: 1, topP: 1, maxTokens: 4, stopTokenIds: [] },
-      }),
-    )
-    expect(result.policyVersion).toBe(2n)
+    const versionNow = async () =>
+      (
+        await Effect.runPromise(
+          sglangBackend({ baseUrl: sb.url, contextLength: 64 }).generate({
+            sessionId: "s",
+            ids: Uint32Array.of(1, 2, 3),
+            sampling: { temperature: 1, topP: 1, maxTokens: 4, stopTokenIds: [] },
+          }),
+        )
+      ).policyVersion
+    expect(await versionNow()).toBe(2n)
     b.restart()
-    const after = await Effect.runPromise(
-      sglangBackend({ baseUrl: sb.url, contextLength: 64 }).generate({
-        sessionId: "s",
-        ids: Uint32Array.of(1, 2, 3),
-        sampling: { temperature: 1, topP: 1, maxTokens: 4, stopTokenIds: [] },
-      }),
-    )
     // An engine restarted with its initial weights says so ("default": no version), never v2.
-    expect(after.policyVersion).toBe(0n)
+    expect(await versionNow()).toBe(0n)
   }, 60_000)
 })
