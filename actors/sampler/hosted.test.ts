@@ -40,6 +40,25 @@ describe("t1 actor sampler --model-dir", () => {
     expect(() => chatFormatFrom({ "model-dir": join(dir, "missing") }, "sglang")).toThrow(
       /tokenizer.json: cannot read/,
     )
+    // A template that rewrites observations, or that raises on an assistant turn: refused at
+    // start-up, not in the first episode.
+    const config = (chat_template: string) =>
+      writeFileSync(
+        join(dir, "tokenizer_config.json"),
+        JSON.stringify({ chat_template, eos_token: "<|im_end|>" }),
+      )
+    config(
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if loop.index0 > 2 %}{{ m.content | upper }}{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+    )
+    expect(() => chatFormatFrom({ "model-dir": dir }, "sglang")).toThrow(
+      /the chat template does not render a user message verbatim/,
+    )
+    config(
+      "{% for m in messages %}{% if m.role == 'assistant' %}{{ raise_exception('no assistant turns here') }}{% endif %}{{ m.content }}{% endfor %}",
+    )
+    expect(() => chatFormatFrom({ "model-dir": dir }, "sglang")).toThrow(
+      /chat_template raised: .*no assistant turns here/,
+    )
   })
 })
 

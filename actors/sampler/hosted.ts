@@ -86,7 +86,14 @@ export const chatFormatFrom = (flags: FlagValues, policyName: string): ChatForma
       "--model-dir and --tokenizer both name a tokenizer: --model-dir DIR reads DIR/tokenizer.json and DIR/tokenizer_config.json",
     )
   try {
-    return new HfChatFormat(loadHfModelTokenizer(dir))
+    const chat = new HfChatFormat(loadHfModelTokenizer(dir))
+    // Lay out a short conversation now: a template that raises, or that does not render content
+    // verbatim, is refused at start-up rather than in the first episode.
+    const probe = chat.conversation()
+    probe.prompt("t1 start-up check", "list the files")
+    probe.closeAssistant(0, chat.content("ls"))
+    probe.observation(0, chat.content("README.md\n"), new TextEncoder().encode("README.md\n"))
+    return chat
   } catch (e) {
     throw new ActorConfigError(`--model-dir ${dir}: ${e instanceof Error ? e.message : String(e)}`)
   }

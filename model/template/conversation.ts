@@ -194,6 +194,7 @@ export class TemplateConversation implements EpisodeConversation {
     const role = this.observationRole
     const marked = this.render([...this.history, { role, content: marker(0) }], true)
     const markerAt = marked.indexOf(marker(0))
+    if (markerAt < 0) this.cut(marked, 1, `a ${role} message`) // throws: the content is not there
     // The new turn starts where the previous one ends as the episode holds it (content and
     // closing); where the template now ends that turn otherwise, after its end-of-turn text.
     const anchor = this.turnEnd === "" ? -1 : marked.lastIndexOf(this.turnEnd, markerAt)
