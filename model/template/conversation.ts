@@ -1,5 +1,7 @@
 import type { ChatMessage } from "../tokenizer/chat.ts"
+import { contentIds } from "../tokenizer/chat.ts"
 import type { EpisodeConversation } from "../tokenizer/chat-format.ts"
+import { concatIds, sameIds } from "../tokenizer/ids.ts"
 import type { Tokenizer } from "../tokenizer/tokenizer.ts"
 import { ChatTemplateError } from "./errors.ts"
 import type { JinjaChatTemplate, TemplateMessage } from "./jinja.ts"
@@ -20,22 +22,6 @@ const textOf = (bytes: Uint8Array): string => {
   } catch {
     return lossy.decode(bytes)
   }
-}
-
-const concat = (parts: ReadonlyArray<ArrayLike<number>>): Uint32Array => {
-  const out = new Uint32Array(parts.reduce((n, p) => n + p.length, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.length
-  }
-  return out
-}
-
-const equal = (a: ArrayLike<number>, b: ArrayLike<number>) => {
-  if (a.length !== b.length) return false
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
-  return true
 }
 
 export interface TemplateConversationOptions {
@@ -106,10 +92,6 @@ export class TemplateConversation implements EpisodeConversation {
     return this.tokenizer.encode(text, { allowSpecial: true })
   }
 
-  private content(text: string | Uint8Array): Uint32Array {
-    return typeof text === "string" ? this.tokenizer.encode(text) : this.tokenizer.encodeBytes(text)
-  }
-
   /** `text` cut at the markers 0..n-1, which must each appear once, in order. */
   private cut(text: string, n: number, what: string): string[] {
     const pieces: string[] = []
@@ -138,15 +120,15 @@ export class TemplateConversation implements EpisodeConversation {
       true,
     )
     const [before = "", between = "", after = ""] = this.cut(marked, 2, "a system or user message")
-    const systemIds = this.content(system)
-    const userIds = this.content(user)
+    const systemIds = contentIds(this.tokenizer, system)
+    const userIds = contentIds(this.tokenizer, user)
     this.history.push({ role: "system", content: system }, { role: "user", content: user })
     this.spans.push(
       { message: { role: "system", content: system }, ids: systemIds },
       { message: { role: "user", content: user }, ids: userIds },
     )
     this.rendered = this.render(this.history, true)
-    const ids = concat([
+    const ids = concatIds([
       this.glue(before),
       systemIds,
       this.glue(between),
@@ -155,7 +137,7 @@ export class TemplateConversation implements EpisodeConversation {
     ])
     // Encoded in pieces, the prompt can differ from the rendered text encoded whole where content
     // meets template text (".\n\n" is one pre-token whole, two in pieces): drift, counted once.
-    if (!equal(ids, this.glue(this.rendered))) this.rerendered++
+    if (!sameIds(ids, this.glue(this.rendered))) this.rerendered++
     return ids
   }
 
@@ -220,7 +202,7 @@ export class TemplateConversation implements EpisodeConversation {
     })
     this.history.push({ role, content: text })
     this.rendered = this.render(this.history, true)
-    return concat([this.glue(before), content, this.glue(after)])
+    return concatIds([this.glue(before), content, this.glue(after)])
   }
 
   driftEvents(): number {
@@ -233,7 +215,7 @@ export class TemplateConversation implements EpisodeConversation {
     for (const s of this.spans) {
       const c = s.message.content
       const text = typeof c === "string" ? c : textOf(c)
-      if (!equal(this.glue(text), s.ids)) drift++
+      if (!sameIds(this.glue(text), s.ids)) drift++
     }
     return drift
   }

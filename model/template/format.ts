@@ -1,3 +1,4 @@
+import { contentIds } from "../tokenizer/chat.ts"
 import type {
   ChatFormat,
   ConversationOptions,
@@ -25,9 +26,7 @@ export class HfChatFormat implements ChatFormat {
   }
 
   content(content: string | Uint8Array): Uint32Array {
-    return typeof content === "string"
-      ? this.tokenizer.encode(content)
-      : this.tokenizer.encodeBytes(content)
+    return contentIds(this.tokenizer, content)
   }
 
   conversation(options: ConversationOptions = {}): EpisodeConversation {

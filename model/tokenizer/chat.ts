@@ -52,6 +52,13 @@ const ROLE_TOKENS: Readonly<Record<ChatRole, string>> = {
   tool: "<|tool|>",
 }
 
+/**
+ * Message content as ids: text encoded with special tokens off (no message can forge template
+ * tokens), raw bytes (tool output that may not be UTF-8) exactly.
+ */
+export const contentIds = (tokenizer: Tokenizer, content: string | Uint8Array): Uint32Array =>
+  typeof content === "string" ? tokenizer.encode(content) : tokenizer.encodeBytes(content)
+
 /** Template ids resolved once against a tokenizer; throws UnknownTokenError if one is missing. */
 export class ChatTemplate implements ChatFormat {
   readonly name = "t1 bundled chat template"
@@ -83,9 +90,7 @@ export class ChatTemplate implements ChatFormat {
   }
 
   content(content: string | Uint8Array): Uint32Array {
-    return typeof content === "string"
-      ? this.tokenizer.encode(content)
-      : this.tokenizer.encodeBytes(content)
+    return contentIds(this.tokenizer, content)
   }
 
   render(messages: readonly ChatMessage[], options: RenderOptions = {}): RenderedChat {

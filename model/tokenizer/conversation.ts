@@ -1,17 +1,12 @@
 import type { ChatMessage, ChatTemplate } from "./chat.ts"
 import type { EpisodeConversation } from "./chat-format.ts"
+import { sameIds } from "./ids.ts"
 
 /** Where one message's content lies in the trajectory, and what it was. */
 interface MessageSpan {
   readonly message: ChatMessage
   readonly start: number
   readonly ids: Uint32Array
-}
-
-const equal = (a: ArrayLike<number>, b: ArrayLike<number>) => {
-  if (a.length !== b.length) return false
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
-  return true
 }
 
 const utf8 = new TextDecoder("utf-8", { fatal: true })
@@ -111,7 +106,7 @@ export class Conversation implements EpisodeConversation {
   driftEvents(): number {
     let drift = this.repairedBoundaries
     for (const span of this.spans)
-      if (!equal(this.template.content(span.message.content), span.ids)) drift++
+      if (!sameIds(this.template.content(span.message.content), span.ids)) drift++
     return drift
   }
 
