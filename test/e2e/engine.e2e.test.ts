@@ -15,36 +15,24 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import Dockerode from "dockerode"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type SglangDouble, sglangDouble } from "../../actors/sampler/policy/engine-double.ts"
-import { startTestServer, type TestServer } from "../../actors/sampler/policy/test-server.ts"
-import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
-import { ChatTemplate } from "../../model/index.ts"
+import type { SglangDouble } from "../../actors/sampler/policy/engine-double.ts"
 import { type JobEvent, JobKind, JobState } from "../../proto/index.ts"
 import { type JobServiceClient, jobServiceClient } from "../../services/gateway/client.ts"
 import { useNatsServer } from "../support/nats-url.ts"
+import { useSglangReplicas } from "../support/sglang-replicas.ts"
 import { freePort, type System, startSystem } from "../support/system.ts"
 
 const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
 const nats = useNatsServer()
 const docker = new Dockerode()
 const owner = `e2e-engine-${randomUUID().slice(0, 8)}`
-const tokenizer = loadBundledTokenizer()
-const turn = [
-  ...tokenizer.encode("```bash\necho hi\n```"),
-  ...new ChatTemplate(tokenizer).endOfTurn,
-]
 
 describe("train job on SGLang engines, every actor a process", () => {
   let system: System
   let client: JobServiceClient
-  const doubles: SglangDouble[] = [
-    sglangDouble(() => ({ tokens: turn })),
-    sglangDouble(() => ({ tokens: turn })),
-  ]
-  const servers: TestServer[] = []
+  const replicas = useSglangReplicas()
 
   beforeAll(async () => {
-    for (const d of doubles) servers.push(await startTestServer(d.handler))
     system = startSystem({ natsUrl: nats.url, prefix: `eng${randomUUID().slice(0, 6)}` })
     const listen = await freePort()
     for (const member of [
@@ -65,7 +53,6 @@ describe("train job on SGLang engines, every actor a process", () => {
   afterAll(async () => {
     client?.close()
     await system?.shutdown()
-    await Promise.all(servers.map((s) => s.close()))
     const left = await docker.listContainers({
       all: true,
       filters: { label: [`t1.owner=${owner}`] },
@@ -74,8 +61,7 @@ describe("train job on SGLang engines, every actor a process", () => {
   }, 60_000)
 
   it("loads each version into both replicas in order; a refused load keeps its replica out until the retry; turns carry the engine's version", async () => {
-    const [a, b] = doubles as [SglangDouble, SglangDouble]
-    const [sa, sb] = servers as [TestServer, TestServer]
+    const [{ double: a, server: sa }, { double: b, server: sb }] = replicas
     b.failUpdates = 1
     const checkpointDir = mkdtempSync(join(tmpdir(), "t1-e2e-ckpt-"))
     try {

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { runBufferPool } from "../../actors/buffer/index.ts"
 import { runCoordinator } from "../../actors/coordinator/index.ts"
 import { runLearnerPool } from "../../actors/learner/index.ts"
@@ -19,10 +19,8 @@ import { startSandboxAndVerifier } from "../../actors/local.ts"
 import { Rotation, runEngineBridge } from "../../actors/sampler/engine-bridge.ts"
 import { runSampler, shellBlockShort } from "../../actors/sampler/index.ts"
 import type { PolicyBackendShape } from "../../actors/sampler/policy/backend.ts"
-import { type SglangDouble, sglangDouble } from "../../actors/sampler/policy/engine-double.ts"
 import { replicatedBackend } from "../../actors/sampler/policy/replicas.ts"
 import { sglangBackend } from "../../actors/sampler/policy/sglang.ts"
-import { startTestServer, type TestServer } from "../../actors/sampler/policy/test-server.ts"
 import { sglangWeightSync } from "../../actors/sampler/policy/weight-sync.ts"
 import { BASE_IMAGE, wireTaskFor } from "../../actors/sandbox/index.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
@@ -33,28 +31,17 @@ import { jobServiceClient } from "../../services/gateway/client.ts"
 import { serveGateway } from "../../services/gateway/index.ts"
 import { JobStore, makeJobStore } from "../../services/jobs/index.ts"
 import { MetricsLive } from "../../services/metrics/index.ts"
+import { useSglangReplicas } from "../support/sglang-replicas.ts"
 
 const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
-const tokenizer = loadBundledTokenizer()
-const template = new ChatTemplate(tokenizer)
-const turn = [...tokenizer.encode("```bash\necho hi\n```"), ...template.endOfTurn]
-
-const doubles: SglangDouble[] = [
-  sglangDouble(() => ({ tokens: turn })),
-  sglangDouble(() => ({ tokens: turn })),
-]
-const servers: TestServer[] = []
-beforeAll(async () => {
-  for (const d of doubles) servers.push(await startTestServer(d.handler))
-})
-afterAll(() => Promise.all(servers.map((s) => s.close())))
+const template = new ChatTemplate(loadBundledTokenizer())
+const replicas = useSglangReplicas()
 
 describe("train job on SGLang engines with the engine bridge", () => {
   it("loads every learner version into both replicas in order; turns carry the engine's version; a refused load keeps the replica out until its retry", async () => {
     const subjects = subjectsFor(`sync${Math.random().toString(36).slice(2, 7)}`)
     const checkpointDir = mkdtempSync(join(tmpdir(), "t1-sync-"))
-    const [a, b] = doubles as [SglangDouble, SglangDouble]
-    const [sa, sb] = servers as [TestServer, TestServer]
+    const [{ double: a, server: sa }, { double: b, server: sb }] = replicas
     // Replica b refuses its first load.
     b.failUpdates = 1
     const rotation = new Rotation()

@@ -33,10 +33,13 @@ export interface SglangDouble {
   readonly calls: ReadonlyArray<GenerateCall>
   /** The weight version the double reports (`meta_info.weight_version`). */
   weightVersion: string
-  /** Every refit call, in order: "pause", "update <path> <version>", "continue", "refused …". */
-  readonly refits: string[]
   /** Refit calls and generations ("generate <weight version>") as they were answered. */
   readonly log: string[]
+  /**
+   * The log's refit calls, in order: "pause <mode>", "update <path> <version>", "continue",
+   * "refused …", "hang …".
+   */
+  readonly refits: ReadonlyArray<string>
   /** Updates to refuse (`success: false`) before one loads. */
   failUpdates: number
   /** Updates to leave unanswered (the bridge's call times out). */
@@ -58,23 +61,23 @@ export const sglangDouble = (
     switch (request.path) {
       case "/pause_generation":
         double.paused = true
-        double.refits.push(`pause ${String(body.mode ?? "abort")}`)
+        double.log.push(`pause ${String(body.mode ?? "abort")}`)
         return { status: 200, body: { message: "Generation paused" } }
       case "/continue_generation":
         double.paused = false
-        double.refits.push("continue")
+        double.log.push("continue")
         return { status: 200, body: { message: "Generation continued" } }
       case "/update_weights_from_disk": {
         const path = String(body.model_path ?? "")
         const version = String(body.weight_version ?? "")
         if (double.hangUpdates > 0) {
           double.hangUpdates--
-          double.refits.push(`hang ${path} ${version}`)
+          double.log.push(`hang ${path} ${version}`)
           return "hang"
         }
         if (double.failUpdates > 0) {
           double.failUpdates--
-          double.refits.push(`refused ${path} ${version}`)
+          double.log.push(`refused ${path} ${version}`)
           return {
             status: 200,
             body: {
@@ -88,7 +91,7 @@ export const sglangDouble = (
           !existsSync(join(path, "config.json")) ||
           !existsSync(join(path, "model.safetensors.index.json"))
         ) {
-          double.refits.push(`refused ${path} ${version}`)
+          double.log.push(`refused ${path} ${version}`)
           return {
             status: 200,
             body: {
@@ -99,7 +102,7 @@ export const sglangDouble = (
           }
         }
         double.weightVersion = version
-        double.refits.push(`update ${path} ${version}`)
+        double.log.push(`update ${path} ${version}`)
         return {
           status: 200,
           body: {
@@ -116,8 +119,10 @@ export const sglangDouble = (
   const double: SglangDouble = {
     calls,
     weightVersion: "default",
-    refits: [],
     log: [],
+    get refits() {
+      return double.log.filter((l) => !l.startsWith("generate "))
+    },
     failUpdates: 0,
     hangUpdates: 0,
     paused: false,
@@ -127,9 +132,7 @@ export const sglangDouble = (
     },
     handler: (request) => {
       if (request.method === "POST") {
-        const before = double.refits.length
         const answered = refit(request)
-        if (double.refits.length > before) double.log.push(...double.refits.slice(before))
         if (answered !== undefined) return answered
       }
       if (request.method !== "POST" || request.path !== "/generate")
