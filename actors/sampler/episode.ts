@@ -199,12 +199,8 @@ export const runEpisode = (
         message: "work item carries no task",
       })
     const limits = episodeLimitsOf(item)
-    const conversation = ports.template.conversation({
-      ...(ports.format.tools === undefined ? {} : { tools: ports.format.tools }),
-      ...(ports.format.observationRole === undefined
-        ? {}
-        : { observationRole: ports.format.observationRole }),
-    })
+    // The action format says which tools the template describes and how observations return.
+    const conversation = ports.template.conversation(ports.format)
     const builder = new TrajectoryBuilder(item.admittedPolicyVersion)
     const progress: Progress = {
       turns: 0,
