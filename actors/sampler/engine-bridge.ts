@@ -13,7 +13,7 @@
 import { mkdir, rename, rm, writeFile } from "node:fs/promises"
 import { join } from "node:path"
 import { fromBinary } from "@bufbuild/protobuf"
-import { Duration, Effect, Option, Schedule, Stream } from "effect"
+import { Data, Duration, Effect, Option, Schedule, Stream } from "effect"
 import { hfCheckpointFiles } from "../../model/index.ts"
 import { type WeightsAnnouncement, WeightsAnnouncementSchema } from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
@@ -50,6 +50,17 @@ export interface EngineBridgeOptions {
   readonly maxShardBytes?: number
 }
 
+/** A version could not be written as a checkpoint under the configured directory. */
+export class CheckpointExportFailed extends Data.TaggedError("CheckpointExportFailed")<{
+  readonly dir: string
+  readonly version: bigint
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `checkpoint v${this.version} under ${this.dir}: ${this.reason}`
+  }
+}
+
 /** Writes the checkpoint of `bytes` to `dir/<job>/v<version>` and returns it. */
 export const exportCheckpoint = (
   dir: string,
@@ -70,7 +81,12 @@ export const exportCheckpoint = (
       await rename(staging, path)
       return { path, version }
     },
-    catch: (e) => new Error(`checkpoint v${version} under ${dir}: ${String(e)}`),
+    catch: (e) =>
+      new CheckpointExportFailed({
+        dir,
+        version,
+        reason: e instanceof Error ? e.message : String(e),
+      }),
   })
 
 /** Loads `checkpoint` into `replica`, out of rotation meanwhile; back in only once it holds it. */
@@ -129,7 +145,7 @@ export const runEngineBridge = (o: EngineBridgeOptions) =>
       }).pipe(
         Effect.catch((e) =>
           Effect.logWarning(
-            `engine bridge: weights v${a.policyVersion} not exported: ${String(e)}`,
+            `engine bridge: weights v${a.policyVersion} not exported: ${e.message}`,
           ),
         ),
       )
