@@ -1,28 +1,37 @@
 /**
  * The engine bridge: keeps engine replicas on a job's latest weights. It runs inside the sampler
- * pool (`t1 actor sampler --policy sglang --job JOB --checkpoint-dir DIR`), beside the episodes
+ * pool (`t1 actor sampler --policy sglang|vllm --job JOB --checkpoint-dir DIR`), beside the episodes
  * those replicas serve. For each WeightsAnnouncement of the job newer than the last it handled,
  * it fetches the weights (digest checked), writes them as a Hugging Face checkpoint directory
  * (`DIR/<job>/v<version>/`: safetensors shards, index, config.json; written under a temporary
  * name and renamed, so an engine never reads half a checkpoint) on storage the engines read,
  * then loads it into every replica. A replica is out of rotation while it loads; one whose load
  * fails or times out stays out and is retried, and rejoins when it holds the new version. Turns
- * carry the version the engine reports (SGLang `weight_version`), so nothing is ever sampled on
- * old weights under a new version number.
+ * carry the version the engine reports (SGLang `weight_version`), or for vLLM, whose answers name
+ * no weights, the version loaded into the replica (no load runs under a turn: the replica drains
+ * first) confirmed by `GET /weight_info` after the turn; so nothing is ever sampled on old weights
+ * under a new version number.
  */
 import { mkdir, rename, rm, writeFile } from "node:fs/promises"
 import { join } from "node:path"
 import { fromBinary } from "@bufbuild/protobuf"
-import { Data, Duration, Effect, Option, Schedule, Stream } from "effect"
+import { Data, Duration, Effect, Option, Queue, Schedule, Semaphore, Stream } from "effect"
 import { hfCheckpointFiles } from "../../model/index.ts"
 import { type WeightsAnnouncement, WeightsAnnouncementSchema } from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
 import { fetchWeightBytes, latestKey } from "../../services/weights/index.ts"
 import type { CheckpointRef, EngineWeightSync, WeightSyncFailed } from "./policy/weight-sync.ts"
 
-/** Which replicas take turns: the bridge takes them out while they load and after failures. */
+/**
+ * Which replicas take turns: the bridge takes them out while they load and after failures. It
+ * also counts each replica's turns in flight, so a load that must not run under a turn (vLLM's,
+ * whose answers do not name their weights) can wait until the replica has drained.
+ */
 export class Rotation {
   private readonly out = new Set<string>()
+  private readonly inFlight = new Map<string, number>()
+  private readonly idle = new Map<string, Array<() => void>>()
+  private staleListener: ((name: string) => void) | undefined
   /** The version each replica holds, as far as the bridge loaded it. */
   readonly versions = new Map<string, bigint>()
   isIn = (name: string): boolean => !this.out.has(name)
@@ -31,6 +40,47 @@ export class Rotation {
   }
   restore(name: string): void {
     this.out.delete(name)
+  }
+  /** A turn was sent to `name`. */
+  started = (name: string): void => {
+    this.inFlight.set(name, (this.inFlight.get(name) ?? 0) + 1)
+  }
+  /** A turn sent to `name` ended (answered, failed or interrupted). */
+  ended = (name: string): void => {
+    const left = Math.max(0, (this.inFlight.get(name) ?? 0) - 1)
+    this.inFlight.set(name, left)
+    if (left > 0) return
+    const waiting = this.idle.get(name) ?? []
+    this.idle.delete(name)
+    for (const wake of waiting) wake()
+  }
+  /** `name` no longer holds what the bridge loaded (it restarted): out until it is reloaded. */
+  stale = (name: string): void => {
+    this.take(name)
+    this.staleListener?.(name)
+  }
+  /** The bridge's reload of replicas found stale. */
+  whenStale(listener: (name: string) => void): void {
+    this.staleListener = listener
+  }
+  turnsInFlight(name: string): number {
+    return this.inFlight.get(name) ?? 0
+  }
+  /** Waits until `name` has no turn in flight (take it out first, or new turns keep coming). */
+  drained(name: string): Effect.Effect<void> {
+    return Effect.callback<void>((resume) => {
+      if (this.turnsInFlight(name) === 0) {
+        resume(Effect.void)
+        return
+      }
+      const wake = () => resume(Effect.void)
+      this.idle.set(name, [...(this.idle.get(name) ?? []), wake])
+      return Effect.sync(() => {
+        const rest = (this.idle.get(name) ?? []).filter((w) => w !== wake)
+        if (rest.length > 0) this.idle.set(name, rest)
+        else this.idle.delete(name)
+      })
+    })
   }
 }
 
@@ -99,6 +149,7 @@ const load = (o: EngineBridgeOptions, replica: EngineWeightSync, checkpoint: Che
   ])
   return Effect.gen(function* () {
     o.rotation.take(replica.replica)
+    if (replica.drains) yield* o.rotation.drained(replica.replica)
     yield* replica.update(checkpoint).pipe(
       Effect.tapError((e: WeightSyncFailed) =>
         Effect.logWarning(`engine bridge: ${e.message}; replica out of rotation, retrying`),
@@ -126,6 +177,20 @@ const load = (o: EngineBridgeOptions, replica: EngineWeightSync, checkpoint: Che
 export const runEngineBridge = (o: EngineBridgeOptions) =>
   Effect.gen(function* () {
     let handled = -1n
+    let latest: CheckpointRef | undefined
+    // One load at a time per replica: interleaved refit calls would leave the engine on one
+    // checkpoint and its version label on another.
+    const permits = new Map(o.replicas.map((r) => [r.replica, Semaphore.makeUnsafe(1)]))
+    const loadOne = (replica: EngineWeightSync, checkpoint: CheckpointRef) =>
+      (permits.get(replica.replica) ?? Semaphore.makeUnsafe(1)).withPermit(
+        Effect.suspend(() =>
+          // A newer load got there first (a reload queued behind an announcement's load).
+          o.rotation.isIn(replica.replica) &&
+          (o.rotation.versions.get(replica.replica) ?? -1n) >= checkpoint.version
+            ? Effect.void
+            : load(o, replica, checkpoint),
+        ),
+      )
     const apply = (a: WeightsAnnouncement) =>
       Effect.gen(function* () {
         if (a.policyVersion <= handled) return
@@ -138,7 +203,8 @@ export const runEngineBridge = (o: EngineBridgeOptions) =>
           o.maxShardBytes,
         )
         handled = a.policyVersion
-        yield* Effect.forEach(o.replicas, (r) => load(o, r, checkpoint), {
+        latest = checkpoint
+        yield* Effect.forEach(o.replicas, (r) => loadOne(r, checkpoint), {
           concurrency: "unbounded",
           discard: true,
         })
@@ -149,6 +215,27 @@ export const runEngineBridge = (o: EngineBridgeOptions) =>
           ),
         ),
       )
+    // A replica whose engine restarted on other weights gets the latest checkpoint again.
+    const stale = yield* Queue.unbounded<string>()
+    o.rotation.whenStale((name) => Queue.offerUnsafe(stale, name))
+    yield* Effect.forkScoped(
+      Stream.fromQueue(stale).pipe(
+        Stream.runForEach((name) => {
+          const replica = o.replicas.find((r) => r.replica === name)
+          if (replica === undefined) return Effect.void
+          if (latest === undefined)
+            return Effect.logError(
+              `engine bridge: ${name} holds weights the bridge did not load and the job has published none; it stays out of rotation`,
+            )
+          return Effect.andThen(
+            Effect.logWarning(
+              `engine bridge: ${name} no longer holds v${latest.version} (restarted?); loading it again`,
+            ),
+            Effect.forkScoped(loadOne(replica, latest)),
+          )
+        }),
+      ),
+    )
     const decode = (bytes: Uint8Array) =>
       Effect.try({
         try: () => fromBinary(WeightsAnnouncementSchema, bytes),
@@ -156,8 +243,8 @@ export const runEngineBridge = (o: EngineBridgeOptions) =>
       })
     const messages = yield* o.bus.subscribe(o.subjects.weights(o.job))
     const kv = yield* o.bus.kv(o.subjects.weightsBucket)
-    const latest = yield* kv.get(latestKey(o.job))
-    if (Option.isSome(latest)) yield* Effect.flatMap(decode(latest.value.value), apply)
+    const first = yield* kv.get(latestKey(o.job))
+    if (Option.isSome(first)) yield* Effect.flatMap(decode(first.value.value), apply)
     return yield* messages.pipe(
       Stream.runForEach((m) =>
         decode(m.data).pipe(

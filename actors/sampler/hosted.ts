@@ -36,7 +36,7 @@ import { type Replica, replicatedBackend } from "./policy/replicas.ts"
 import type { RoutingLayout } from "./policy/routing.ts"
 import { sglangBackend } from "./policy/sglang.ts"
 import { vllmBackend } from "./policy/vllm.ts"
-import { sglangWeightSync } from "./policy/weight-sync.ts"
+import { sglangWeightSync, vllmWeightSync } from "./policy/weight-sync.ts"
 
 export const samplerFlagsHelp = `With the embedded TinyMoE and neither --weights nor --job, each job samples with its own
 weights: a train job's latest published version (followed as its learner announces new ones),
@@ -54,7 +54,7 @@ the weights bucket). Policies idle for 10 minutes are dropped.
   --context-length N           the engine's context length, or TinyMoE's per-episode context (default 4096)
   --routing L,K,E|off          routed experts to request (R3): decoder layers, top-k, experts; default with --model-dir: its config.json's MoE geometry (dense layers' rows dropped); off: none (T1_ENGINE_ROUTING)
   --job ID                     one TinyMoE for every job, following this job's weight announcements; with an engine, the job whose policy the replicas serve (T1_JOB)
-  --checkpoint-dir DIR         with --policy sglang and --job: the engine bridge writes each published version as a Hugging Face checkpoint under DIR/<job>/v<version>/ (a path every replica reads) and loads it into every replica (pause, update_weights_from_disk, continue); a replica is out of rotation while it loads and after a failed load, until a retry succeeds (T1_CHECKPOINT_DIR)
+  --checkpoint-dir DIR         with --policy sglang or vllm and --job: the engine bridge writes each published version as a Hugging Face checkpoint under DIR/<job>/v<version>/ (a path every replica reads) and loads it into every replica (SGLang: pause, update_weights_from_disk, continue; vLLM, served with VLLM_SERVER_DEV_MODE=1: drain, pause, collective_rpc reload_weights, update_weight_version, resume); a replica is out of rotation while it loads and after a failed load, until a retry succeeds (T1_CHECKPOINT_DIR)
 ${breakerFlagsHelp("an engine replica (its turns go to the others)")}`
 
 const KERNELS = new Set(["auto", "reference", "webasm", "cpu"])
@@ -197,11 +197,9 @@ export const samplerActor: HostedActor = {
     const checkpointDir = flagText(flags, "checkpoint-dir", "T1_CHECKPOINT_DIR")
     const job = flagText(flags, "job", "T1_JOB")
     if (checkpointDir !== undefined) {
-      if (policyName !== "sglang")
+      if (policyName === "tinymoe")
         throw new ActorConfigError(
-          policyName === "vllm"
-            ? "--checkpoint-dir: weight sync to vLLM is not implemented yet (its weight-transfer protocol is trainer-driven: NCCL or CUDA IPC); use --policy sglang, or reload vLLM yourself"
-            : "--checkpoint-dir applies to engine replicas (--policy sglang); the embedded TinyMoE follows the job's weights itself",
+          "--checkpoint-dir applies to engine replicas (--policy sglang or vllm); the embedded TinyMoE follows the job's weights itself",
         )
       if (job === undefined)
         throw new ActorConfigError(
@@ -218,6 +216,7 @@ export const samplerActor: HostedActor = {
       const model = flagText(flags, "engine-model", "T1_ENGINE_MODEL")
       if (policyName === "vllm" && !model)
         throw new ActorConfigError("--engine-model is required with --policy vllm")
+      const bridged = checkpointDir !== undefined
       const replica = (baseUrl: string): Replica => ({
         name: baseUrl,
         backend:
@@ -228,12 +227,20 @@ export const samplerActor: HostedActor = {
                 model: model ?? "",
                 contextLength,
                 ...(routing ? { routing } : {}),
+                // vLLM's answers name no weights: a turn carries the version the bridge loaded
+                // into its replica, confirmed by the engine after the turn.
+                ...(bridged
+                  ? {
+                      policyVersion: () => rotation.versions.get(baseUrl) ?? 0n,
+                      confirmWeights: { onMismatch: () => rotation.stale(baseUrl) },
+                    }
+                  : {}),
               }),
       })
       return replicatedBackend(urls.map(replica), {
         breaker,
         metrics: breakerMetrics(metrics),
-        ...(checkpointDir === undefined ? {} : { inRotation: rotation.isIn }),
+        ...(bridged ? { inRotation: rotation.isIn, turns: rotation } : {}),
       })
     }
     const kernelsName = flagText(flags, "kernels", "T1_KERNELS") ?? "auto"
@@ -276,7 +283,11 @@ export const samplerActor: HostedActor = {
                 subjects,
                 job,
                 checkpointDir,
-                replicas: engineUrls.map((baseUrl) => sglangWeightSync({ baseUrl })),
+                replicas: engineUrls.map((baseUrl) =>
+                  policyName === "sglang"
+                    ? sglangWeightSync({ baseUrl })
+                    : vllmWeightSync({ baseUrl }),
+                ),
                 rotation,
               }),
             )

@@ -35,6 +35,12 @@ export interface EngineDialect {
     routingFrom: number,
     fallbackVersion: bigint,
   ) => GenerateResult
+  /**
+   * Runs after a turn was read, still inside it (a replica that drains for weight loads has the
+   * turn in flight until this ends): fails the turn when the engine no longer holds the weights
+   * the result names.
+   */
+  readonly confirm?: (result: GenerateResult) => Effect.Effect<void, PolicyError>
 }
 
 export const engineBackend = (
@@ -66,6 +72,7 @@ export const engineBackend = (
       const result = yield* parseAnswer(name, url, () =>
         dialect.read(answer, request, routingFrom, fallbackVersion),
       )
+      if (dialect.confirm !== undefined) yield* dialect.confirm(result)
       // Every position but the last generated token has been routed and reported.
       if (result.routing !== undefined)
         routed.record(request.sessionId, request.ids.length + result.tokens.length - 1)

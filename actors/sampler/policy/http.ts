@@ -8,7 +8,9 @@ export interface JsonPost {
   /** Backend name, for PolicyError.backend and messages. */
   readonly backend: string
   readonly url: string
-  readonly body: unknown
+  /** POST (the default) sends `body` as JSON; GET sends none. */
+  readonly method?: "POST" | "GET"
+  readonly body?: unknown
   readonly headers?: Readonly<Record<string, string>>
   /** Wall-clock limit for the whole exchange (connect, generation, body); none when unset. */
   readonly timeoutMs?: number
@@ -16,7 +18,8 @@ export interface JsonPost {
 }
 
 /**
- * POSTs `body` as JSON and succeeds with the parsed JSON of a 2xx answer. Never retries: every
+ * POSTs `body` as JSON (or GETs) and succeeds with the parsed JSON of a 2xx answer, `null` for a
+ * 2xx with an empty body (vLLM's collective_rpc answers so when its methods return nothing). Never retries: every
  * failure is a PolicyError whose `retryable` tells the sampler whether trying the turn again can
  * help — transport failures, timeouts, 408, 429 and 5xx can; other statuses and answers that are
  * not JSON cannot. Interrupting the effect aborts the request.
@@ -35,13 +38,15 @@ export const postJson = (post: JsonPost): Effect.Effect<unknown, PolicyError> =>
         Effect.fail(
           new PolicyError({
             backend: post.backend,
-            message: `${post.backend}: POST ${post.url} timed out after ${limit} ms`,
+            message: `${post.backend}: ${verb(post)} ${post.url} timed out after ${limit} ms`,
             retryable: true,
           }),
         ),
     }),
   )
 }
+
+const verb = (post: JsonPost) => post.method ?? "POST"
 
 interface Answer {
   readonly status: number
@@ -50,25 +55,35 @@ interface Answer {
 
 const send = async (post: JsonPost, signal: AbortSignal): Promise<Answer> => {
   const fetch = post.fetch ?? globalThis.fetch
-  const response = await fetch(post.url, {
-    method: "POST",
-    headers: { "content-type": "application/json", accept: "application/json", ...post.headers },
-    body: JSON.stringify(post.body),
-    signal,
-  })
+  const response = await fetch(
+    post.url,
+    verb(post) === "GET"
+      ? { method: "GET", headers: { accept: "application/json", ...post.headers }, signal }
+      : {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            accept: "application/json",
+            ...post.headers,
+          },
+          body: JSON.stringify(post.body ?? {}),
+          signal,
+        },
+  )
   return { status: response.status, text: await response.text() }
 }
 
 const decodeAnswer = (post: JsonPost, answer: Answer): Effect.Effect<unknown, PolicyError> => {
   const { status, text } = answer
   if (status >= 200 && status < 300) {
+    if (text.trim() === "") return Effect.succeed(null)
     try {
       return Effect.succeed(JSON.parse(text))
     } catch {
       return Effect.fail(
         new PolicyError({
           backend: post.backend,
-          message: `${post.backend}: POST ${post.url} answered ${status} with a body that is not JSON: ${excerpt(text)}`,
+          message: `${post.backend}: ${verb(post)} ${post.url} answered ${status} with a body that is not JSON: ${excerpt(text)}`,
           retryable: false,
         }),
       )
@@ -77,7 +92,7 @@ const decodeAnswer = (post: JsonPost, answer: Answer): Effect.Effect<unknown, Po
   return Effect.fail(
     new PolicyError({
       backend: post.backend,
-      message: `${post.backend}: POST ${post.url} answered ${status}: ${errorMessage(text)}`,
+      message: `${post.backend}: ${verb(post)} ${post.url} answered ${status}: ${errorMessage(text)}`,
       retryable: isTransientStatus(status),
     }),
   )
@@ -142,7 +157,7 @@ const transportError = (post: JsonPost, cause: unknown): PolicyError => {
     codes[0] ?? (cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause))
   return new PolicyError({
     backend: post.backend,
-    message: `${post.backend}: POST ${post.url} failed: ${reason}`,
+    message: `${post.backend}: ${verb(post)} ${post.url} failed: ${reason}`,
     retryable: !codes.some((code) => permanentCodes.has(code)),
   })
 }

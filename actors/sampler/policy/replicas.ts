@@ -29,6 +29,14 @@ export interface ReplicaOptions {
    * and keeps it out after a failed load); every replica does when unset.
    */
   readonly inRotation?: (name: string) => boolean
+  /**
+   * Told when a turn is sent to a replica and when it ends, however it ends (the engine bridge
+   * waits for a replica to drain before a load that must not run under a turn).
+   */
+  readonly turns?: {
+    readonly started: (name: string) => void
+    readonly ended: (name: string) => void
+  }
 }
 
 /** The `component` label of an engine replica's breaker in t1_breaker_state. */
@@ -40,7 +48,12 @@ export const replicatedBackend = (
 ): PolicyBackendShape => {
   const first = replicas[0]
   if (first === undefined) throw new RangeError("replicatedBackend: no replicas")
-  if (replicas.length === 1 && options.breaker === undefined && options.inRotation === undefined)
+  if (
+    replicas.length === 1 &&
+    options.breaker === undefined &&
+    options.inRotation === undefined &&
+    options.turns === undefined
+  )
     return first.backend
   const inRotation = options.inRotation ?? (() => true)
   const members = replicas.map((r) => ({
@@ -83,7 +96,9 @@ export const replicatedBackend = (
       }
       const probing = m.breaker.state(now) === "half_open"
       if (probing) options.metrics?.set(ENGINE_BREAKER_COMPONENT, m.name, "half_open")
+      options.turns?.started(m.name)
       return yield* m.backend.generate(request).pipe(
+        Effect.ensuring(Effect.sync(() => options.turns?.ended(m.name))),
         Effect.tap(() =>
           Effect.sync(() => {
             if (m.breaker.success())

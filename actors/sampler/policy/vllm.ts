@@ -20,6 +20,7 @@
  * top_k/top_p", so they match GenerateResult's definition exactly when topP = 1 and topK is unset.
  */
 
+import { Effect } from "effect"
 import {
   type FinishReason,
   type GenerateRequest,
@@ -39,13 +40,22 @@ import {
   child,
   ShapeError,
 } from "./fields.ts"
+import { postJson } from "./http.ts"
 import { parseNpy } from "./npy.ts"
 import { decodeBase64, type RoutingLayout, routingRows, rowsStart } from "./routing.ts"
-import { type EngineOptions, lengthFinish } from "./turn.ts"
+import { type EngineOptions, engineUrl, lengthFinish } from "./turn.ts"
+import { vllmReportedVersion } from "./weight-sync.ts"
 
 export interface VllmOptions extends EngineOptions {
   /** The served model name (`--served-model-name`, or the model path). */
   readonly model: string
+  /**
+   * With an engine bridge: after every turn, `GET /weight_info` must report the turn's
+   * `policyVersion` (the version the bridge loaded; vLLM's answers name no weights). Otherwise the
+   * engine restarted on other weights: the turn fails (retryable, it is sampled again elsewhere
+   * or after a reload) and `onMismatch` tells the bridge to load the replica again.
+   */
+  readonly confirmWeights?: { readonly onMismatch: (reported: bigint) => void }
 }
 
 const NAME = "vllm"
@@ -58,7 +68,33 @@ export const vllmBackend = (options: VllmOptions): PolicyBackendShape =>
       requestBody(options.model, request, maxNewTokens, routingFrom),
     read: (answer, request, routingFrom, policyVersion) =>
       readAnswer(answer, request, options, routingFrom, policyVersion),
+    ...(options.confirmWeights === undefined
+      ? {}
+      : { confirm: confirmWeights(options, options.confirmWeights.onMismatch) }),
   })
+
+/** The turn's weights are still the engine's: `GET /weight_info` reports the turn's version. */
+const confirmWeights =
+  (options: VllmOptions, onMismatch: (reported: bigint) => void) => (result: GenerateResult) =>
+    Effect.gen(function* () {
+      const url = engineUrl(options, "/weight_info")
+      const answer = yield* postJson({
+        backend: NAME,
+        url,
+        method: "GET",
+        timeoutMs: 30_000,
+        ...(options.headers ? { headers: options.headers } : {}),
+        ...(options.fetch ? { fetch: options.fetch } : {}),
+      })
+      const reported = vllmReportedVersion(answer)
+      if (reported === result.policyVersion) return
+      onMismatch(reported)
+      return yield* new PolicyError({
+        backend: NAME,
+        message: `${NAME}: GET ${url} reports weights v${reported} where v${result.policyVersion} was loaded (the engine restarted?); the turn is sampled again once the replica is reloaded`,
+        retryable: true,
+      })
+    })
 
 const requestBody = (
   model: string,

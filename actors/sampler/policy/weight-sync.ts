@@ -36,6 +36,12 @@ export interface CheckpointRef {
 export interface EngineWeightSync {
   /** The replica (its URL). */
   readonly replica: string
+  /**
+   * Whether the replica must have no turn of ours in flight while it loads: true where the
+   * engine's answers do not say which weights produced them (vLLM), so a turn's version is the
+   * one the replica held when the turn was sent, and no update may happen under it.
+   */
+  readonly drains: boolean
   readonly update: (checkpoint: CheckpointRef) => Effect.Effect<void, WeightSyncFailed>
 }
 
@@ -72,6 +78,7 @@ export const sglangWeightSync = (options: SglangSyncOptions): EngineWeightSync =
     )
   return {
     replica,
+    drains: false,
     update: ({ path, version }) =>
       Effect.gen(function* () {
         yield* call("/pause_generation", { mode: "retract" }, version)
@@ -100,6 +107,97 @@ export const sglangWeightSync = (options: SglangSyncOptions): EngineWeightSync =
         // rotation until a retry loads the new one).
         yield* call("/continue_generation", {}, version)
         if (loaded._tag === "Failure") return yield* loaded.failure
+      }),
+  }
+}
+
+export interface VllmSyncOptions {
+  readonly baseUrl: string
+  /** Limit of each call; a reload of a large checkpoint takes minutes. Default 30 min. */
+  readonly timeoutMs?: number
+  readonly headers?: Readonly<Record<string, string>>
+  readonly fetch?: Fetch
+}
+
+/**
+ * The version a vLLM server reports in `GET /weight_info` (`weight_version`). Versions the bridge
+ * sets are decimal; anything else (unset, or a name given at start) is the weights the engine
+ * started with: 0.
+ */
+export const vllmReportedVersion = (answer: unknown): bigint => {
+  const v = isRecord(answer) ? answer.weight_version : undefined
+  const text = v === null || v === undefined ? "" : String(v)
+  return /^\d+$/.test(text) ? BigInt(text) : 0n
+}
+
+/**
+ * vLLM's online weight reload from disk, over the HTTP routes a server started with
+ * `VLLM_SERVER_DEV_MODE=1` serves (vllm/entrypoints/serve/dev/rlhf and dev/rpc): `POST /pause`
+ * with `mode=wait` (running requests finish on the old weights, new ones wait), `POST
+ * /collective_rpc` calling every worker's `reload_weights` with `weights_path` and
+ * `is_checkpoint_format: true` (the checkpoint-format reload, which re-runs the model's weight
+ * processing after loading), `POST /update_weight_version` with the version as `new_version`,
+ * `GET /weight_info` to read it back, and `POST /resume`. vLLM's NCCL and CUDA-IPC weight-transfer
+ * backends (`/init_weight_transfer_engine`, `/start_weight_update`, `/update_weights`,
+ * `/finish_weight_update`) need the trainer to drive a collective from PyTorch, which a
+ * TypeScript bridge reading checkpoints from shared storage cannot; reload-from-disk is the one
+ * path that takes a directory. A failed reload may leave some layers loaded, so the replica stays
+ * paused (nobody samples half-updated weights) until a retry loads the whole checkpoint.
+ */
+export const vllmWeightSync = (options: VllmSyncOptions): EngineWeightSync => {
+  const root = options.baseUrl.replace(/\/+$/, "")
+  const replica = root
+  const call = (
+    endpoint: string,
+    version: bigint,
+    request: { readonly method?: "GET" | "POST"; readonly body?: unknown } = {},
+  ) =>
+    postJson({
+      backend: "vllm",
+      url: `${root}${endpoint}`,
+      ...request,
+      timeoutMs: options.timeoutMs ?? 30 * 60_000,
+      ...(options.headers ? { headers: options.headers } : {}),
+      ...(options.fetch ? { fetch: options.fetch } : {}),
+    }).pipe(
+      Effect.mapError(
+        (e: PolicyError) =>
+          new WeightSyncFailed({
+            replica,
+            endpoint: endpoint.replace(/\?.*$/, ""),
+            version,
+            reason: e.message,
+            retryable: e.retryable,
+          }),
+      ),
+    )
+  return {
+    replica,
+    drains: true,
+    update: ({ path, version }) =>
+      Effect.gen(function* () {
+        yield* call("/pause?mode=wait", version, { body: {} })
+        yield* call("/collective_rpc", version, {
+          body: {
+            method: "reload_weights",
+            kwargs: { weights_path: path, is_checkpoint_format: true },
+          },
+        })
+        yield* call("/update_weight_version", version, {
+          body: { new_version: version.toString() },
+        })
+        const reported = vllmReportedVersion(
+          yield* call("/weight_info", version, { method: "GET" }),
+        )
+        if (reported !== version)
+          return yield* new WeightSyncFailed({
+            replica,
+            endpoint: "/weight_info",
+            version,
+            reason: `reports weight_version ${reported} after the reload`,
+            retryable: true,
+          })
+        yield* call("/resume", version, { body: {} })
       }),
   }
 }
