@@ -52,6 +52,6 @@ export const coordinatorActor: HostedActor = {
 }
 
 // The surface other folders use.
-export { type JobLease, tryAcquireLease } from "./lease.ts"
+export { type JobLease, readLease, tryAcquireLease } from "./lease.ts"
 export { selectTasks, taskDirs } from "./plan.ts"
 export { episodeWorkItem } from "./work-item.ts"

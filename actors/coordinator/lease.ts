@@ -46,6 +46,19 @@ export interface JobLease {
   readonly remove: Effect.Effect<void>
 }
 
+/** Who holds the job's lease and until when (the owner's clock); undefined when nobody does. */
+export const readLease = (
+  kv: KvBucket,
+  jobId: string,
+): Effect.Effect<{ readonly owner: string; readonly expiresAtMs: number } | undefined, BusError> =>
+  Effect.map(kv.get(jobId), (found) => {
+    if (Option.isNone(found)) return undefined
+    const decoded = decodeDoc(new TextDecoder().decode(found.value.value))
+    return Result.isSuccess(decoded)
+      ? { owner: decoded.success.owner, expiresAtMs: decoded.success.expiresAtMs }
+      : undefined
+  })
+
 /**
  * Takes the job's lease when it is free: absent, released, expired, or held by this owner
  * before (a restart under the same instance id). None when another coordinator holds it.

@@ -30,9 +30,13 @@ import { goldenSequences } from "./sft.ts"
 /** Golden transcripts longer than this are cut for the SFT warm start (attention cost). */
 const SFT_MAX_TOKENS = 1536
 
-/** The learner's jobs: training, and the SFT warm start alone. */
+/**
+ * The learner's jobs: training, and the SFT warm start alone; not a job whose learner is an
+ * external trainer (learner.external: it claims the same lease through TrainerService).
+ */
 const learnsJob = (status: JobStatus): boolean =>
-  status.spec?.kind === JobKind.TRAIN || status.spec?.kind === JobKind.SFT
+  (status.spec?.kind === JobKind.TRAIN || status.spec?.kind === JobKind.SFT) &&
+  status.spec.learner?.external !== true
 
 export interface LearnerPoolOptions extends PoolOptions {
   readonly kernels?: Kernels

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs"
 import { Effect, Layer } from "effect"
 import { diagnosticActor } from "../../actors/diagnostic/index.ts"
+import { trainerService } from "../../actors/trainer/index.ts"
 import { runActor } from "../../services/actor/index.ts"
 import { NatsBusLive, subjectsFor, withBusMetrics } from "../../services/bus/index.ts"
 import {
@@ -178,6 +179,7 @@ export const gatewayCommand = (
       host,
       port,
       shutdownGraceMs,
+      services: [yield* trainerService({ subjects })],
       ...(tokens === undefined ? {} : { tokens }),
       ...(tls === undefined ? {} : { tls }),
     })

@@ -1,6 +1,7 @@
 import { Effect, Layer } from "effect"
 import { actorRegistry, diagnosticActor, type FlagValues } from "../../actors/index.ts"
 import { BASE_IMAGE } from "../../actors/sandbox/index.ts"
+import { trainerService } from "../../actors/trainer/index.ts"
 import { runActor } from "../../services/actor/index.ts"
 import {
   MemoryBusLive,
@@ -126,6 +127,7 @@ export const serveCommand = (
           host: gateway.host,
           port: gateway.port,
           shutdownGraceMs,
+          services: [yield* trainerService({ subjects })],
           ...(gateway.tokens === undefined ? {} : { tokens: gateway.tokens }),
           ...(gateway.tls === undefined ? {} : { tls: gateway.tls }),
         }),

@@ -4,6 +4,7 @@
  * TinyMoE per job, in the recipe's short shell-block format), and the buffer and learner pools.
  * The same actors `t1 serve` hosts; what differs is set here and said in `t1 up --help`.
  */
+
 import { Effect, type Scope } from "effect"
 import { runBufferPool } from "../../actors/buffer/index.ts"
 import { runCoordinator } from "../../actors/coordinator/index.ts"
@@ -11,6 +12,7 @@ import { runLearnerPool } from "../../actors/learner/index.ts"
 import { startSandboxAndVerifier } from "../../actors/local.ts"
 import { jobPolicies, runSampler, shellBlockShort } from "../../actors/sampler/index.ts"
 import { BASE_IMAGE, wireTaskFor } from "../../actors/sandbox/index.ts"
+import { trainerService } from "../../actors/trainer/index.ts"
 import { ChatTemplate, type Tokenizer } from "../../model/index.ts"
 import { selectKernels } from "../../model/kernels/select.ts"
 import { Bus, type BusError, type Subjects } from "../../services/bus/index.ts"
@@ -82,7 +84,11 @@ export const startUpSystem = (
         goldenConcurrency: o.concurrency,
       }),
     )
-    return yield* serveGateway({ subjects, port: 0 })
+    return yield* serveGateway({
+      subjects,
+      port: 0,
+      services: [yield* trainerService({ subjects })],
+    })
   }).pipe(
     // One job store for the gateway, the coordinator and the pools of this process.
     Effect.provideServiceEffect(

@@ -22,6 +22,14 @@ export interface CallRunner {
     ) => Effect.Effect<void, unknown>,
   ) => grpc.handleServerStreamingCall<Req, Res>
   /**
+   * A client stream answered once: the handler reads the requests as an async iterable (ended
+   * when the client half-closes; a client that cancels ends it with an error).
+   */
+  readonly clientStream: <Req, Res>(
+    method: string,
+    handler: (call: grpc.ServerReadableStream<Req, Res>) => Effect.Effect<Res, unknown>,
+  ) => grpc.handleClientStreamingCall<Req, Res>
+  /**
    * A bidirectional stream that answers each request with one response, synchronously (a thrown
    * error ends the call with its status); it ends when the client half-closes.
    */
@@ -114,6 +122,34 @@ export const makeCallRunner = (
       })
     }
 
+    const clientStream: CallRunner["clientStream"] = (method, handler) => (call, callback) => {
+      const started = performance.now()
+      const fiber = runStream(
+        Effect.suspend(() => handler(call)).pipe(
+          Effect.onExit((exit) =>
+            Effect.suspend(() => {
+              if (call.cancelled) {
+                metrics.observe(method, 1, started)
+                return Effect.void
+              }
+              if (Exit.isSuccess(exit)) {
+                callback(null, exit.value)
+                metrics.observe(method, 0, started)
+                return Effect.void
+              }
+              const failure = failureOfCause(exit.cause)
+              callback({ code: failure.code, details: failure.details, metadata: failure.metadata })
+              metrics.observe(method, failure.code, started)
+              return failure.internal ? logFailure(method, failure.details) : Effect.void
+            }),
+          ),
+        ),
+      )
+      call.on("cancelled", () => {
+        Effect.runFork(Fiber.interrupt(fiber))
+      })
+    }
+
     const openDuplex = new Set<() => void>()
     const duplex: CallRunner["duplex"] = (method, answer) => (call) => {
       const started = performance.now()
@@ -151,5 +187,5 @@ export const makeCallRunner = (
       return FiberSet.clear(streamFibers)
     })
 
-    return { unary, serverStream, duplex, endStreams }
+    return { unary, serverStream, clientStream, duplex, endStreams }
   })

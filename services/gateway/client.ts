@@ -71,7 +71,8 @@ export class GatewayCallError extends Data.TaggedError("GatewayCallError")<{
 const isServiceError = (error: unknown): error is grpc.ServiceError =>
   error instanceof Error && "code" in error && typeof error.code === "number"
 
-const toCallError = (error: unknown): GatewayCallError => {
+/** A grpc-js call failure as a GatewayCallError (code, details, field paths, ErrorDetail). */
+export const toCallError = (error: unknown): GatewayCallError => {
   if (error instanceof GatewayCallError) return error
   if (!isServiceError(error)) {
     return new GatewayCallError({
@@ -137,7 +138,7 @@ export interface JobServiceClient {
   readonly close: () => void
 }
 
-const channelCredentials = (tls: JobServiceClientOptions["tls"]) => {
+export const channelCredentials = (tls: JobServiceClientOptions["tls"]) => {
   if (tls === undefined || tls === false) return grpc.credentials.createInsecure()
   if (tls === true) return grpc.credentials.createSsl()
   const ca = tls.ca ?? (tls.caFile === undefined ? undefined : readFileSync(tls.caFile))

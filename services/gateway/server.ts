@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs"
+import type { DescFile } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
 import { type Duration, Effect, type Scope } from "effect"
 import { file_t1_v1_job, JobService } from "../../proto/index.ts"
@@ -6,12 +7,12 @@ import { Bus, type BusError, type Subjects } from "../bus/index.ts"
 import { jobStoreFor } from "../jobs/index.ts"
 import { Metrics } from "../metrics/index.ts"
 import type { Tokens } from "./auth.ts"
-import { makeCallRunner } from "./calls.ts"
+import { type CallRunner, makeCallRunner } from "./calls.ts"
 import { GatewayStartError } from "./errors.ts"
 import { file_grpc_health_v1_health } from "./gen/grpc/health/v1/health_pb.ts"
 import { serviceDefinition } from "./grpc-adapter.ts"
 import { Health, healthHandlers, servingStatus } from "./health.ts"
-import { gatewayMetrics } from "./metrics.ts"
+import { type GatewayMetrics, gatewayMetrics } from "./metrics.ts"
 import {
   reflectionHandlers,
   reflectionIndex,
@@ -42,6 +43,26 @@ export interface GatewayOptions {
   readonly shutdownGraceMs?: number
   /** How often the job store is probed for the health service; default 5 s. */
   readonly healthCheckEvery?: Duration.Input
+  /**
+   * More services on the same server, behind the same auth, TLS, health and reflection (the
+   * external trainers' t1.v1.TrainerService, built by the layer that owns its machinery).
+   */
+  readonly services?: ReadonlyArray<GatewayService>
+}
+
+/** What a service added to the gateway gets to build its handlers with. */
+export interface GatewayContext {
+  readonly runner: CallRunner
+  readonly metrics: GatewayMetrics
+  readonly tokens: Tokens | undefined
+}
+
+export interface GatewayService {
+  /** Its full name, for health and reflection. */
+  readonly typeName: string
+  /** The file that declares it, for reflection. */
+  readonly file: DescFile
+  readonly install: (server: grpc.Server, context: GatewayContext) => void
 }
 
 export interface GatewayEndpoint {
@@ -138,20 +159,26 @@ export const serveGateway = (
       serviceDefinition(JobService),
       jobServiceHandlers({ store, runner, metrics, tokens }),
     )
+    const extra = options.services ?? []
+    for (const service of extra) service.install(server, { runner, metrics, tokens })
     server.addService(
       serviceDefinition(Health),
-      healthHandlers(runner, serving.status, [JobService.typeName]),
+      healthHandlers(runner, serving.status, [
+        JobService.typeName,
+        ...extra.map((x) => x.typeName),
+      ]),
     )
     const reflection = reflectionHandlers(
       runner,
       reflectionIndex(
         [
           file_t1_v1_job,
+          ...extra.map((x) => x.file),
           file_grpc_health_v1_health,
           reflectionV1.file_grpc_reflection_v1_reflection,
           reflectionV1alpha.file_grpc_reflection_v1alpha_reflection,
         ],
-        GATEWAY_SERVICES,
+        [...GATEWAY_SERVICES, ...extra.map((x) => x.typeName)],
       ),
     )
     server.addService(serviceDefinition(reflectionV1.ServerReflection), reflection.v1)
@@ -191,7 +218,7 @@ export const serveGateway = (
       )
     }
     yield* Effect.logInfo(
-      `gateway: serving ${GATEWAY_SERVICES.join(", ")} on ${endpoint.address}${endpoint.tls ? " (TLS)" : ""}`,
+      `gateway: serving ${[...GATEWAY_SERVICES, ...extra.map((x) => x.typeName)].join(", ")} on ${endpoint.address}${endpoint.tls ? " (TLS)" : ""}`,
     )
     return endpoint
   })

@@ -44,6 +44,25 @@ describe("validateJobSpec: learner settings", () => {
     ).toEqual([])
   })
 
+  it("learner.external: train jobs only, without the SFT warm start t1's learner runs", () => {
+    expect(problems({ external: true, ppoSteps: 3 })).toEqual([])
+    expect(problems({ external: true, sftSteps: 5 })).toEqual([
+      expect.stringMatching(/^spec\.learner\.sft_steps: the SFT warm start is t1's learner's/),
+    ])
+    const sft = create(JobSpecSchema, {
+      kind: JobKind.SFT,
+      taskSet: "tasks/x",
+      learner: { sftSteps: 4, external: true },
+    })
+    expect(validateJobSpec(sft).map((v) => v.fieldPath)).toEqual(["spec.learner.external"])
+    const evalJob = create(JobSpecSchema, {
+      kind: JobKind.EVAL,
+      taskSet: "tasks/x",
+      learner: { external: true },
+    })
+    expect(validateJobSpec(evalJob).map((v) => v.fieldPath)).toEqual(["spec.learner.external"])
+  })
+
   it("tis_threshold: unset or 0 (off) or at least 1", () => {
     expect(problems({})).toEqual([])
     expect(problems({ tisThreshold: 0 })).toEqual([])

@@ -240,8 +240,24 @@ export const validateJobSpec = (spec: JobSpec | undefined): Violation[] => {
           `JOB_KIND_SFT trains no critic: leave it unset, got ${l.criticWarmupSteps}`,
         )
       c.openOrDefault("spec.learner.sft_lr", l.sftLr, 0, 1)
+      if (l.external)
+        c.add(
+          "spec.learner.external",
+          "JOB_KIND_SFT is run by t1's learner (it plays the golden episodes): an external trainer takes JOB_KIND_TRAIN jobs",
+        )
     }
   }
+  if (spec.kind === JobKind.TRAIN && spec.learner?.external === true && spec.learner.sftSteps > 0)
+    c.add(
+      "spec.learner.sft_steps",
+      `the SFT warm start is t1's learner's (it plays the golden episodes); with learner.external leave it 0 and start from an SFT job's weights (policy_ref "job:<id>"), got ${spec.learner.sftSteps}`,
+    )
+  if (
+    spec.learner?.external === true &&
+    spec.kind !== JobKind.TRAIN &&
+    spec.kind !== JobKind.SFT
+  )
+    c.add("spec.learner.external", "only JOB_KIND_TRAIN jobs have a learner to take")
   const labels = Object.entries(spec.labels)
   if (labels.length > MAX_LABELS) c.add("spec.labels", `at most ${MAX_LABELS} labels`)
   for (const [key, value] of labels) {

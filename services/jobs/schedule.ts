@@ -30,8 +30,16 @@ export interface JobSchedule {
 export const orDefault = (x: number | undefined, fallback: number): number =>
   x === undefined || x === 0 ? fallback : x
 
+/**
+ * Critic warm-up steps: none for SFT; unset means the TypeScript learner's default, or 0 for an
+ * external trainer (learner.external), whose own recipe decides and which counts in the step
+ * budget only the warm-up it was asked for.
+ */
 export const criticWarmupStepsOf = (spec: JobSpec): number =>
-  spec.kind === JobKind.SFT ? 0 : (spec.learner?.criticWarmupSteps ?? DEFAULT_CRITIC_WARMUP_STEPS)
+  spec.kind === JobKind.SFT
+    ? 0
+    : (spec.learner?.criticWarmupSteps ??
+      (spec.learner?.external === true ? 0 : DEFAULT_CRITIC_WARMUP_STEPS))
 
 /**
  * The learner step (as announced with its weights, SFT not counted) that ends a train job:

@@ -12,7 +12,9 @@ export {
   fetchWeightBytes,
   fetchWeights,
   followWeights,
+  latestAnnouncement,
   latestKey,
+  publishWeightBytes,
   publishWeights,
   WeightsUnavailable,
 } from "./weights.ts"

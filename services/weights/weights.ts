@@ -30,8 +30,28 @@ export const publishWeights = (
   version: bigint,
   step: bigint,
 ): Effect.Effect<WeightsAnnouncement, BusError> =>
+  publishWeightBytes(
+    bus,
+    subjects,
+    job,
+    encodeWeights(model, "F32", { version, extra: { job, step: step.toString() } }),
+    version,
+    step,
+  )
+
+/**
+ * Publishes a policy version already encoded (an external trainer's safetensors file, checked by
+ * the caller): stored and announced exactly as {@link publishWeights} does.
+ */
+export const publishWeightBytes = (
+  bus: BusShape,
+  subjects: Subjects,
+  job: string,
+  bytes: Uint8Array,
+  version: bigint,
+  step: bigint,
+): Effect.Effect<WeightsAnnouncement, BusError> =>
   Effect.gen(function* () {
-    const bytes = encodeWeights(model, "F32", { version, extra: { job, step: step.toString() } })
     const name = `${job}/v${version}.safetensors`
     const store = yield* bus.objectStore(subjects.weightsBucket)
     yield* store.put(name, bytes)
@@ -51,6 +71,20 @@ export const publishWeights = (
     yield* kv.put(latestKey(job), encoded)
     yield* bus.publish(subjects.weights(job), encoded)
     return announcement
+  })
+
+/** The job's latest announcement, if it published any. */
+export const latestAnnouncement = (
+  bus: BusShape,
+  subjects: Subjects,
+  job: string,
+): Effect.Effect<WeightsAnnouncement | undefined, BusError> =>
+  Effect.gen(function* () {
+    const kv = yield* bus.kv(subjects.weightsBucket)
+    const found = yield* kv.get(latestKey(job))
+    return Option.isNone(found)
+      ? undefined
+      : fromBinary(WeightsAnnouncementSchema, found.value.value)
   })
 
 /** The announced weights file's bytes, its digest checked. */

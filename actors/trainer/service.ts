@@ -1,0 +1,409 @@
+/**
+ * t1.v1.TrainerService, served by the gateway beside JobService (same auth: the admin role, TLS,
+ * health and reflection): the learner role of a train job with `learner.external`, for a trainer
+ * t1 does not run (PyTorch, Megatron, DeepSpeed). It is backed by the machinery the TypeScript
+ * learner uses — the learner lease, the job's buffer, the weights object store and announcement,
+ * job events — so samplers, engine bridges, the buffer and the coordinator cannot tell the two
+ * learners apart.
+ */
+import { createHash } from "node:crypto"
+import { readFile, stat } from "node:fs/promises"
+import { isAbsolute } from "node:path"
+import { create, type MessageInitShape } from "@bufbuild/protobuf"
+import * as grpc from "@grpc/grpc-js"
+import { Clock, Effect, Option, Stream } from "effect"
+import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
+import { decodeWeights, encodeWeights, type TinyMoeConfig } from "../../model/index.ts"
+import {
+  ClaimJobResponseSchema,
+  FetchWeightsResponseSchema,
+  file_t1_v1_trainer,
+  JobKind,
+  type JobSpec,
+  type JobStatus,
+  PublishWeightsRefResponseSchema,
+  type PublishWeightsRequest,
+  PublishWeightsResponseSchema,
+  ReportStepResponseSchema,
+  TrainerService,
+  TrainerServiceTakeBatchResponseSchema,
+  type TrainStepReport,
+  TrainStepReportSchema,
+} from "../../proto/index.ts"
+import { Bus, type BusError, type Subjects } from "../../services/bus/index.ts"
+import {
+  authorize,
+  type GatewayContext,
+  type GatewayService,
+  type ServiceHandlers,
+  StatusError,
+  serviceDefinition,
+  validateJobId,
+} from "../../services/gateway/index.ts"
+import { isTerminalState, type JobStoreShape, jobStoreFor } from "../../services/jobs/index.ts"
+import {
+  latestAnnouncement,
+  publishWeightBytes,
+  resolvePolicyRef,
+} from "../../services/weights/index.ts"
+import { takeBatch } from "../buffer/index.ts"
+import { jobLearnerPlan } from "../learner/index.ts"
+import { EMPTY_RECORD, readBatchRecord, writeBatchRecord } from "./batches.ts"
+import { checkLease, claimLease } from "./lease.ts"
+
+export interface TrainerServiceOptions {
+  readonly subjects: Subjects
+  /** Largest weights file accepted (PublishWeights, PublishWeightsRef); default 4 GiB. */
+  readonly maxWeightsBytes?: number
+}
+
+const DEFAULT_LEASE_TTL_MS = 30_000
+const MAX_LEASE_TTL_MS = 600_000
+const DEFAULT_WAIT_MS = 30_000
+const MAX_WAIT_MS = 600_000
+/** FetchWeights chunk size: well under gRPC's default 4 MiB receive limit. */
+const CHUNK_BYTES = 1 << 20
+const TRAINER_ID = /^[A-Za-z0-9_.:@-]{1,128}$/
+
+const invalid = (details: string) =>
+  new StatusError({ code: grpc.status.INVALID_ARGUMENT, details })
+const precondition = (details: string) =>
+  new StatusError({ code: grpc.status.FAILED_PRECONDITION, details })
+
+const requireJobId = (jobId: string) => {
+  const v = validateJobId(jobId)
+  return v === undefined ? Effect.void : Effect.fail(invalid(`${v.fieldPath}: ${v.reason}`))
+}
+
+/** The job's status, when it is a live train job whose learner is external. */
+const externalJob = (store: JobStoreShape, jobId: string) =>
+  Effect.gen(function* () {
+    yield* requireJobId(jobId)
+    const status = yield* store.get(jobId)
+    const spec = status.spec
+    if (isTerminalState(status.state))
+      return yield* precondition(`job ${jobId} has ended; nothing to train`)
+    if (spec?.kind !== JobKind.TRAIN || spec.learner?.external !== true)
+      return yield* precondition(
+        `job ${jobId}'s learner is t1's TypeScript learner pool, not an external trainer: submit a JOB_KIND_TRAIN job with learner.external = true`,
+      )
+    return { status, spec } as { readonly status: JobStatus; readonly spec: JobSpec }
+  })
+
+const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex")
+
+const sameConfig = (a: TinyMoeConfig, b: TinyMoeConfig) => JSON.stringify(a) === JSON.stringify(b)
+
+export const trainerService = (
+  o: TrainerServiceOptions,
+): Effect.Effect<GatewayService, BusError, Bus> =>
+  Effect.gen(function* () {
+    const bus = yield* Bus
+    const store = yield* jobStoreFor(bus, o.subjects)
+    const leases = yield* bus.kv(`${o.subjects.prefix}-learner-leases`)
+    const batchKv = yield* bus.kv(`${o.subjects.prefix}-trainer-batches`)
+    const maxBytes = o.maxWeightsBytes ?? 4 * 1024 ** 3
+    const vocabSize = loadBundledTokenizer().vocabSize
+
+    /** The job's current weights file: the latest published version, or its starting weights. */
+    const currentWeights = (jobId: string, spec: JobSpec) =>
+      Effect.gen(function* () {
+        const latest = yield* latestAnnouncement(bus, o.subjects, jobId)
+        if (latest !== undefined) {
+          const objects = yield* bus.objectStore(latest.bucket)
+          const bytes = yield* objects.get(latest.name)
+          if (Option.isNone(bytes) || sha256(bytes.value) !== latest.sha256)
+            return yield* new StatusError({
+              code: grpc.status.UNAVAILABLE,
+              details: `job ${jobId}: weights v${latest.policyVersion} are missing or corrupt in ${latest.bucket}`,
+            })
+          return { version: latest.policyVersion, step: latest.step, bytes: bytes.value }
+        }
+        const start = yield* resolvePolicyRef(bus, o.subjects, spec.policyRef, vocabSize).pipe(
+          Effect.mapError((e) =>
+            e._tag === "WeightsUnavailable" ? precondition(`spec.policy_ref: ${e.message}`) : e,
+          ),
+        )
+        return {
+          version: start.version,
+          step: 0n,
+          bytes: encodeWeights(start.model, "F32", { version: start.version }),
+        }
+      })
+
+    /** Checks and announces a trainer's weights file (any failure: nothing is announced). */
+    const publish = (
+      req: {
+        readonly jobId: string
+        readonly leaseId: string
+        readonly policyVersion: bigint
+        readonly step: bigint
+        readonly format: string
+        readonly batchIds: ReadonlyArray<string>
+      },
+      bytes: Uint8Array,
+    ) =>
+      Effect.gen(function* () {
+        const { spec } = yield* externalJob(store, req.jobId)
+        yield* checkLease(leases, req.jobId, req.leaseId)
+        if (req.format !== "safetensors")
+          return yield* invalid(`format: must be "safetensors", got ${JSON.stringify(req.format)}`)
+        const current = yield* currentWeights(req.jobId, spec)
+        if (req.policyVersion <= current.version)
+          return yield* invalid(
+            `policy_version: must be greater than the job's latest version ${current.version}, got ${req.policyVersion}`,
+          )
+        const decoded = yield* Effect.try({
+          try: () => decodeWeights(bytes),
+          catch: (e) => invalid(`weights: ${e instanceof Error ? e.message : String(e)}`),
+        })
+        const expected = decodeWeights(current.bytes).model.config
+        if (!sameConfig(decoded.model.config, expected))
+          return yield* invalid(
+            `weights: model config ${JSON.stringify(decoded.model.config)} is not the job's ${JSON.stringify(expected)}`,
+          )
+        const announcement = yield* publishWeightBytes(
+          bus,
+          o.subjects,
+          req.jobId,
+          bytes,
+          req.policyVersion,
+          req.step,
+        )
+        // The batches it trained on are confirmed by the next take, whoever takes it.
+        const record = yield* readBatchRecord(batchKv, req.jobId)
+        if (record.served !== "" && req.batchIds.includes(record.served))
+          yield* writeBatchRecord(batchKv, req.jobId, { ...record, trained: record.served })
+        yield* Effect.logInfo(
+          `trainer: job ${req.jobId}: external weights v${req.policyVersion} (step ${req.step}, ${bytes.length} bytes) announced`,
+        )
+        return announcement
+      })
+
+    const handlers = (ctx: GatewayContext): ServiceHandlers<(typeof TrainerService)["method"]> => {
+      const { runner, tokens } = ctx
+      const admin = (method: string, metadata: grpc.Metadata) =>
+        authorize(tokens, metadata, "admin", method)
+      return {
+        claimJob: runner.unary("TrainerService/ClaimJob", (call) =>
+          Effect.gen(function* () {
+            yield* admin("ClaimJob", call.metadata)
+            const { jobId, trainerId, leaseTtlMs } = call.request
+            if (!TRAINER_ID.test(trainerId))
+              return yield* invalid(
+                `trainer_id: must be 1 to 128 characters of [A-Za-z0-9_.:@-], got ${JSON.stringify(trainerId.slice(0, 140))}`,
+              )
+            if (leaseTtlMs > MAX_LEASE_TTL_MS)
+              return yield* invalid(`lease_ttl_ms: at most ${MAX_LEASE_TTL_MS}, got ${leaseTtlMs}`)
+            const { spec } = yield* externalJob(store, jobId)
+            const lease = yield* claimLease(
+              leases,
+              jobId,
+              trainerId,
+              leaseTtlMs || DEFAULT_LEASE_TTL_MS,
+            )
+            const latest = yield* latestAnnouncement(bus, o.subjects, jobId)
+            const record = yield* readBatchRecord(batchKv, jobId)
+            return create(ClaimJobResponseSchema, {
+              lease: {
+                jobId,
+                trainerId,
+                leaseId: lease.leaseId,
+                expiresUnixMs: BigInt(lease.expiresAtMs),
+              },
+              spec,
+              policyVersion: latest?.policyVersion ?? 0n,
+              step: latest?.step ?? 0n,
+              pendingBatchId: record.served === record.trained ? "" : record.served,
+            })
+          }),
+        ),
+
+        fetchWeights: runner.serverStream("TrainerService/FetchWeights", (call, write) =>
+          Effect.gen(function* () {
+            yield* admin("FetchWeights", call.metadata)
+            const { jobId, leaseId, policyVersion } = call.request
+            const { spec } = yield* externalJob(store, jobId)
+            yield* checkLease(leases, jobId, leaseId)
+            const current = yield* currentWeights(jobId, spec)
+            if (policyVersion !== 0n && policyVersion !== current.version)
+              return yield* precondition(
+                `policy_version ${policyVersion}: only the job's latest version (${current.version}) is served`,
+              )
+            const digest = sha256(current.bytes)
+            for (let at = 0; at < current.bytes.length || at === 0; at += CHUNK_BYTES) {
+              yield* write(
+                create(FetchWeightsResponseSchema, {
+                  policyVersion: current.version,
+                  format: "safetensors",
+                  sizeBytes: BigInt(current.bytes.length),
+                  sha256: digest,
+                  data: current.bytes.subarray(at, at + CHUNK_BYTES),
+                }),
+              )
+              if (current.bytes.length === 0) break
+            }
+          }),
+        ),
+
+        takeBatch: runner.unary("TrainerService/TakeBatch", (call) =>
+          Effect.gen(function* () {
+            yield* admin("TakeBatch", call.metadata)
+            const r = call.request
+            if (r.waitMs > MAX_WAIT_MS)
+              return yield* invalid(`wait_ms: at most ${MAX_WAIT_MS}, got ${r.waitMs}`)
+            const { spec } = yield* externalJob(store, r.jobId)
+            yield* checkLease(leases, r.jobId, r.leaseId)
+            const record = yield* readBatchRecord(batchKv, r.jobId)
+            if (r.ackBatchId !== "" && r.ackBatchId !== record.served)
+              return yield* precondition(
+                `ack_batch_id ${JSON.stringify(r.ackBatchId)} is not the batch last served for job ${r.jobId} (${JSON.stringify(record.served)}): confirm only the batch of your previous take`,
+              )
+            // The trainer's own confirmation, or a batch a published version trained on.
+            const ack =
+              r.ackBatchId !== ""
+                ? r.ackBatchId
+                : record.trained !== "" && record.trained === record.served
+                  ? record.trained
+                  : ""
+            const plan = jobLearnerPlan(spec)
+            const latest = yield* latestAnnouncement(bus, o.subjects, r.jobId)
+            const batch = yield* takeBatch(bus, o.subjects, {
+              jobId: r.jobId,
+              maxTrajectories: r.maxTrajectories || plan.batchSize,
+              maxTokens: r.maxTokens,
+              policyVersion: latest?.policyVersion ?? 0n,
+              maxStaleness: plan.maxStaleness,
+              waitMs: r.waitMs || DEFAULT_WAIT_MS,
+              wholeGroups: plan.groupSize > 1,
+              groupSize: plan.groupSize,
+              ackBatchId: ack,
+            }).pipe(
+              Effect.mapError((e) =>
+                e._tag === "BufferClientError"
+                  ? new StatusError({ code: grpc.status.UNAVAILABLE, details: e.message })
+                  : e,
+              ),
+            )
+            yield* writeBatchRecord(batchKv, r.jobId, {
+              ...EMPTY_RECORD,
+              leaseId: r.leaseId,
+              served: batch.batchId,
+            })
+            return create(TrainerServiceTakeBatchResponseSchema, { batch })
+          }),
+        ),
+
+        publishWeights: runner.clientStream("TrainerService/PublishWeights", (call) =>
+          Effect.gen(function* () {
+            yield* admin("PublishWeights", call.metadata)
+            const parts: Uint8Array[] = []
+            let header:
+              | Extract<PublishWeightsRequest["part"], { case: "header" }>["value"]
+              | undefined
+            let received = 0
+            yield* Stream.fromAsyncIterable(call as AsyncIterable<PublishWeightsRequest>, (e) =>
+              invalid(`stream: ${e instanceof Error ? e.message : String(e)}`),
+            ).pipe(
+              Stream.runForEach((m) =>
+                Effect.suspend(() => {
+                  if (m.part.case === "header") {
+                    if (header !== undefined)
+                      return Effect.fail(invalid("header: sent twice; one header, then the bytes"))
+                    header = m.part.value
+                    if (header.sizeBytes > BigInt(maxBytes))
+                      return Effect.fail(
+                        invalid(`header.size_bytes: at most ${maxBytes}, got ${header.sizeBytes}`),
+                      )
+                    return Effect.void
+                  }
+                  if (m.part.case !== "data")
+                    return Effect.fail(invalid("a message with neither header nor data"))
+                  if (header === undefined)
+                    return Effect.fail(invalid("data before the header: send the header first"))
+                  received += m.part.value.length
+                  if (BigInt(received) > header.sizeBytes)
+                    return Effect.fail(
+                      invalid(`data: more than header.size_bytes (${header.sizeBytes}) bytes`),
+                    )
+                  parts.push(m.part.value)
+                  return Effect.void
+                }),
+              ),
+            )
+            const h = header
+            if (h === undefined) return yield* invalid("header: required (the stream was empty)")
+            if (BigInt(received) !== h.sizeBytes)
+              return yield* invalid(
+                `data: the stream ended after ${received} of ${h.sizeBytes} bytes (truncated)`,
+              )
+            const bytes = new Uint8Array(received)
+            let at = 0
+            for (const p of parts) {
+              bytes.set(p, at)
+              at += p.length
+            }
+            if (h.sha256 !== "" && sha256(bytes) !== h.sha256.toLowerCase())
+              return yield* invalid(`sha256: the bytes hash to ${sha256(bytes)}, not ${h.sha256}`)
+            const announcement = yield* publish(h, bytes)
+            return create(PublishWeightsResponseSchema, { announcement })
+          }),
+        ),
+
+        publishWeightsRef: runner.unary("TrainerService/PublishWeightsRef", (call) =>
+          Effect.gen(function* () {
+            yield* admin("PublishWeightsRef", call.metadata)
+            const r = call.request
+            if (!isAbsolute(r.path))
+              return yield* invalid(`path: must be absolute, got ${JSON.stringify(r.path)}`)
+            const bytes = yield* Effect.tryPromise({
+              try: async () => {
+                const info = await stat(r.path)
+                if (!info.isFile()) throw new Error("not a file")
+                if (info.size > maxBytes) throw new Error(`${info.size} bytes, at most ${maxBytes}`)
+                return new Uint8Array(await readFile(r.path))
+              },
+              catch: (e) =>
+                invalid(`path ${r.path}: ${e instanceof Error ? e.message : String(e)}`),
+            })
+            const announcement = yield* publish(r, bytes)
+            return create(PublishWeightsRefResponseSchema, { announcement })
+          }),
+        ),
+
+        reportStep: runner.unary("TrainerService/ReportStep", (call) =>
+          Effect.gen(function* () {
+            yield* admin("ReportStep", call.metadata)
+            const { jobId, leaseId, report } = call.request
+            yield* externalJob(store, jobId)
+            yield* checkLease(leases, jobId, leaseId)
+            if (report === undefined) return yield* invalid("report: required")
+            if (report.jobId !== "" && report.jobId !== jobId)
+              return yield* invalid(`report.job_id: ${report.jobId} is not ${jobId}`)
+            if (report.step === 0n) return yield* invalid("report.step: must be >= 1")
+            const latest = yield* latestAnnouncement(bus, o.subjects, jobId)
+            if (report.policyVersion > (latest?.policyVersion ?? 0n))
+              return yield* precondition(
+                `report.policy_version ${report.policyVersion} is not published (latest ${latest?.policyVersion ?? 0n}): publish the weights, then report the step`,
+              )
+            const now = yield* Clock.currentTimeMillis
+            const value: MessageInitShape<typeof TrainStepReportSchema> = {
+              ...(report as TrainStepReport),
+              jobId,
+              finishedUnixMs: report.finishedUnixMs === 0n ? BigInt(now) : report.finishedUnixMs,
+            }
+            yield* store.appendEvent(jobId, {
+              event: { case: "learnerStep", value: create(TrainStepReportSchema, value) },
+            })
+            return create(ReportStepResponseSchema, {})
+          }),
+        ),
+      }
+    }
+
+    return {
+      typeName: TrainerService.typeName,
+      file: file_t1_v1_trainer,
+      install: (server, ctx) => server.addService(serviceDefinition(TrainerService), handlers(ctx)),
+    }
+  })
