@@ -1,6 +1,6 @@
 /**
- * Which batch an external trainer of a job was last served, and which it trained on: KV
- * `<prefix>-trainer-batches`, key `<job>`. The next take confirms the served batch to the buffer
+ * Which batch an external trainer of a job was last served, which it trained on, and the last
+ * step it reported: KV `<prefix>-trainer-batches`, key `<job>`. The next take confirms the served batch to the buffer
  * when the trainer names it (ack_batch_id) or when a published version trained on it, so a
  * trainer restarted between publishing and its next take is not served that batch again.
  */
@@ -14,13 +14,15 @@ const RecordJson = Schema.Struct({
   served: Schema.String,
   /** A batch a published version trained on (confirmed by the next take). */
   trained: Schema.String,
+  /** The last learner step reported (ReportStep is idempotent by step). */
+  reportedStep: Schema.Number,
 })
 export type BatchRecord = typeof RecordJson.Type
 
 const decode = Schema.decodeUnknownResult(Schema.fromJsonString(RecordJson))
 const encode = (r: BatchRecord) => new TextEncoder().encode(JSON.stringify(r))
 
-export const EMPTY_RECORD: BatchRecord = { leaseId: "", served: "", trained: "" }
+export const EMPTY_RECORD: BatchRecord = { leaseId: "", served: "", trained: "", reportedStep: 0 }
 
 export const readBatchRecord = (
   kv: KvBucket,

@@ -48,7 +48,7 @@ import {
 } from "../../services/weights/index.ts"
 import { takeBatch } from "../buffer/index.ts"
 import { jobLearnerPlan } from "../learner/index.ts"
-import { EMPTY_RECORD, readBatchRecord, writeBatchRecord } from "./batches.ts"
+import { readBatchRecord, writeBatchRecord } from "./batches.ts"
 import { checkLease, claimLease } from "./lease.ts"
 
 export interface TrainerServiceOptions {
@@ -202,7 +202,13 @@ export const trainerService = (
               trainerId,
               leaseTtlMs || DEFAULT_LEASE_TTL_MS,
             )
-            const latest = yield* latestAnnouncement(bus, o.subjects, jobId)
+            // The job's first version is announced as t1's learner announces its starting
+            // weights: the coordinator admits a train job's episodes only after it.
+            const latest =
+              (yield* latestAnnouncement(bus, o.subjects, jobId)) ??
+              (yield* Effect.flatMap(currentWeights(jobId, spec), (start) =>
+                publishWeightBytes(bus, o.subjects, jobId, start.bytes, start.version, 0n),
+              ))
             const record = yield* readBatchRecord(batchKv, jobId)
             return create(ClaimJobResponseSchema, {
               lease: {
@@ -212,8 +218,8 @@ export const trainerService = (
                 expiresUnixMs: BigInt(lease.expiresAtMs),
               },
               spec,
-              policyVersion: latest?.policyVersion ?? 0n,
-              step: latest?.step ?? 0n,
+              policyVersion: latest.policyVersion,
+              step: latest.step,
               pendingBatchId: record.served === record.trained ? "" : record.served,
             })
           }),
@@ -286,9 +292,10 @@ export const trainerService = (
               ),
             )
             yield* writeBatchRecord(batchKv, r.jobId, {
-              ...EMPTY_RECORD,
+              ...record,
               leaseId: r.leaseId,
               served: batch.batchId,
+              trained: "",
             })
             return create(TrainerServiceTakeBatchResponseSchema, { batch })
           }),
@@ -381,11 +388,15 @@ export const trainerService = (
             if (report.jobId !== "" && report.jobId !== jobId)
               return yield* invalid(`report.job_id: ${report.jobId} is not ${jobId}`)
             if (report.step === 0n) return yield* invalid("report.step: must be >= 1")
-            const latest = yield* latestAnnouncement(bus, o.subjects, jobId)
-            if (report.policyVersion > (latest?.policyVersion ?? 0n))
-              return yield* precondition(
-                `report.policy_version ${report.policyVersion} is not published (latest ${latest?.policyVersion ?? 0n}): publish the weights, then report the step`,
+            // Idempotent by step: a trainer that resumed from the last published version
+            // reports the steps it redoes again; the job's events keep the first report.
+            const record = yield* readBatchRecord(batchKv, jobId)
+            if (report.step <= BigInt(record.reportedStep)) {
+              yield* Effect.logInfo(
+                `trainer: job ${jobId}: step ${report.step} was reported before; not recorded again`,
               )
+              return create(ReportStepResponseSchema, {})
+            }
             const now = yield* Clock.currentTimeMillis
             const value: MessageInitShape<typeof TrainStepReportSchema> = {
               ...(report as TrainStepReport),
@@ -394,6 +405,10 @@ export const trainerService = (
             }
             yield* store.appendEvent(jobId, {
               event: { case: "learnerStep", value: create(TrainStepReportSchema, value) },
+            })
+            yield* writeBatchRecord(batchKv, jobId, {
+              ...(yield* readBatchRecord(batchKv, jobId)),
+              reportedStep: Number(report.step),
             })
             return create(ReportStepResponseSchema, {})
           }),

@@ -498,7 +498,8 @@ export const ReportStepResponseSchema: GenMessage<ReportStepResponse> = /*@__PUR
  * the same auth (admin token), TLS, health and reflection as JobService. The lifecycle:
  * ClaimJob (and again before the lease expires, to renew it), FetchWeights to start from the
  * job's latest published version, then per update TakeBatch → train → ReportStep →
- * PublishWeights (or PublishWeightsRef), until the job's step budget is reached.
+ * PublishWeights (or PublishWeightsRef), until the job's step budget is reached: the job ends
+ * (SUCCEEDED) when the version of its last step is announced, so that step is reported first.
  *
  * @generated from service t1.v1.TrainerService
  */
@@ -557,7 +558,9 @@ export const TrainerService: GenService<{
     output: typeof PublishWeightsRefResponseSchema;
   },
   /**
-   * One training step's report: becomes the job's learner_step event.
+   * One training step's report: becomes the job's learner_step event. Idempotent by step: a
+   * step reported again (a trainer that resumed from the last published version and redid it)
+   * is accepted and not recorded twice.
    *
    * @generated from rpc t1.v1.TrainerService.ReportStep
    */

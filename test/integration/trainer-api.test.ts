@@ -1,0 +1,307 @@
+/**
+ * The Trainer API as an external trainer drives it: a train job with learner.external, the whole
+ * system in one process (in-memory bus, local sandboxes, t1's learner pool running beside it),
+ * and a trainer written against TrainerService over gRPC. It claims the job, fetches the
+ * starting weights, takes batches, publishes new weights and reports steps; the samplers follow
+ * the versions it publishes and the coordinator ends the job at its step budget. Along the way:
+ * a job t1's learner pool holds cannot be claimed, a second trainer cannot take a live lease but
+ * takes a lapsed one and resumes from the last published version, stale acks and malformed
+ * weights are refused, and nothing is announced for them.
+ */
+import { fileURLToPath } from "node:url"
+import * as grpc from "@grpc/grpc-js"
+import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
+import { type TrainerServiceClient, trainerServiceClient } from "../../actors/trainer/index.ts"
+import { startUpSystem } from "../../cli/up/system.ts"
+import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
+import { decodeWeights, encodeSafetensors, encodeWeights, type TinyMoe } from "../../model/index.ts"
+import { type Batch, JobKind, JobState } from "../../proto/index.ts"
+import { Bus, MemoryBusLive, subjectsFor } from "../../services/bus/index.ts"
+import {
+  type GatewayCallError,
+  type JobServiceClient,
+  jobServiceClient,
+} from "../../services/gateway/index.ts"
+import { JobStore, makeJobStore } from "../../services/jobs/index.ts"
+import { MetricsLive } from "../../services/metrics/index.ts"
+
+const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
+
+const codeOf = async (p: Promise<unknown>): Promise<string> => {
+  try {
+    await p
+    return "OK"
+  } catch (e) {
+    return grpc.status[(e as GatewayCallError).code] ?? String(e)
+  }
+}
+
+/** A training step as far as this test's trainer goes: every weight nudged. */
+const nudge = (model: TinyMoe, by: number) => {
+  for (const entry of model.entries())
+    for (let i = 0; i < entry.data.length; i += 7) entry.data[i] = (entry.data[i] ?? 0) + by
+}
+
+const spec = (external: boolean) => ({
+  name: external ? "external trainer" : "t1 learner",
+  kind: JobKind.TRAIN,
+  taskSet: TRAIN_DIR,
+  taskIds: ["config-edit-easy-s1-000"],
+  samplesPerTask: 2,
+  maxConcurrentEpisodes: 2,
+  sampling: { temperature: 1, topP: 1, maxTokens: 24 },
+  limits: { maxTurns: 1, wallClockSec: 120 },
+  learner: { batchTrajectories: 2, ppoSteps: 3, maxStaleness: 2, external },
+})
+
+describe("TrainerService: an external trainer trains a t1 job", () => {
+  it("claim, fetch, take, publish, report for 3 updates; leases, resume, stale acks and malformed weights", async () => {
+    const subjects = subjectsFor(`trn${Math.random().toString(36).slice(2, 7)}`)
+    const tokenizer = loadBundledTokenizer()
+    const result = await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const bus = yield* Bus
+          const gateway = yield* startUpSystem(subjects, {
+            concurrency: 2,
+            driver: "local",
+            contextLength: 1024,
+            tokenizer,
+          })
+          const jobs: JobServiceClient = jobServiceClient(gateway.address)
+          const trainer: TrainerServiceClient = trainerServiceClient(gateway.address)
+          return yield* Effect.promise(async () => {
+            // t1's learner pool holds (or will hold) this one: not claimable.
+            const own = await jobs.submitJob({ spec: spec(false) })
+            const refusedOwn = await codeOf(
+              trainer.claimJob({ jobId: own.jobId, trainerId: "torch-a" }),
+            )
+            await jobs.cancelJob({ jobId: own.jobId })
+
+            const { jobId } = await jobs.submitJob({ spec: spec(true) })
+            const claim = await trainer.claimJob({ jobId, trainerId: "torch-a", leaseTtlMs: 1500 })
+            const lease = claim.lease?.leaseId ?? ""
+            const renewed = await trainer.claimJob({
+              jobId,
+              trainerId: "torch-a",
+              leaseTtlMs: 1500,
+            })
+            const refusedOther = await codeOf(
+              trainer.claimJob({ jobId, trainerId: "torch-b", leaseTtlMs: 1500 }),
+            )
+            const start = await trainer.fetchWeights({ jobId, leaseId: lease })
+            let model = decodeWeights(start.bytes).model
+            let version = start.head.policyVersion
+            const trained: string[][] = []
+            const batches: Batch[] = []
+
+            const take = async (leaseId: string, ack: string) => {
+              for (;;) {
+                await trainer.claimJob({
+                  jobId,
+                  trainerId: leaseId === lease ? "torch-a" : "torch-b",
+                  leaseTtlMs: 1500,
+                })
+                const { batch } = await trainer.takeBatch({
+                  jobId,
+                  leaseId,
+                  ackBatchId: ack,
+                  waitMs: 500,
+                })
+                if (batch !== undefined && batch.trajectories.length > 0) return batch
+                ack = ""
+              }
+            }
+            const step = async (leaseId: string, ack: string, n: number) => {
+              const batch = await take(leaseId, ack)
+              batches.push(batch)
+              nudge(model, 1e-3)
+              version += 1n
+              const episodeIds = batch.trajectories.map((t) => t.episodeId)
+              trained.push(episodeIds)
+              // Reported first: the job ends when the version of its last step is announced.
+              await trainer.reportStep({
+                jobId,
+                leaseId,
+                report: {
+                  step: BigInt(n),
+                  policyVersion: version,
+                  batchId: batch.batchId,
+                  episodeIds,
+                  trajectories: batch.trajectories.length,
+                },
+              })
+              await trainer.publishWeights(
+                {
+                  jobId,
+                  leaseId,
+                  policyVersion: version,
+                  step: BigInt(n),
+                  batchIds: [batch.batchId],
+                },
+                encodeWeights(model, "F32", { version }),
+              )
+              return batch.batchId
+            }
+
+            // Update 1 by torch-a.
+            const b1 = await step(lease, "", 1)
+
+            // Bad input: nothing of it is announced.
+            const before = (
+              await trainer.claimJob({ jobId, trainerId: "torch-a", leaseTtlMs: 1500 })
+            ).policyVersion
+            const stale = await codeOf(
+              trainer.takeBatch({ jobId, leaseId: lease, ackBatchId: "not-a-batch", waitMs: 0 }),
+            )
+            const header = { jobId, leaseId: lease, policyVersion: version + 1n, step: 2n }
+            const good = encodeWeights(model, "F32", { version: version + 1n })
+            // Safetensors files of the model's tensors, with one added or one reshaped.
+            const tensorsOf = (m: TinyMoe) =>
+              new Map(
+                m
+                  .entries()
+                  .map((e) => [
+                    e.name,
+                    { dtype: "F32" as const, shape: e.shape, data: Float32Array.from(e.data) },
+                  ]),
+              )
+            const metadata = decodeWeights(good).metadata
+            const extra = tensorsOf(model)
+            extra.set("layers.9.mystery", { dtype: "F32", shape: [2], data: Float32Array.of(1, 2) })
+            const unknownName = await codeOf(
+              trainer.publishWeights(header, encodeSafetensors(extra, metadata)),
+            )
+            const reshaped = tensorsOf(model)
+            const [name, first] = [...reshaped.entries()][0] ?? []
+            if (name === undefined || first === undefined) throw new Error("no tensors")
+            const rows = (first.shape[0] ?? 1) - 1
+            const rest = first.shape.slice(1).reduce((a, b) => a * b, 1)
+            reshaped.set(name, {
+              dtype: "F32",
+              shape: [rows, ...first.shape.slice(1)],
+              data: first.data.slice(0, rows * rest),
+            })
+            const wrongShape = await codeOf(
+              trainer.publishWeights(header, encodeSafetensors(reshaped, metadata)),
+            )
+            const undecodable = await codeOf(trainer.publishWeights(header, good.subarray(0, 100)))
+            const truncated = await (async () => {
+              const s = trainer.openPublish()
+              s.send({
+                part: {
+                  case: "header",
+                  value: { ...header, format: "safetensors", sizeBytes: BigInt(good.length) },
+                },
+              })
+              s.send({ part: { case: "data", value: good.subarray(0, good.length >> 1) } })
+              return codeOf(s.end())
+            })()
+            const cancelled = trainer.openPublish()
+            cancelled.send({
+              part: {
+                case: "header",
+                value: { ...header, format: "safetensors", sizeBytes: BigInt(good.length) },
+              },
+            })
+            cancelled.send({ part: { case: "data", value: good.subarray(0, 1000) } })
+            cancelled.cancel()
+            const oldVersion = await codeOf(
+              trainer.publishWeights({ ...header, policyVersion: version }, good),
+            )
+            const after = (
+              await trainer.claimJob({ jobId, trainerId: "torch-a", leaseTtlMs: 1500 })
+            ).policyVersion
+
+            // torch-a dies (stops renewing); torch-b takes the lapsed lease and resumes.
+            await new Promise((r) => setTimeout(r, 1700))
+            const claimB = await trainer.claimJob({ jobId, trainerId: "torch-b", leaseTtlMs: 1500 })
+            const leaseB = claimB.lease?.leaseId ?? ""
+            const oldLease = await codeOf(
+              trainer.takeBatch({ jobId, leaseId: lease, ackBatchId: "", waitMs: 0 }),
+            )
+            const resumed = await trainer.fetchWeights({ jobId, leaseId: leaseB })
+            model = decodeWeights(resumed.bytes).model
+            version = resumed.head.policyVersion
+            // b1 was trained by a published version: the gateway confirms it, no ack needed.
+            const b2 = await step(leaseB, "", 2)
+            await step(leaseB, b2, 3)
+
+            const events = []
+            for await (const e of jobs.watchJob({ jobId })) events.push(e)
+            const { status } = await jobs.getJob({ jobId })
+            trainer.close()
+            jobs.close()
+            return {
+              refusedOwn,
+              lease,
+              renewedLease: renewed.lease?.leaseId,
+              refusedOther,
+              startVersion: start.head.policyVersion,
+              b1,
+              before,
+              after,
+              stale,
+              unknownName,
+              wrongShape,
+              undecodable,
+              truncated,
+              oldVersion,
+              claimB,
+              leaseB,
+              oldLease,
+              resumedVersion: resumed.head.policyVersion,
+              trained,
+              batches,
+              status,
+              steps: events.flatMap((e) => (e.event.case === "learnerStep" ? [e.event.value] : [])),
+            }
+          })
+        }),
+      ).pipe(
+        Effect.provide(MetricsLive),
+        Effect.provideServiceEffect(
+          JobStore,
+          Bus.use((bus) => makeJobStore(bus, subjects)),
+        ),
+        Effect.provide(MemoryBusLive()),
+      ),
+    )
+    expect(result.refusedOwn).toBe("FAILED_PRECONDITION")
+    expect(result.renewedLease).toBe(result.lease)
+    expect(result.refusedOther).toBe("FAILED_PRECONDITION")
+    expect(result.startVersion).toBe(0n)
+    // Refused, every one; the job's version did not move.
+    expect({
+      stale: result.stale,
+      unknownName: result.unknownName,
+      wrongShape: result.wrongShape,
+      undecodable: result.undecodable,
+      truncated: result.truncated,
+      oldVersion: result.oldVersion,
+    }).toEqual({
+      stale: "FAILED_PRECONDITION",
+      unknownName: "INVALID_ARGUMENT",
+      wrongShape: "INVALID_ARGUMENT",
+      undecodable: "INVALID_ARGUMENT",
+      truncated: "INVALID_ARGUMENT",
+      oldVersion: "INVALID_ARGUMENT",
+    })
+    expect(result.after).toBe(result.before)
+    // The second trainer resumes from the last published version, with a new lease.
+    expect(result.leaseB).not.toBe(result.lease)
+    expect(result.claimB.policyVersion).toBe(1n)
+    expect(result.claimB.step).toBe(1n)
+    expect(result.oldLease).toBe("FAILED_PRECONDITION")
+    expect(result.resumedVersion).toBe(1n)
+    // Nothing trained twice; the job ended at its budget with the trainer's three steps.
+    const all = result.trained.flat()
+    expect(new Set(all).size).toBe(all.length)
+    expect(result.status?.state).toBe(JobState.SUCCEEDED)
+    expect(result.steps.map((s) => Number(s.step))).toEqual([1, 2, 3])
+    // The samplers switched to the published versions: later batches were sampled on them.
+    const sampledOn = result.batches.flatMap((b) => b.trajectories.map((t) => t.policyVersionEnd))
+    expect(sampledOn.some((v) => v >= 1n)).toBe(true)
+  }, 240_000)
+})
