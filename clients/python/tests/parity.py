@@ -1,0 +1,44 @@
+"""Scores a sequence with the PyTorch TinyMoE as test/integration/torch-tinymoe.test.ts asks:
+reads DIR/weights.safetensors, DIR/ids.json and DIR/replay.bin (uint8 [T, layers, top_k]),
+writes DIR/torch.json with the log-softmax rows (no replay, and replaying replay.bin), the
+router's own expert choices, and the value estimates.
+
+    python3 clients/python/tests/parity.py DIR
+"""
+
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from t1_trainer.tinymoe import TinyMoE  # noqa: E402
+
+
+def main(folder):
+    with open(os.path.join(folder, "weights.safetensors"), "rb") as f:
+        model, version = TinyMoE.from_bytes(f.read())
+    with open(os.path.join(folder, "ids.json")) as f:
+        ids = torch.tensor(json.load(f), dtype=torch.long)
+    c = model.config
+    with open(os.path.join(folder, "replay.bin"), "rb") as f:
+        raw = bytearray(f.read())
+    replay = torch.frombuffer(raw, dtype=torch.uint8).long().reshape(len(ids), c["nLayers"], c["topK"])
+    with torch.no_grad():
+        logits, values, routing = model(ids)
+        replayed, _, used = model(ids, replay=replay)
+    out = {
+        "version": version,
+        "logprobs": torch.log_softmax(logits, dim=-1).tolist(),
+        "replayed_logprobs": torch.log_softmax(replayed, dim=-1).tolist(),
+        "routing": routing.tolist(),
+        "replayed_routing": used.tolist(),
+        "values": values.tolist(),
+    }
+    with open(os.path.join(folder, "torch.json"), "w") as f:
+        json.dump(out, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
