@@ -14,15 +14,26 @@ const RecordJson = Schema.Struct({
   served: Schema.String,
   /** A batch a published version trained on (confirmed by the next take). */
   trained: Schema.String,
-  /** The last learner step reported (ReportStep is idempotent by step). */
+  /** The last learner step recorded as a job event (with the version that published it). */
   reportedStep: Schema.Number,
+  /**
+   * Reports of steps whose version is not published yet (encoded TrainStepReports, base64):
+   * recorded as job events when it is, so the events name what the published weights trained on.
+   */
+  pending: Schema.Array(Schema.String),
 })
 export type BatchRecord = typeof RecordJson.Type
 
 const decode = Schema.decodeUnknownResult(Schema.fromJsonString(RecordJson))
 const encode = (r: BatchRecord) => new TextEncoder().encode(JSON.stringify(r))
 
-export const EMPTY_RECORD: BatchRecord = { leaseId: "", served: "", trained: "", reportedStep: 0 }
+export const EMPTY_RECORD: BatchRecord = {
+  leaseId: "",
+  served: "",
+  trained: "",
+  reportedStep: 0,
+  pending: [],
+}
 
 export const readBatchRecord = (
   kv: KvBucket,

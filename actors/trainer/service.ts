@@ -9,7 +9,7 @@
 import { createHash } from "node:crypto"
 import { readFile, stat } from "node:fs/promises"
 import { isAbsolute } from "node:path"
-import { create, type MessageInitShape } from "@bufbuild/protobuf"
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
 import { Clock, Effect, Option, Stream } from "effect"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
@@ -162,6 +162,35 @@ export const trainerService = (
           return yield* invalid(
             `weights: model config ${JSON.stringify(decoded.model.config)} is not the job's ${JSON.stringify(expected)}`,
           )
+        // The steps this version completes become job events first: the job ends at the
+        // announcement of its last step, and its events must already hold that step.
+        const record = yield* readBatchRecord(batchKv, req.jobId)
+        const reports = record.pending
+          .map((b64) => fromBinary(TrainStepReportSchema, Buffer.from(b64, "base64")))
+          .sort((a, b) => Number(a.step - b.step))
+        const due = reports.filter((r) => r.policyVersion <= req.policyVersion)
+        const now = yield* Clock.currentTimeMillis
+        for (const r of due)
+          yield* store.appendEvent(req.jobId, {
+            event: {
+              case: "learnerStep",
+              value: create(TrainStepReportSchema, {
+                ...r,
+                jobId: req.jobId,
+                finishedUnixMs: r.finishedUnixMs === 0n ? BigInt(now) : r.finishedUnixMs,
+              }),
+            },
+          })
+        yield* writeBatchRecord(batchKv, req.jobId, {
+          ...record,
+          pending: record.pending.filter((_, i) => !due.includes(reports[i] as TrainStepReport)),
+          reportedStep: Math.max(record.reportedStep, ...due.map((r) => Number(r.step))),
+          // The batches it trained on are confirmed by the next take, whoever takes it.
+          trained:
+            record.served !== "" && req.batchIds.includes(record.served)
+              ? record.served
+              : record.trained,
+        })
         const announcement = yield* publishWeightBytes(
           bus,
           o.subjects,
@@ -170,10 +199,6 @@ export const trainerService = (
           req.policyVersion,
           req.step,
         )
-        // The batches it trained on are confirmed by the next take, whoever takes it.
-        const record = yield* readBatchRecord(batchKv, req.jobId)
-        if (record.served !== "" && req.batchIds.includes(record.served))
-          yield* writeBatchRecord(batchKv, req.jobId, { ...record, trained: record.served })
         yield* Effect.logInfo(
           `trainer: job ${req.jobId}: external weights v${req.policyVersion} (step ${req.step}, ${bytes.length} bytes) announced`,
         )
@@ -388,27 +413,33 @@ export const trainerService = (
             if (report.jobId !== "" && report.jobId !== jobId)
               return yield* invalid(`report.job_id: ${report.jobId} is not ${jobId}`)
             if (report.step === 0n) return yield* invalid("report.step: must be >= 1")
-            // Idempotent by step: a trainer that resumed from the last published version
-            // reports the steps it redoes again; the job's events keep the first report.
+            // Held until the version it made is published (then recorded as the job's event):
+            // a trainer that dies between the two redoes the step from the last published
+            // version, and its new report replaces this one. A step already recorded is
+            // accepted and not recorded twice.
             const record = yield* readBatchRecord(batchKv, jobId)
             if (report.step <= BigInt(record.reportedStep)) {
               yield* Effect.logInfo(
-                `trainer: job ${jobId}: step ${report.step} was reported before; not recorded again`,
+                `trainer: job ${jobId}: step ${report.step} is recorded already; not recorded again`,
               )
               return create(ReportStepResponseSchema, {})
             }
-            const now = yield* Clock.currentTimeMillis
-            const value: MessageInitShape<typeof TrainStepReportSchema> = {
-              ...(report as TrainStepReport),
-              jobId,
-              finishedUnixMs: report.finishedUnixMs === 0n ? BigInt(now) : report.finishedUnixMs,
-            }
-            yield* store.appendEvent(jobId, {
-              event: { case: "learnerStep", value: create(TrainStepReportSchema, value) },
-            })
+            const latest = yield* latestAnnouncement(bus, o.subjects, jobId)
+            if (report.policyVersion <= (latest?.policyVersion ?? 0n))
+              return yield* invalid(
+                `report.policy_version: the version this step makes, greater than the job's latest ${latest?.policyVersion ?? 0n}, got ${report.policyVersion}`,
+              )
+            const kept = record.pending.filter(
+              (b64) =>
+                fromBinary(TrainStepReportSchema, Buffer.from(b64, "base64")).step < report.step,
+            )
+            const encoded = toBinary(
+              TrainStepReportSchema,
+              create(TrainStepReportSchema, { ...(report as TrainStepReport), jobId }),
+            )
             yield* writeBatchRecord(batchKv, jobId, {
-              ...(yield* readBatchRecord(batchKv, jobId)),
-              reportedStep: Number(report.step),
+              ...record,
+              pending: [...kept, Buffer.from(encoded).toString("base64")],
             })
             return create(ReportStepResponseSchema, {})
           }),

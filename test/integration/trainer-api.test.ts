@@ -120,7 +120,7 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
               version += 1n
               const episodeIds = batch.trajectories.map((t) => t.episodeId)
               trained.push(episodeIds)
-              // Reported first: the job ends when the version of its last step is announced.
+              // Held by the gateway until the version it makes is published, then recorded.
               await trainer.reportStep({
                 jobId,
                 leaseId,

@@ -499,7 +499,7 @@ export const ReportStepResponseSchema: GenMessage<ReportStepResponse> = /*@__PUR
  * ClaimJob (and again before the lease expires, to renew it), FetchWeights to start from the
  * job's latest published version, then per update TakeBatch → train → ReportStep →
  * PublishWeights (or PublishWeightsRef), until the job's step budget is reached: the job ends
- * (SUCCEEDED) when the version of its last step is announced, so that step is reported first.
+ * (SUCCEEDED) when the version of its last step is announced.
  *
  * @generated from service t1.v1.TrainerService
  */
@@ -558,9 +558,11 @@ export const TrainerService: GenService<{
     output: typeof PublishWeightsRefResponseSchema;
   },
   /**
-   * One training step's report: becomes the job's learner_step event. Idempotent by step: a
-   * step reported again (a trainer that resumed from the last published version and redid it)
-   * is accepted and not recorded twice.
+   * One training step's report (its policy_version: the version the step makes). Held until
+   * that version is published, then recorded as the job's learner_step event, before the
+   * announcement; a step reported again before that (a trainer that died and redid it from the
+   * last published version) replaces the held report, and a step already recorded is accepted
+   * and not recorded twice. So the events name what the published weights trained on.
    *
    * @generated from rpc t1.v1.TrainerService.ReportStep
    */

@@ -1,0 +1,286 @@
+"""t1's reference external learner: trains a t1 train job (learner.external = true) from PyTorch
+through the gateway's TrainerService, and reads top to bottom like CleanRL.
+
+    python3 -m t1_trainer.learner --gateway 127.0.0.1:50051 --job JOB [--trainer-id NAME]
+        [--token TOKEN] [--threads N] [--lease-ttl-ms MS]
+
+The loop: ClaimJob (the lease; renewed before every call), FetchWeights (the job's latest
+version: a restarted learner resumes there), then per update TakeBatch → the PPO actor-critic
+update (decoupled GAE, truncated importance sampling, clipped critic; R3 routing replay) →
+ReportStep → PublishWeights, until the job's step budget. Settings come from the job's
+spec.learner with t1's defaults; those this reference does not implement are refused at start.
+"""
+
+import argparse
+import hashlib
+import math
+import random
+import sys
+import time
+
+import grpc
+import torch
+
+from .contract import TrainerStub, enum_value, message
+from .ppo import decoupled_gae, ppo_loss, trajectory_rows, whiten
+from .tinymoe import TinyMoE
+
+CHUNK = 1 << 20
+CRITIC = ("valueHead", "valueBias")
+
+
+def settings(spec):
+    """The job's learner settings with t1's defaults (actors/learner/job-spec.ts); refuses those
+    this reference does not implement."""
+    l = spec.learner  # noqa: E741 - the spec's own name
+    unsupported = []
+    if l.advantage_mode not in (0, enum_value("t1.v1.AdvantageMode", "ADVANTAGE_MODE_CRITIC")):
+        unsupported.append("advantage_mode (only ADVANTAGE_MODE_CRITIC)")
+    if l.lr_schedule not in (0, enum_value("t1.v1.LrSchedule", "LR_SCHEDULE_CONSTANT")):
+        unsupported.append("lr_schedule (only constant)")
+    if l.loss_aggregation not in (0, enum_value("t1.v1.LossAggregation", "LOSS_AGGREGATION_TOKEN")):
+        unsupported.append("loss_aggregation (only token)")
+    if l.HasField("tito") and not l.tito:
+        unsupported.append("tito = false (this learner trains on the sampled ids only)")
+    if l.lr_warmup_steps > 0:
+        unsupported.append("lr_warmup_steps")
+    if l.HasField("drop_zero_variance_groups") and l.drop_zero_variance_groups:
+        unsupported.append("drop_zero_variance_groups")
+    if unsupported:
+        raise SystemExit("t1 reference learner: not implemented: " + ", ".join(unsupported))
+    clip = l.clip_eps or 0
+    tis = l.tis_threshold if l.HasField("tis_threshold") else 2.0
+    lr = l.lr or 3e-4
+    return {
+        "lr": lr,
+        "critic_lr": l.critic_lr or lr,
+        "gamma": l.gamma if l.gamma > 0 else 1.0,
+        "actor_lambda": l.actor_lambda or 0.95,
+        "critic_lambda": l.critic_lambda or 1.0,
+        "clip_low": clip or 0.2,
+        "clip_high": clip or 0.28,
+        "value_clip": (l.value_clip_eps or 0.2),
+        "value_coef": 0.5,
+        "entropy_coef": l.entropy_coef or 0.001,
+        "tis": tis if tis > 0 else None,
+        "temperature": spec.sampling.temperature or 1.0,
+        "max_grad_norm": l.max_grad_norm or 1.0,
+        "epochs": l.ppo_epochs or 2,
+        "minibatches": l.minibatches or 2,
+        "batch": l.batch_trajectories or 16,
+        "warmup": l.critic_warmup_steps if l.HasField("critic_warmup_steps") else 0,
+        "steps": l.ppo_steps,
+        "replay": l.r3 if l.HasField("r3") else True,
+        "normalize": l.normalize_advantages if l.HasField("normalize_advantages") else True,
+        "center": l.center_advantages if l.HasField("center_advantages") else True,
+        "publish_every": l.publish_every_steps or 1,
+    }
+
+
+class Trainer:
+    """The gateway side of the loop: the lease, renewed before each call."""
+
+    def __init__(self, stub, job, trainer_id, ttl_ms):
+        self.stub, self.job, self.trainer_id, self.ttl_ms = stub, job, trainer_id, ttl_ms
+        self.claim = None
+
+    def renew(self):
+        self.claim = self.stub.ClaimJob(
+            message("t1.v1.ClaimJobRequest")(job_id=self.job, trainer_id=self.trainer_id, lease_ttl_ms=self.ttl_ms)
+        )
+        return self.claim
+
+    @property
+    def lease(self):
+        return self.claim.lease.lease_id
+
+    def fetch(self):
+        self.renew()
+        parts, head = [], None
+        for chunk in self.stub.FetchWeights(message("t1.v1.FetchWeightsRequest")(job_id=self.job, lease_id=self.lease)):
+            head = head or chunk
+            parts.append(chunk.data)
+        data = b"".join(parts)
+        if hashlib.sha256(data).hexdigest() != head.sha256:
+            raise RuntimeError("FetchWeights: the bytes do not match their sha256")
+        return data, head.policy_version
+
+    def take(self, ack, size):
+        while True:
+            self.renew()
+            batch = self.stub.TakeBatch(
+                message("t1.v1.TrainerServiceTakeBatchRequest")(
+                    job_id=self.job, lease_id=self.lease, ack_batch_id=ack, max_trajectories=size, wait_ms=5000
+                )
+            ).batch
+            if len(batch.trajectories) > 0:
+                return batch
+            ack = ""  # an empty answer confirms nothing
+
+    def report(self, fields):
+        self.renew()
+        report = message("t1.v1.TrainStepReport")(job_id=self.job, **fields)
+        self.stub.ReportStep(message("t1.v1.ReportStepRequest")(job_id=self.job, lease_id=self.lease, report=report))
+
+    def publish(self, data, version, step, batch_ids):
+        self.renew()
+        header = message("t1.v1.PublishWeightsHeader")(
+            job_id=self.job,
+            lease_id=self.lease,
+            policy_version=version,
+            step=step,
+            format="safetensors",
+            size_bytes=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+            batch_ids=batch_ids,
+        )
+        Request = message("t1.v1.PublishWeightsRequest")
+
+        def parts():
+            yield Request(header=header)
+            for at in range(0, len(data), CHUNK):
+                yield Request(data=data[at : at + CHUNK])
+
+        return self.stub.PublishWeights(parts())
+
+
+def update(model, optimisers, rows, cfg, phase_policy_weight, seed):
+    """One PPO update over a batch's rows: proximal log-probs and old values once, GAE, then
+    epochs of minibatch steps. Returns the step's statistics."""
+    replay = cfg["replay"]
+    # 1. The learner's log-probs and values at the start of the update (no gradient).
+    diffs = []
+    with torch.no_grad():
+        for row in rows:
+            logits, values, _ = model(row["inputs"], replay=row["replay"] if replay else None)
+            logsm = torch.log_softmax(logits.double() / cfg["temperature"], dim=-1)
+            row["prox"] = logsm.gather(-1, row["targets"][:, None])[:, 0]
+            row["old_values"] = values.double()
+            action = row["action"] != 0
+            behaviour = row["behaviour"].clone()
+            nan = torch.isnan(behaviour)
+            behaviour[nan] = row["prox"][nan]
+            row["behaviour"] = behaviour
+            if action.any():
+                diffs.append(float((row["prox"] - behaviour)[action].abs().mean()))
+            adv, ret = decoupled_gae(row["rewards"], row["old_values"], cfg["gamma"], cfg["actor_lambda"], cfg["critic_lambda"])
+            row["advantages"], row["returns"] = adv, ret
+    # 2. Advantages whitened over the batch's generated tokens.
+    if cfg["normalize"]:
+        adv = whiten(torch.cat([r["advantages"] for r in rows]), torch.cat([r["action"] for r in rows]), cfg["center"])
+        at = 0
+        for r in rows:
+            n = r["advantages"].numel()
+            r["advantages"] = adv[at : at + n]
+            at += n
+    # 3. Epochs of minibatch steps over a seeded shuffle.
+    totals = {"tokens": 0, "rows": 0, "policy": 0.0, "value": 0.0, "entropy": 0.0, "clipped": 0, "tis_clipped": 0, "kl": 0.0}
+    rng = random.Random(seed)
+    for _ in range(cfg["epochs"]):
+        order = list(range(len(rows)))
+        rng.shuffle(order)
+        parts = max(1, min(cfg["minibatches"], len(rows)))
+        for m in range(parts):
+            mb = [rows[i] for i in order[m::parts]]
+            normalizer = max(1, sum(int(r["action"].sum()) for r in mb))
+            value_normalizer = max(1, sum(r["targets"].numel() for r in mb))
+            for opt in optimisers:
+                opt.zero_grad(set_to_none=True)
+            for row in mb:
+                logits, values, _ = model(row["inputs"], replay=row["replay"] if replay else None)
+                loss, stats = ppo_loss(logits, values, row, cfg, normalizer, value_normalizer, phase_policy_weight)
+                if not torch.isfinite(loss):
+                    continue
+                loss.backward()
+                for key in totals:
+                    totals[key] += stats[key]
+            for opt in optimisers:
+                params = [p for g in opt.param_groups for p in g["params"]]
+                torch.nn.utils.clip_grad_norm_(params, cfg["max_grad_norm"])
+                opt.step()
+    k = max(1, totals["tokens"])
+    return {
+        "policy_loss": totals["policy"] / k,
+        "value_loss": totals["value"] / max(1, totals["rows"]),
+        "entropy": totals["entropy"] / k,
+        "clipfrac": totals["clipped"] / k,
+        "tis_clipfrac": totals["tis_clipped"] / k,
+        "approx_kl": totals["kl"] / k,
+        "train_infer_logprob_abs_diff": sum(diffs) / len(diffs) if diffs else 0.0,
+    }
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--gateway", required=True, help="host:port of a t1 gateway")
+    p.add_argument("--job", required=True, help="a train job submitted with learner.external = true")
+    p.add_argument("--trainer-id", default="t1-torch-reference")
+    p.add_argument("--token", default=None, help="bearer token (admin role)")
+    p.add_argument("--lease-ttl-ms", type=int, default=30000)
+    p.add_argument("--threads", type=int, default=2)
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+
+    # --- claim the job, start from its latest published version -------------------------------
+    options = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+    stub = TrainerStub(grpc.insecure_channel(a.gateway, options=options), token=a.token)
+    trainer = Trainer(stub, a.job, a.trainer_id, a.lease_ttl_ms)
+    claim = trainer.renew()
+    cfg = settings(claim.spec)
+    data, version = trainer.fetch()
+    model, _ = TinyMoE.from_bytes(data)
+    step = int(claim.step)
+    budget = cfg["warmup"] + cfg["steps"] if cfg["steps"] > 0 else math.inf
+    print(f"t1 reference learner: job {a.job}, lease {trainer.lease}, from v{version} at step {step}", flush=True)
+
+    # --- separate optimisers for the actor and the critic head, as t1's learner --------------
+    actor = [q for n, q in model.params.items() if n not in CRITIC]
+    critic = [q for n, q in model.params.items() if n in CRITIC]
+    optimisers = [
+        torch.optim.AdamW(actor, lr=cfg["lr"], weight_decay=0.01),
+        torch.optim.AdamW(critic, lr=cfg["critic_lr"], weight_decay=0.0),
+    ]
+
+    # --- the loop: take, train, report, publish ------------------------------------------------
+    ack, trained = "", []
+    while step < budget:
+        batch = trainer.take(ack, cfg["batch"])
+        started = time.monotonic()
+        rows = [trajectory_rows(t) for t in batch.trajectories]
+        rows = [r for r in rows if r["targets"].numel() > 0]
+        step += 1
+        phase = "TRAIN_PHASE_CRITIC_WARMUP" if step <= cfg["warmup"] else "TRAIN_PHASE_PPO"
+        stats = update(model, optimisers, rows, cfg, 0.0 if step <= cfg["warmup"] else 1.0, seed=step)
+        version += 1
+        trained.append(batch.batch_id)
+        rewards = [r["reward"] for r in rows]
+        tokens = sum(r["targets"].numel() + 1 for r in rows)
+        seconds = time.monotonic() - started
+        trainer.report(
+            {
+                "step": step,
+                "policy_version": version,
+                "phase": enum_value("t1.v1.TrainPhase", phase),
+                "batch_id": batch.batch_id,
+                "episode_ids": [r["episode_id"] for r in rows],
+                "trajectories": len(rows),
+                "tokens": tokens,
+                "reward_mean": sum(rewards) / max(1, len(rewards)),
+                "resolved_rate": sum(1 for r in rows if r["resolved"]) / max(1, len(rows)),
+                "staleness_mean": batch.staleness_mean,
+                "tokens_per_second": tokens / max(seconds, 1e-9),
+                "duration_ms": int(seconds * 1000),
+                **stats,
+            }
+        )
+        if step % cfg["publish_every"] == 0 or step >= budget:
+            trainer.publish(model.to_bytes(version, {"job": a.job, "step": str(step)}), version, step, trained)
+            trained = []
+        ack = batch.batch_id
+        print(f"step {step}: v{version}, {len(rows)} trajectories, policy {stats['policy_loss']:.4f}, value {stats['value_loss']:.4f}", flush=True)
+    print(f"t1 reference learner: job {a.job} trained to step {step}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
