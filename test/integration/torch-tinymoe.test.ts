@@ -10,10 +10,14 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { encodeWeights, TinyMoe } from "../../model/index.ts"
+import { embeddedPolicy } from "../../actors/sampler/index.ts"
+import { bf16Round, encodeWeights, mapParams, TinyMoe } from "../../model/index.ts"
+import { selectKernels } from "../../model/kernels/select.ts"
 
 const SCRIPT = fileURLToPath(new URL("../../clients/python/tests/parity.py", import.meta.url))
+const ALIGNMENT = fileURLToPath(new URL("../../clients/python/tests/alignment.py", import.meta.url))
 
 const python = [process.env.T1_PYTHON, "python3", "/usr/bin/python3"].find(
   (p) => p !== undefined && spawnSync(p, ["-c", "import torch"]).status === 0,
@@ -82,5 +86,94 @@ describe.skipIf(python === undefined)(
       for (let i = 0; i < ids.length; i++)
         expect(Math.abs((torch.values[i] ?? 0) - (own.values[i] ?? 0))).toBeLessThan(1e-4)
     })
+
+    /**
+     * Episodes sampled by the TypeScript sampler (the embedded policy: its KV cache, batcher and
+     * kernels), scored by the PyTorch learner on the learner's f32 weights with the sampler's
+     * routing replayed and without; mean over episodes of the mean |Δ log p| over generated tokens.
+     */
+    const alignment = async (sampler: TinyMoe, learner: TinyMoe) => {
+      const c = learner.config
+      const temperature = 1
+      const sequences = await Effect.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            const policy = yield* embeddedPolicy(sampler, 0n, { contextLength: 512 })
+            return yield* Effect.forEach(
+              Array.from({ length: 8 }, (_, i) => i),
+              (i) =>
+                Effect.gen(function* () {
+                  const prompt = Array.from(
+                    { length: 24 },
+                    (_, j) => (j * 31 + i * 7 + 3) % c.vocabSize,
+                  )
+                  const r = yield* policy.generate({
+                    sessionId: `s${i}`,
+                    ids: Uint32Array.from(prompt),
+                    sampling: {
+                      temperature,
+                      topP: 1,
+                      maxTokens: 96,
+                      stopTokenIds: [],
+                      seed: i + 1,
+                    },
+                  })
+                  const ids = [...prompt, ...r.tokens]
+                  const routing = r.routing
+                  if (routing === undefined || routing.start !== 0)
+                    throw new Error("the embedded sampler reports routing from position 0")
+                  return {
+                    ids,
+                    mask: ids.map((_, j) => (j < prompt.length ? 0 : 1)),
+                    logprobs: ids.map((_, j) =>
+                      j < prompt.length ? 0 : (r.logprobs[j - prompt.length] ?? 0),
+                    ),
+                    routing: Array.from(
+                      routing.rows.subarray(0, (ids.length - 1) * c.nLayers * c.topK),
+                    ),
+                    temperature,
+                  }
+                }),
+              { concurrency: "unbounded" },
+            )
+          }),
+        ),
+      )
+      const dir = mkdtempSync(join(tmpdir(), "t1-torch-alignment-"))
+      writeFileSync(join(dir, "weights.safetensors"), encodeWeights(learner, "F32"))
+      writeFileSync(join(dir, "sequences.json"), JSON.stringify(sequences))
+      const run = spawnSync(python as string, [ALIGNMENT, dir], { encoding: "utf8" })
+      expect(run.stderr).toBe("")
+      expect(run.status).toBe(0)
+      return JSON.parse(readFileSync(join(dir, "alignment.json"), "utf8")) as {
+        readonly replay: number
+        readonly no_replay: number
+        readonly routing_differs: number
+        readonly routing_choices: number
+      }
+    }
+
+    it("on episodes the TypeScript sampler generated: replayed routing within 1e-4 of its log-probs", async () => {
+      const learner = TinyMoe.create({ config: { vocabSize: 300 }, seed: 9 })
+      // As t1's samplers run the published weights: f32.
+      const f32 = await alignment(learner.withKernels(selectKernels("auto")), learner)
+      // As an inference engine serves them: rounded to bfloat16.
+      const bf16 = await alignment(
+        TinyMoe.fromParams(
+          learner.config,
+          mapParams(learner.config, learner.params, "f32", (d) => bf16Round(Float32Array.from(d))),
+          "f32",
+          selectKernels("auto"),
+        ),
+        learner,
+      )
+      console.log(
+        `alignment: f32 sampler ${JSON.stringify(f32)}; bf16 sampler ${JSON.stringify(bf16)}`,
+      )
+      expect(f32.replay).toBeLessThan(1e-4)
+      // A sampler whose router chose differently: replaying its choices brings the learner closer.
+      expect(bf16.routing_differs).toBeGreaterThan(0)
+      expect(bf16.no_replay).toBeGreaterThan(bf16.replay)
+    }, 120_000)
   },
 )
