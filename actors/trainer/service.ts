@@ -165,10 +165,12 @@ export const trainerService = (
         // The steps this version completes become job events first: the job ends at the
         // announcement of its last step, and its events must already hold that step.
         const record = yield* readBatchRecord(batchKv, req.jobId)
-        const reports = record.pending
-          .map((b64) => fromBinary(TrainStepReportSchema, Buffer.from(b64, "base64")))
+        const reports = record.pending.map((b64) =>
+          fromBinary(TrainStepReportSchema, Buffer.from(b64, "base64")),
+        )
+        const due = reports
+          .filter((r) => r.policyVersion <= req.policyVersion)
           .sort((a, b) => Number(a.step - b.step))
-        const due = reports.filter((r) => r.policyVersion <= req.policyVersion)
         const now = yield* Clock.currentTimeMillis
         for (const r of due)
           yield* store.appendEvent(req.jobId, {
@@ -183,7 +185,9 @@ export const trainerService = (
           })
         yield* writeBatchRecord(batchKv, req.jobId, {
           ...record,
-          pending: record.pending.filter((_, i) => !due.includes(reports[i] as TrainStepReport)),
+          pending: record.pending.filter(
+            (_, i) => (reports[i]?.policyVersion ?? 0n) > req.policyVersion,
+          ),
           reportedStep: Math.max(record.reportedStep, ...due.map((r) => Number(r.step))),
           // The batches it trained on are confirmed by the next take, whoever takes it.
           trained:

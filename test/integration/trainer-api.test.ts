@@ -214,7 +214,21 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
               await trainer.claimJob({ jobId, trainerId: "torch-a", leaseTtlMs: 1500 })
             ).policyVersion
 
-            // torch-a dies (stops renewing); torch-b takes the lapsed lease and resumes.
+            // torch-a takes a batch and reports its step 2, then dies (stops renewing) before
+            // publishing: the report is held, never recorded.
+            const orphan = await take(lease, b1)
+            await trainer.reportStep({
+              jobId,
+              leaseId: lease,
+              report: {
+                step: 2n,
+                policyVersion: version + 1n,
+                batchId: orphan.batchId,
+                episodeIds: orphan.trajectories.map((t) => t.episodeId),
+                trajectories: orphan.trajectories.length,
+              },
+            })
+            // torch-b takes the lapsed lease and resumes.
             await new Promise((r) => setTimeout(r, 1700))
             const claimB = await trainer.claimJob({ jobId, trainerId: "torch-b", leaseTtlMs: 1500 })
             const leaseB = claimB.lease?.leaseId ?? ""
@@ -252,6 +266,7 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
               leaseB,
               oldLease,
               resumedVersion: resumed.head.policyVersion,
+              orphanEpisodes: orphan.trajectories.map((t) => t.episodeId),
               trained,
               batches,
               status,
@@ -300,6 +315,9 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
     expect(new Set(all).size).toBe(all.length)
     expect(result.status?.state).toBe(JobState.SUCCEEDED)
     expect(result.steps.map((s) => Number(s.step))).toEqual([1, 2, 3])
+    // Step 2 as torch-b trained and published it, not torch-a's held report.
+    expect(result.steps[1]?.episodeIds).toEqual(result.trained[1])
+    expect(result.steps[1]?.episodeIds).not.toEqual(result.orphanEpisodes)
     // The samplers switched to the published versions: later batches were sampled on them.
     const sampledOn = result.batches.flatMap((b) => b.trajectories.map((t) => t.policyVersionEnd))
     expect(sampledOn.some((v) => v >= 1n)).toBe(true)
