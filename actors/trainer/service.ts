@@ -41,6 +41,7 @@ import {
   validateJobId,
 } from "../../services/gateway/index.ts"
 import { isTerminalState, type JobStoreShape, jobStoreFor } from "../../services/jobs/index.ts"
+import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
 import {
   latestAnnouncement,
   publishWeightBytes,
@@ -94,11 +95,38 @@ const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest(
 
 const sameConfig = (a: TinyMoeConfig, b: TinyMoeConfig) => JSON.stringify(a) === JSON.stringify(b)
 
+/** What the gateway records of external trainers' steps and versions (`job` label). */
+const trainerMetrics = (m: MetricsShape) => {
+  const g = (name: string, help: string) =>
+    m.gauge({ name: `t1_trainer_${name}`, help, labelNames: ["job"] })
+  return {
+    steps: m.counter({
+      name: "t1_trainer_steps_total",
+      help: "Steps of external trainers recorded as job events",
+      labelNames: ["job"],
+    }),
+    published: m.counter({
+      name: "t1_trainer_weights_published_total",
+      help: "Versions external trainers published (checked, stored and announced)",
+      labelNames: ["job"],
+    }),
+    version: g("policy_version", "Latest version an external trainer published"),
+    diff: g(
+      "train_infer_logprob_abs_diff",
+      "Mean |log p_learner − log p_sampler| the trainer reported for its last recorded step",
+    ),
+    policyLoss: g("policy_loss", "Policy loss of the last recorded step"),
+    valueLoss: g("value_loss", "Value loss of the last recorded step"),
+    reward: g("reward_mean", "Mean reward of the last recorded step's batch"),
+  }
+}
+
 export const trainerService = (
   o: TrainerServiceOptions,
-): Effect.Effect<GatewayService, BusError, Bus> =>
+): Effect.Effect<GatewayService, BusError, Bus | Metrics> =>
   Effect.gen(function* () {
     const bus = yield* Bus
+    const m = trainerMetrics(yield* Metrics)
     const store = yield* jobStoreFor(bus, o.subjects)
     const leases = yield* bus.kv(`${o.subjects.prefix}-learner-leases`)
     const batchKv = yield* bus.kv(`${o.subjects.prefix}-trainer-batches`)
@@ -172,7 +200,13 @@ export const trainerService = (
           .filter((r) => r.policyVersion <= req.policyVersion)
           .sort((a, b) => Number(a.step - b.step))
         const now = yield* Clock.currentTimeMillis
-        for (const r of due)
+        for (const r of due) {
+          const job = { job: req.jobId }
+          m.steps.inc(job)
+          m.diff.set(job, r.trainInferLogprobAbsDiff)
+          m.policyLoss.set(job, r.policyLoss)
+          m.valueLoss.set(job, r.valueLoss)
+          m.reward.set(job, r.rewardMean)
           yield* store.appendEvent(req.jobId, {
             event: {
               case: "learnerStep",
@@ -183,6 +217,7 @@ export const trainerService = (
               }),
             },
           })
+        }
         yield* writeBatchRecord(batchKv, req.jobId, {
           ...record,
           pending: record.pending.filter(
@@ -203,6 +238,8 @@ export const trainerService = (
           req.policyVersion,
           req.step,
         )
+        m.published.inc({ job: req.jobId })
+        m.version.set({ job: req.jobId }, Number(req.policyVersion))
         yield* Effect.logInfo(
           `trainer: job ${req.jobId}: external weights v${req.policyVersion} (step ${req.step}, ${bytes.length} bytes) announced`,
         )

@@ -24,7 +24,7 @@ import {
   jobServiceClient,
 } from "../../services/gateway/index.ts"
 import { JobStore, makeJobStore } from "../../services/jobs/index.ts"
-import { MetricsLive } from "../../services/metrics/index.ts"
+import { Metrics, MetricsLive } from "../../services/metrics/index.ts"
 
 const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
 
@@ -71,6 +71,7 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
           })
           const jobs: JobServiceClient = jobServiceClient(gateway.address)
           const trainer: TrainerServiceClient = trainerServiceClient(gateway.address)
+          const registry = (yield* Metrics).registry
           return yield* Effect.promise(async () => {
             // t1's learner pool holds (or will hold) this one: not claimable.
             const own = await jobs.submitJob({ spec: spec(false) })
@@ -248,6 +249,8 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
             trainer.close()
             jobs.close()
             return {
+              jobId,
+              metrics: await registry.metrics(),
               refusedOwn,
               lease,
               renewedLease: renewed.lease?.leaseId,
@@ -315,6 +318,9 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
     expect(new Set(all).size).toBe(all.length)
     expect(result.status?.state).toBe(JobState.SUCCEEDED)
     expect(result.steps.map((s) => Number(s.step))).toEqual([1, 2, 3])
+    expect(result.metrics).toContain(`t1_trainer_steps_total{job="${result.jobId}"} 3`)
+    expect(result.metrics).toContain(`t1_trainer_weights_published_total{job="${result.jobId}"} 3`)
+    expect(result.metrics).toContain(`t1_trainer_policy_version{job="${result.jobId}"} 3`)
     // Step 2 as torch-b trained and published it, not torch-a's held report.
     expect(result.steps[1]?.episodeIds).toEqual(result.trained[1])
     expect(result.steps[1]?.episodeIds).not.toEqual(result.orphanEpisodes)
