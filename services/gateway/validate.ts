@@ -252,11 +252,7 @@ export const validateJobSpec = (spec: JobSpec | undefined): Violation[] => {
       "spec.learner.sft_steps",
       `the SFT warm start is t1's learner's (it plays the golden episodes); with learner.external leave it 0 and start from an SFT job's weights (policy_ref "job:<id>"), got ${spec.learner.sftSteps}`,
     )
-  if (
-    spec.learner?.external === true &&
-    spec.kind !== JobKind.TRAIN &&
-    spec.kind !== JobKind.SFT
-  )
+  if (spec.learner?.external === true && spec.kind !== JobKind.TRAIN && spec.kind !== JobKind.SFT)
     c.add("spec.learner.external", "only JOB_KIND_TRAIN jobs have a learner to take")
   const labels = Object.entries(spec.labels)
   if (labels.length > MAX_LABELS) c.add("spec.labels", `at most ${MAX_LABELS} labels`)

@@ -62,7 +62,6 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
     const result = await Effect.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
-          const bus = yield* Bus
           const gateway = yield* startUpSystem(subjects, {
             concurrency: 2,
             driver: "local",
