@@ -68,24 +68,26 @@ export const makeCallRunner = (
     const logFailure = (method: string, details: string) =>
       Effect.logError(`gateway: ${method} failed: ${details}`)
 
+    /** Answers a call once from how its handler ended, and records the call. */
+    const answer =
+      <Res>(method: string, started: number, callback: grpc.sendUnaryData<Res>) =>
+      (exit: Exit.Exit<Res, unknown>): Effect.Effect<void> =>
+        Effect.suspend(() => {
+          if (Exit.isSuccess(exit)) {
+            callback(null, exit.value)
+            metrics.observe(method, 0, started)
+            return Effect.void
+          }
+          const failure = failureOfCause(exit.cause)
+          callback({ code: failure.code, details: failure.details, metadata: failure.metadata })
+          metrics.observe(method, failure.code, started)
+          return failure.internal ? logFailure(method, failure.details) : Effect.void
+        })
+
     const unary: CallRunner["unary"] = (method, handler) => (call, callback) => {
       const started = performance.now()
       runUnary(
-        Effect.suspend(() => handler(call)).pipe(
-          Effect.onExit((exit) =>
-            Effect.suspend(() => {
-              if (Exit.isSuccess(exit)) {
-                callback(null, exit.value)
-                metrics.observe(method, 0, started)
-                return Effect.void
-              }
-              const failure = failureOfCause(exit.cause)
-              callback({ code: failure.code, details: failure.details, metadata: failure.metadata })
-              metrics.observe(method, failure.code, started)
-              return failure.internal ? logFailure(method, failure.details) : Effect.void
-            }),
-          ),
-        ),
+        Effect.suspend(() => handler(call)).pipe(Effect.onExit(answer(method, started, callback))),
       )
     }
 
@@ -124,23 +126,15 @@ export const makeCallRunner = (
 
     const clientStream: CallRunner["clientStream"] = (method, handler) => (call, callback) => {
       const started = performance.now()
+      const answered = answer(method, started, callback)
       const fiber = runStream(
         Effect.suspend(() => handler(call)).pipe(
           Effect.onExit((exit) =>
             Effect.suspend(() => {
-              if (call.cancelled) {
-                metrics.observe(method, 1, started)
-                return Effect.void
-              }
-              if (Exit.isSuccess(exit)) {
-                callback(null, exit.value)
-                metrics.observe(method, 0, started)
-                return Effect.void
-              }
-              const failure = failureOfCause(exit.cause)
-              callback({ code: failure.code, details: failure.details, metadata: failure.metadata })
-              metrics.observe(method, failure.code, started)
-              return failure.internal ? logFailure(method, failure.details) : Effect.void
+              if (!call.cancelled) return answered(exit)
+              // The client went away: nobody to answer.
+              metrics.observe(method, 1, started)
+              return Effect.void
             }),
           ),
         ),

@@ -21,7 +21,7 @@ import { type JobEvent, JobKind, JobState } from "../../proto/index.ts"
 import { type JobServiceClient, jobServiceClient } from "../../services/gateway/client.ts"
 import { useSglangReplicas, useVllmReplicas, VLLM_MODEL } from "../support/engine-replicas.ts"
 import { useNatsServer } from "../support/nats-url.ts"
-import { freePort, type System, startSystem } from "../support/system.ts"
+import { coreMembers, freePort, type System, startSystem } from "../support/system.ts"
 
 const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
 const nats = useNatsServer()
@@ -37,18 +37,7 @@ describe("train job on SGLang and vLLM engines, every actor a process", () => {
   beforeAll(async () => {
     system = startSystem({ natsUrl: nats.url, prefix: `eng${randomUUID().slice(0, 6)}` })
     const listen = await freePort()
-    for (const member of [
-      { name: "gateway", args: ["gateway", "--listen", `127.0.0.1:${listen}`] },
-      { name: "coordinator", args: ["actor", "coordinator", "--lease-ttl-ms", "3000"] },
-      {
-        name: "sandbox",
-        args: ["actor", "sandbox", "--driver", "docker", "--owner", owner, "--concurrency", "8"],
-      },
-      { name: "verifier", args: ["actor", "verifier", "--concurrency", "4"] },
-      { name: "buffer", args: ["actor", "buffer", "--lease-ttl-ms", "3000"] },
-      { name: "learner", args: ["actor", "learner", "--lease-ttl-ms", "3000"] },
-    ])
-      await system.start(member)
+    for (const member of coreMembers(`127.0.0.1:${listen}`, owner)) await system.start(member)
     client = jobServiceClient(`127.0.0.1:${listen}`, { timeoutMs: 10_000 })
   }, 400_000)
 
@@ -158,48 +147,15 @@ describe("train job on SGLang and vLLM engines, every actor a process", () => {
   it("SGLang: loads each version into both replicas in order; a refused load keeps its replica out until the retry; turns carry the engine's version", async () => {
     const [{ double: a, server: sa }, { double: b, server: sb }] = replicas
     b.failUpdates = 1
-    const checkpointDir = mkdtempSync(join(tmpdir(), "t1-e2e-ckpt-"))
     try {
-      const { jobId } = await client.submitJob({
-        spec: {
-          name: "e2e engine",
-          kind: JobKind.TRAIN,
-          taskSet: TRAIN_DIR,
-          taskIds: ["config-edit-easy-s1-000"],
-          samplesPerTask: 2,
-          maxConcurrentEpisodes: 2,
-          sampling: { temperature: 1, topP: 1, maxTokens: 24 },
-          limits: { maxTurns: 1, wallClockSec: 120 },
-          learner: { batchTrajectories: 2, ppoSteps: 2, maxStaleness: 2, criticWarmupSteps: 0 },
-        },
-      })
-      await system.start({
-        name: "sampler",
-        args: [
-          "actor",
-          "sampler",
-          "--policy",
-          "sglang",
-          "--engine-url",
-          `${sa.url},${sb.url}`,
-          "--job",
-          jobId,
-          "--checkpoint-dir",
-          checkpointDir,
-          "--format",
-          "shell-block",
-          "--context-length",
-          "1024",
-          "--concurrency",
-          "2",
-        ],
-      })
-      const events: JobEvent[] = []
-      for await (const e of client.watchJob({ jobId })) events.push(e)
-      const { status } = await client.getJob({ jobId })
-      expect(status?.state).toBe(JobState.SUCCEEDED)
-      const steps = events.flatMap((e) => (e.event.case === "learnerStep" ? [e.event.value] : []))
-      expect(steps.map((s) => Number(s.step))).toEqual([1, 2])
+      const job = await trainJob("sampler", [
+        "--policy",
+        "sglang",
+        "--engine-url",
+        `${sa.url},${sb.url}`,
+      ])
+      expect(job.state).toBe(JobState.SUCCEEDED)
+      expect(job.steps).toEqual([1, 2])
 
       // The job ends at the announcement of its last version; the bridge loads it right after.
       const holds2 = (d: SglangDouble) =>
@@ -212,9 +168,7 @@ describe("train job on SGLang and vLLM engines, every actor a process", () => {
         expect(versions.map(Number)).toEqual([...versions.map(Number)].sort((x, y) => x - y))
         expect(versions.at(-1)).toBe("2")
         for (const [k, i] of loaded.entries()) {
-          expect(d.refits[i]).toBe(
-            `update ${join(checkpointDir, jobId, `v${versions[k]}`)} ${versions[k]}`,
-          )
+          expect(d.refits[i]).toBe(`update ${job.dir(versions[k] ?? "")} ${versions[k]}`)
           expect([d.refits[i - 1], d.refits[i + 1]]).toEqual(["pause retract", "continue"])
         }
       }

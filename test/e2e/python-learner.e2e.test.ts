@@ -17,7 +17,7 @@ import { type JobEvent, JobKind } from "../../proto/index.ts"
 import { type JobServiceClient, jobServiceClient } from "../../services/gateway/index.ts"
 import { auditJob, endRecords } from "../faults/audit.ts"
 import { useNatsServer } from "../support/nats-url.ts"
-import { freePort, type System, startSystem } from "../support/system.ts"
+import { coreMembers, freePort, type System, startSystem } from "../support/system.ts"
 
 const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
 const CLIENT_DIR = fileURLToPath(new URL("../../clients/python", import.meta.url))
@@ -66,19 +66,8 @@ describe.skipIf(python === undefined)("the PyTorch reference learner trains a t1
     system = startSystem({ natsUrl: nats.url, prefix: `trn${randomUUID().slice(0, 6)}` })
     const listen = await freePort()
     address = `127.0.0.1:${listen}`
-    for (const member of [
-      { name: "gateway", args: ["gateway", "--listen", address] },
-      { name: "coordinator", args: ["actor", "coordinator", "--lease-ttl-ms", "3000"] },
-      {
-        name: "sandbox",
-        args: ["actor", "sandbox", "--driver", "docker", "--owner", owner, "--concurrency", "8"],
-      },
-      { name: "verifier", args: ["actor", "verifier", "--concurrency", "4"] },
-      { name: "buffer", args: ["actor", "buffer", "--lease-ttl-ms", "3000"] },
-      // t1's learner pool runs too: it must leave the external job alone.
-      { name: "learner", args: ["actor", "learner", "--lease-ttl-ms", "3000"] },
-    ])
-      await system.start(member)
+    // t1's learner pool runs too: it must leave the external job alone.
+    for (const member of coreMembers(address, owner)) await system.start(member)
     client = jobServiceClient(address, { timeoutMs: 10_000 })
   }, 400_000)
 

@@ -175,3 +175,20 @@ export const metricValue = (text: string, name: string): number => {
   }
   return seen ? sum : Number.NaN
 }
+
+/**
+ * The actors of a job's path but its samplers, each a process: the gateway on `listen`, a
+ * coordinator, a docker sandbox host labelled `owner`, a verifier, a buffer and a learner pool
+ * (short leases, so a test's replacements take over quickly).
+ */
+export const coreMembers = (listen: string, owner: string): MemberSpec[] => [
+  { name: "gateway", args: ["gateway", "--listen", listen] },
+  { name: "coordinator", args: ["actor", "coordinator", "--lease-ttl-ms", "3000"] },
+  {
+    name: "sandbox",
+    args: ["actor", "sandbox", "--driver", "docker", "--owner", owner, "--concurrency", "8"],
+  },
+  { name: "verifier", args: ["actor", "verifier", "--concurrency", "4"] },
+  { name: "buffer", args: ["actor", "buffer", "--lease-ttl-ms", "3000"] },
+  { name: "learner", args: ["actor", "learner", "--lease-ttl-ms", "3000"] },
+]

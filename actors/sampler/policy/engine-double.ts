@@ -55,6 +55,26 @@ export interface SglangDouble {
 /** Log-prob of the i-th generated token of a turn: distinct, exact in float32. */
 const logprobAt = (i: number) => -((i % 16) + 1) / 16
 
+/** The test's scripted continuation of `inputIds`, cut at the first stop id and at `maxNew`. */
+const scriptedCall = (
+  turn: (inputIds: ReadonlyArray<number>) => DoubleTurn,
+  inputIds: ReadonlyArray<number>,
+  maxNew: number,
+  stopIds: ReadonlyArray<number>,
+): GenerateCall & { readonly last: number | undefined } => {
+  const scripted = turn(inputIds).tokens
+  const cut = scripted.findIndex((t) => stopIds.includes(t))
+  const outputIds = scripted.slice(0, Math.min(maxNew, cut < 0 ? scripted.length : cut + 1))
+  const last = outputIds[outputIds.length - 1]
+  return {
+    inputIds,
+    outputIds,
+    logprobs: outputIds.map((_, i) => logprobAt(i)),
+    finish: last !== undefined && stopIds.includes(last) ? "stop" : "length",
+    last,
+  }
+}
+
 export const sglangDouble = (
   turn: (inputIds: ReadonlyArray<number>) => DoubleTurn,
 ): SglangDouble => {
@@ -153,20 +173,16 @@ export const sglangDouble = (
         expectField(body, "return_logprob", true)
         const maxNew = params.max_new_tokens
         if (typeof maxNew !== "number") throw new BadRequest("max_new_tokens must be a number")
-        const stopIds = (params.stop_token_ids as number[] | undefined) ?? []
-        const scripted = turn(ids as number[]).tokens
-        const cut = scripted.findIndex((t) => stopIds.includes(t))
-        const outputIds = scripted.slice(0, Math.min(maxNew, cut < 0 ? scripted.length : cut + 1))
-        const last = outputIds[outputIds.length - 1]
-        const stopped = last !== undefined && stopIds.includes(last)
-        const logprobs = outputIds.map((_, i) => logprobAt(i))
+        const call = scriptedCall(
+          turn,
+          ids as number[],
+          maxNew,
+          (params.stop_token_ids as number[] | undefined) ?? [],
+        )
+        const { outputIds, logprobs, last, finish } = call
+        const stopped = finish === "stop"
         double.log.push(`generate ${double.weightVersion}`)
-        calls.push({
-          inputIds: ids as number[],
-          outputIds,
-          logprobs,
-          finish: stopped ? "stop" : "length",
-        })
+        calls.push({ inputIds: call.inputIds, outputIds, logprobs, finish })
         return {
           status: 200,
           body: {
@@ -320,20 +336,16 @@ export const vllmDouble = (
         expectField(body, "skip_special_tokens", false)
         const maxNew = body.max_tokens
         if (typeof maxNew !== "number") throw new BadRequest("max_tokens must be a number")
-        const stopIds = (body.stop_token_ids as number[] | undefined) ?? []
-        const scripted = turn(ids as number[]).tokens
-        const cut = scripted.findIndex((t) => stopIds.includes(t))
-        const outputIds = scripted.slice(0, Math.min(maxNew, cut < 0 ? scripted.length : cut + 1))
-        const last = outputIds[outputIds.length - 1]
-        const stopped = last !== undefined && stopIds.includes(last)
-        const logprobs = outputIds.map((_, i) => logprobAt(i))
+        const call = scriptedCall(
+          turn,
+          ids as number[],
+          maxNew,
+          (body.stop_token_ids as number[] | undefined) ?? [],
+        )
+        const { outputIds, logprobs, last, finish } = call
+        const stopped = finish === "stop"
         double.log.push(`generate ${double.weights}`)
-        calls.push({
-          inputIds: ids as number[],
-          outputIds,
-          logprobs,
-          finish: stopped ? "stop" : "length",
-        })
+        calls.push({ inputIds: call.inputIds, outputIds, logprobs, finish })
         return {
           status: 200,
           body: {

@@ -45,7 +45,8 @@ export interface EngineWeightSync {
   readonly update: (checkpoint: CheckpointRef) => Effect.Effect<void, WeightSyncFailed>
 }
 
-export interface SglangSyncOptions {
+/** One engine replica's refit endpoints. */
+export interface EngineSyncOptions {
   readonly baseUrl: string
   /** Limit of each call; the disk load of a large checkpoint takes minutes. Default 30 min. */
   readonly timeoutMs?: number
@@ -53,14 +54,22 @@ export interface SglangSyncOptions {
   readonly fetch?: Fetch
 }
 
-export const sglangWeightSync = (options: SglangSyncOptions): EngineWeightSync => {
-  const root = options.baseUrl.replace(/\/+$/, "")
-  const replica = root
-  const call = (endpoint: string, body: unknown, version: bigint) =>
-    postJson({
-      backend: "sglang",
+export type SglangSyncOptions = EngineSyncOptions
+export type VllmSyncOptions = EngineSyncOptions
+
+/** A refit call to the replica at `options.baseUrl` whose failure names the endpoint. */
+const refitCall =
+  (backend: string, options: EngineSyncOptions) =>
+  (
+    endpoint: string,
+    version: bigint,
+    request: { readonly method?: "GET" | "POST"; readonly body?: unknown } = {},
+  ) => {
+    const root = options.baseUrl.replace(/\/+$/, "")
+    return postJson({
+      backend,
       url: `${root}${endpoint}`,
-      body,
+      ...request,
       timeoutMs: options.timeoutMs ?? 30 * 60_000,
       ...(options.headers ? { headers: options.headers } : {}),
       ...(options.fetch ? { fetch: options.fetch } : {}),
@@ -68,14 +77,21 @@ export const sglangWeightSync = (options: SglangSyncOptions): EngineWeightSync =
       Effect.mapError(
         (e: PolicyError) =>
           new WeightSyncFailed({
-            replica,
-            endpoint,
+            replica: root,
+            endpoint: endpoint.replace(/\?.*$/, ""),
             version,
             reason: e.message,
             retryable: e.retryable,
           }),
       ),
     )
+  }
+
+export const sglangWeightSync = (options: SglangSyncOptions): EngineWeightSync => {
+  const replica = options.baseUrl.replace(/\/+$/, "")
+  const refit = refitCall("sglang", options)
+  const call = (endpoint: string, body: unknown, version: bigint) =>
+    refit(endpoint, version, { body })
   return {
     replica,
     drains: false,
@@ -111,14 +127,6 @@ export const sglangWeightSync = (options: SglangSyncOptions): EngineWeightSync =
   }
 }
 
-export interface VllmSyncOptions {
-  readonly baseUrl: string
-  /** Limit of each call; a reload of a large checkpoint takes minutes. Default 30 min. */
-  readonly timeoutMs?: number
-  readonly headers?: Readonly<Record<string, string>>
-  readonly fetch?: Fetch
-}
-
 /**
  * The version a vLLM server reports in `GET /weight_info` (`weight_version`). Versions the bridge
  * sets are decimal; anything else (unset, or a name given at start) is the weights the engine
@@ -145,32 +153,8 @@ export const vllmReportedVersion = (answer: unknown): bigint => {
  * paused (nobody samples half-updated weights) until a retry loads the whole checkpoint.
  */
 export const vllmWeightSync = (options: VllmSyncOptions): EngineWeightSync => {
-  const root = options.baseUrl.replace(/\/+$/, "")
-  const replica = root
-  const call = (
-    endpoint: string,
-    version: bigint,
-    request: { readonly method?: "GET" | "POST"; readonly body?: unknown } = {},
-  ) =>
-    postJson({
-      backend: "vllm",
-      url: `${root}${endpoint}`,
-      ...request,
-      timeoutMs: options.timeoutMs ?? 30 * 60_000,
-      ...(options.headers ? { headers: options.headers } : {}),
-      ...(options.fetch ? { fetch: options.fetch } : {}),
-    }).pipe(
-      Effect.mapError(
-        (e: PolicyError) =>
-          new WeightSyncFailed({
-            replica,
-            endpoint: endpoint.replace(/\?.*$/, ""),
-            version,
-            reason: e.message,
-            retryable: e.retryable,
-          }),
-      ),
-    )
+  const replica = options.baseUrl.replace(/\/+$/, "")
+  const call = refitCall("vllm", options)
   return {
     replica,
     drains: true,
