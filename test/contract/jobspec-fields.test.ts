@@ -285,6 +285,22 @@ const COVERAGE: Record<string, Coverage> = {
   },
   "learner.center_advantages": { shown: [MAPPED_ALL, AGGREGATION] },
   "learner.loss_aggregation": { shown: [MAPPED_ALL, AGGREGATION] },
+  "learner.external": {
+    shown: [
+      [
+        "test/integration/trainer-api.test.ts",
+        "claim, fetch, take, publish, report for 3 updates; leases, resume, stale acks and malformed weights",
+      ],
+      [
+        "services/gateway/validate.test.ts",
+        "learner.external: train jobs only, without the SFT warm start t1's learner runs",
+      ],
+      [
+        "test/e2e/python-learner.e2e.test.ts",
+        "3 updates; killed after the first and restarted, it resumes from the last published version; the audit holds",
+      ],
+    ],
+  },
   max_concurrent_episodes: { shown: [ADMISSION] },
   labels: {
     shown: [

@@ -110,7 +110,9 @@ describe("train job on SGLang and vLLM engines, every actor a process", () => {
       ])
       expect(job.state).toBe(JobState.SUCCEEDED)
       expect(job.steps).toEqual([1, 2])
-      const holds2 = (d: VllmDouble) => d.refits.includes("version 2")
+      // The load of v2 is whole once its resume is logged.
+      const holds2 = (d: VllmDouble) =>
+        d.refits.includes("version 2") && d.refits.at(-1) === "resume"
       for (let waited = 0; !(holds2(a) && holds2(b)) && waited < 30_000; waited += 100)
         await new Promise((r) => setTimeout(r, 100))
       for (const d of [a, b]) {
@@ -159,7 +161,8 @@ describe("train job on SGLang and vLLM engines, every actor a process", () => {
 
       // The job ends at the announcement of its last version; the bridge loads it right after.
       const holds2 = (d: SglangDouble) =>
-        d.refits.some((r) => r.startsWith("update") && r.endsWith(" 2"))
+        d.refits.some((r) => r.startsWith("update") && r.endsWith(" 2")) &&
+        d.refits.at(-1) === "continue"
       for (let waited = 0; !(holds2(a) && holds2(b)) && waited < 30_000; waited += 100)
         await new Promise((r) => setTimeout(r, 100))
       for (const d of [a, b]) {

@@ -52,6 +52,8 @@ const trainOnEngines = (
   rotation: Rotation,
   replicas: ReadonlyArray<Replica>,
   syncs: ReadonlyArray<EngineWeightSync>,
+  /** The bridge has loaded the job's last version into every replica (checked after the job). */
+  loadedLast: () => boolean,
 ) => {
   const subjects = subjectsFor(`sync${Math.random().toString(36).slice(2, 7)}`)
   const checkpointDir = mkdtempSync(join(tmpdir(), "t1-sync-"))
@@ -118,6 +120,9 @@ const trainOnEngines = (
           return out
         })
         const { status } = yield* Effect.promise(() => client.getJob({ jobId }))
+        // The job ends at the announcement of its last version; the bridge loads it right after.
+        for (let waited = 0; !loadedLast() && waited < 30_000; waited += 100)
+          yield* Effect.sleep("100 millis")
         client.close()
         const steps = events.flatMap((e) =>
           e.event.case === "learnerStep" ? [Number(e.event.value.step)] : [],
@@ -163,6 +168,7 @@ describe("train job on engines with the engine bridge", () => {
         backend: sglangBackend({ baseUrl: s.url, contextLength: 1024 }),
       })),
       [sa, sb].map((s) => sglangWeightSync({ baseUrl: s.url, timeoutMs: 5000 })),
+      () => [a, b].every((d) => d.refits.at(-1) === "continue" && d.refits.at(-2)?.endsWith(" 2")),
     )
     expect(result.status?.state).toBe(JobState.SUCCEEDED)
     expect(result.steps).toEqual([1, 2])
@@ -209,6 +215,7 @@ describe("train job on engines with the engine bridge", () => {
         }),
       })),
       [sa, sb].map((s) => vllmWeightSync({ baseUrl: s.url, timeoutMs: 5000 })),
+      () => [a, b].every((d) => d.refits.at(-1) === "resume" && d.refits.at(-2) === "version 2"),
     )
     expect(result.status?.state).toBe(JobState.SUCCEEDED)
     expect(result.steps).toEqual([1, 2])
