@@ -3,7 +3,7 @@
  * Promise that rejects with GatewayCallError. `publishWeights` sends a header and the bytes in
  * chunks; `openPublish` gives the raw stream (a test can end or cancel it early).
  */
-import type { DescMessage, MessageInitShape, MessageShape } from "@bufbuild/protobuf"
+import type { DescMessage, MessageInitShape } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
 import {
   type FetchWeightsResponse,
@@ -11,10 +11,12 @@ import {
   TrainerService,
 } from "../../proto/index.ts"
 import {
+  bearer,
   channelCredentials,
   codec,
   type JobServiceClientOptions,
   toCallError,
+  unaryCaller,
 } from "../../services/gateway/index.ts"
 
 type Init<D extends DescMessage> = MessageInitShape<D>
@@ -33,34 +35,9 @@ export const trainerServiceClient = (address: string, options: JobServiceClientO
     "grpc.max_receive_message_length": -1,
   })
   const timeoutMs = options.timeoutMs ?? 60_000
-  const metadata = () => {
-    const m = new grpc.Metadata()
-    if (options.token !== undefined) m.set("authorization", `Bearer ${options.token}`)
-    return m
-  }
+  const metadata = bearer(options.token)
   const path = (name: string) => `/${TrainerService.typeName}/${name}`
-
-  const unary =
-    <I extends DescMessage, O extends DescMessage>(method: {
-      readonly name: string
-      readonly input: I
-      readonly output: O
-    }) =>
-    (request: Init<I>): Promise<MessageShape<O>> =>
-      new Promise((resolve, reject) => {
-        client.makeUnaryRequest(
-          path(method.name),
-          (value: Init<I>) => codec(method.input).serialize(value),
-          codec(method.output).deserialize,
-          request,
-          metadata(),
-          { deadline: Date.now() + timeoutMs },
-          (error, response) => {
-            if (error !== null || response === undefined) reject(toCallError(error))
-            else resolve(response)
-          },
-        )
-      })
+  const unary = unaryCaller(client, TrainerService.typeName, metadata, timeoutMs)
 
   const openPublish = (): PublishStream => {
     const method = TrainerService.method.publishWeights

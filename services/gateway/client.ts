@@ -145,6 +145,42 @@ export const channelCredentials = (tls: JobServiceClientOptions["tls"]) => {
   return grpc.credentials.createSsl(ca === undefined ? null : Buffer.from(ca))
 }
 
+/** Fresh call metadata with `authorization: Bearer <token>` when a token is given. */
+export const bearer = (token: string | undefined) => (): grpc.Metadata => {
+  const m = new grpc.Metadata()
+  if (token !== undefined) m.set("authorization", `Bearer ${token}`)
+  return m
+}
+
+/**
+ * Unary calls of `service` over `client` as Promises: the request serialised by its schema,
+ * a deadline of `timeoutMs`, a failure as GatewayCallError; `signal` cancels the call.
+ */
+export const unaryCaller =
+  (client: grpc.Client, service: string, metadata: () => grpc.Metadata, timeoutMs: number) =>
+  <I extends DescMessage, O extends DescMessage>(method: {
+    readonly name: string
+    readonly input: I
+    readonly output: O
+  }) =>
+  (request: Init<I>, signal?: AbortSignal): Promise<MessageShape<O>> =>
+    new Promise((resolve, reject) => {
+      const input = codec(method.input)
+      const call = client.makeUnaryRequest(
+        `/${service}/${method.name}`,
+        (value: Init<I>) => input.serialize(value),
+        codec(method.output).deserialize,
+        request,
+        metadata(),
+        { deadline: Date.now() + timeoutMs },
+        (error, response) => {
+          if (error !== null || response === undefined) reject(toCallError(error))
+          else resolve(response)
+        },
+      )
+      signal?.addEventListener("abort", () => call.cancel(), { once: true })
+    })
+
 /** A client of the gateway at `address` (`host:port`); one HTTP/2 connection, reused. */
 export const jobServiceClient = (
   address: string,
@@ -156,36 +192,8 @@ export const jobServiceClient = (
       : {}
   const client = new grpc.Client(address, channelCredentials(options.tls), serverName)
   const timeoutMs = options.timeoutMs ?? 30_000
-  const metadata = () => {
-    const m = new grpc.Metadata()
-    if (options.token !== undefined) m.set("authorization", `Bearer ${options.token}`)
-    return m
-  }
-
-  const unary =
-    <I extends DescMessage, O extends DescMessage>(method: {
-      readonly name: string
-      readonly input: I
-      readonly output: O
-    }) =>
-    (request: Init<I>, signal?: AbortSignal): Promise<MessageShape<O>> =>
-      new Promise((resolve, reject) => {
-        const input = codec(method.input)
-        const output = codec(method.output)
-        const call = client.makeUnaryRequest(
-          `/${JobService.typeName}/${method.name}`,
-          (value: Init<I>) => input.serialize(value),
-          output.deserialize,
-          request,
-          metadata(),
-          { deadline: Date.now() + timeoutMs },
-          (error, response) => {
-            if (error !== null || response === undefined) reject(toCallError(error))
-            else resolve(response)
-          },
-        )
-        signal?.addEventListener("abort", () => call.cancel(), { once: true })
-      })
+  const metadata = bearer(options.token)
+  const unary = unaryCaller(client, JobService.typeName, metadata, timeoutMs)
 
   const watchJob = (request: Init<M["watchJob"]["input"]>): AsyncIterable<JobEvent> => ({
     async *[Symbol.asyncIterator]() {

@@ -14,6 +14,7 @@ export {
 } from "./auth.ts"
 export type { CallRunner } from "./calls.ts"
 export {
+  bearer,
   channelCredentials,
   GatewayCallError,
   type JobServiceClient,
@@ -21,6 +22,7 @@ export {
   jobServiceClient,
   jobServiceClientScoped,
   toCallError,
+  unaryCaller,
 } from "./client.ts"
 export { GatewayStartError, PermissionDenied, Unauthenticated } from "./errors.ts"
 export { codec, type ServiceHandlers, serviceDefinition } from "./grpc-adapter.ts"
