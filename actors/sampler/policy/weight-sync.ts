@@ -54,9 +54,6 @@ export interface EngineSyncOptions {
   readonly fetch?: Fetch
 }
 
-export type SglangSyncOptions = EngineSyncOptions
-export type VllmSyncOptions = EngineSyncOptions
-
 /** A refit call to the replica at `options.baseUrl` whose failure names the endpoint. */
 const refitCall =
   (backend: string, options: EngineSyncOptions) =>
@@ -87,22 +84,18 @@ const refitCall =
     )
   }
 
-export const sglangWeightSync = (options: SglangSyncOptions): EngineWeightSync => {
+export const sglangWeightSync = (options: EngineSyncOptions): EngineWeightSync => {
   const replica = options.baseUrl.replace(/\/+$/, "")
-  const refit = refitCall("sglang", options)
-  const call = (endpoint: string, body: unknown, version: bigint) =>
-    refit(endpoint, version, { body })
+  const call = refitCall("sglang", options)
   return {
     replica,
     drains: false,
     update: ({ path, version }) =>
       Effect.gen(function* () {
-        yield* call("/pause_generation", { mode: "retract" }, version)
-        const loaded = yield* call(
-          "/update_weights_from_disk",
-          { model_path: path, weight_version: version.toString(), flush_cache: true },
-          version,
-        ).pipe(
+        yield* call("/pause_generation", version, { body: { mode: "retract" } })
+        const loaded = yield* call("/update_weights_from_disk", version, {
+          body: { model_path: path, weight_version: version.toString(), flush_cache: true },
+        }).pipe(
           Effect.flatMap((answer) =>
             isRecord(answer) && answer.success === true
               ? Effect.void
@@ -121,7 +114,7 @@ export const sglangWeightSync = (options: SglangSyncOptions): EngineWeightSync =
         // Generation continues either way: the retracted requests resume, and a replica whose
         // load failed still answers with its old weight_version (the bridge keeps it out of
         // rotation until a retry loads the new one).
-        yield* call("/continue_generation", {}, version)
+        yield* call("/continue_generation", version, { body: {} })
         if (loaded._tag === "Failure") return yield* loaded.failure
       }),
   }
@@ -152,7 +145,7 @@ export const vllmReportedVersion = (answer: unknown): bigint => {
  * path that takes a directory. A failed reload may leave some layers loaded, so the replica stays
  * paused (nobody samples half-updated weights) until a retry loads the whole checkpoint.
  */
-export const vllmWeightSync = (options: VllmSyncOptions): EngineWeightSync => {
+export const vllmWeightSync = (options: EngineSyncOptions): EngineWeightSync => {
   const replica = options.baseUrl.replace(/\/+$/, "")
   const call = refitCall("vllm", options)
   return {
