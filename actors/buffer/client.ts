@@ -31,6 +31,11 @@ export type TakeBatchParams = { readonly jobId: string } & Partial<
 export interface TakeBatchOptions {
   /** Reply deadline; default the request's wait_ms plus 30 s. */
   readonly timeoutMs?: number
+  /**
+   * Resolve object-store references into trajectories (default). False: the batch as the buffer
+   * served it, its large trajectories still `trajectory_refs` (what the Trainer API hands on).
+   */
+  readonly resolveRefs?: boolean
 }
 
 const fetchTrajectory = (bus: BusShape, jobId: string, ref: ObjectRef) =>
@@ -82,7 +87,7 @@ export const resolveBatch = (
 
 /**
  * Takes a batch from the job's buffer (`<prefix>.buffer.<job>.take`), with object-store
- * references already resolved into trajectories. Pass the previous batch's id as
+ * references resolved into trajectories unless `resolveRefs` is false. Pass the previous batch's id as
  * `ackBatchId` to confirm it; an unconfirmed batch is served again after the buffer's timeout.
  */
 export const takeBatch = (
@@ -106,5 +111,5 @@ export const takeBatch = (
       catch: (e) =>
         new BufferClientError({ jobId: req.jobId, reason: `not a Batch: ${String(e)}` }),
     })
-    return yield* resolveBatch(bus, batch)
+    return options.resolveRefs === false ? batch : yield* resolveBatch(bus, batch)
   })

@@ -1,14 +1,24 @@
 /**
  * A typed client of t1.v1.TrainerService, for TypeScript trainers and the tests: every call a
  * Promise that rejects with GatewayCallError. `publishWeights` sends a header and the bytes in
- * chunks; `openPublish` gives the raw stream (a test can end or cancel it early).
+ * chunks; `openPublish` gives the raw stream (a test can end or cancel it early);
+ * `resolveBatch` fetches the trajectories a batch serves by reference (FetchTrajectory).
  */
-import type { DescMessage, MessageInitShape } from "@bufbuild/protobuf"
+import { createHash } from "node:crypto"
+import {
+  type DescMessage,
+  fromBinary,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
 import {
+  type Batch,
   type FetchWeightsResponse,
   type PublishWeightsResponse,
   TrainerService,
+  type Trajectory,
+  TrajectorySchema,
 } from "../../proto/index.ts"
 import {
   bearer,
@@ -38,6 +48,46 @@ export const trainerServiceClient = (address: string, options: JobServiceClientO
   const metadata = bearer(options.token)
   const path = (name: string) => `/${TrainerService.typeName}/${name}`
   const unary = unaryCaller(client, TrainerService.typeName, metadata, timeoutMs)
+
+  /** A server-streaming call's chunks: the first as the head, the `data` of all concatenated. */
+  const chunks = <I extends DescMessage, O extends DescMessage & { readonly typeName: string }>(
+    method: { readonly name: string; readonly input: I; readonly output: O },
+    request: Init<I>,
+  ): Promise<{ readonly head: MessageShape<O>; readonly bytes: Uint8Array }> =>
+    new Promise((resolve, reject) => {
+      const call = client.makeServerStreamRequest(
+        path(method.name),
+        (value: Init<I>) => codec(method.input).serialize(value),
+        codec(method.output).deserialize,
+        request,
+        metadata(),
+        { deadline: Date.now() + timeoutMs },
+      )
+      const parts: Uint8Array[] = []
+      let head: MessageShape<O> | undefined
+      call.on("data", (chunk: MessageShape<O> & { readonly data: Uint8Array }) => {
+        head ??= chunk
+        parts.push(chunk.data)
+      })
+      call.on("error", (e) => reject(toCallError(e)))
+      call.on("end", () => {
+        if (head === undefined) reject(new Error(`${method.name} ended without a chunk`))
+        else resolve({ head, bytes: Buffer.concat(parts) })
+      })
+    })
+
+  /** A trajectory a batch serves by reference, its digest checked. */
+  const fetchTrajectory = async (
+    request: Init<M["fetchTrajectory"]["input"]>,
+  ): Promise<Trajectory> => {
+    const { head, bytes } = await chunks(TrainerService.method.fetchTrajectory, request)
+    const digest = createHash("sha256").update(bytes).digest("hex")
+    if (BigInt(bytes.length) !== head.sizeBytes || digest !== head.sha256)
+      throw new Error(
+        `FetchTrajectory: ${bytes.length} bytes hashing to ${digest}, announced ${head.sizeBytes} bytes ${head.sha256}`,
+      )
+    return fromBinary(TrajectorySchema, bytes)
+  }
 
   const openPublish = (): PublishStream => {
     const method = TrainerService.method.publishWeights
@@ -77,31 +127,18 @@ export const trainerServiceClient = (address: string, options: JobServiceClientO
     fetchWeights: (
       request: Init<M["fetchWeights"]["input"]>,
     ): Promise<{ readonly head: FetchWeightsResponse; readonly bytes: Uint8Array }> =>
-      new Promise((resolve, reject) => {
-        const method = TrainerService.method.fetchWeights
-        const call = client.makeServerStreamRequest(
-          path(method.name),
-          (value: Init<M["fetchWeights"]["input"]>) => codec(method.input).serialize(value),
-          codec(method.output).deserialize,
-          request,
-          metadata(),
-          { deadline: Date.now() + timeoutMs },
-        )
-        const parts: Uint8Array[] = []
-        let head: FetchWeightsResponse | undefined
-        call.on("data", (chunk: FetchWeightsResponse) => {
-          head ??= chunk
-          parts.push(chunk.data)
-        })
-        call.on("error", (e) => reject(toCallError(e)))
-        call.on("end", () => {
-          if (head === undefined) {
-            reject(new Error("FetchWeights ended without a chunk"))
-            return
-          }
-          resolve({ head, bytes: Buffer.concat(parts) })
-        })
-      }),
+      chunks(TrainerService.method.fetchWeights, request),
+    fetchTrajectory,
+    /**
+     * The batch with its `trajectory_refs` fetched and appended to `trajectories` (batch order,
+     * so `weights` lines up), as the buffer client resolves them for t1's learner.
+     */
+    resolveBatch: async (jobId: string, leaseId: string, batch: Batch): Promise<Batch> => {
+      const fetched = await Promise.all(
+        batch.trajectoryRefs.map((ref) => fetchTrajectory({ jobId, leaseId, ref })),
+      )
+      return { ...batch, trajectories: [...batch.trajectories, ...fetched], trajectoryRefs: [] }
+    },
     openPublish,
     /** Header, then the bytes in chunks of `chunkBytes` (default 1 MiB). */
     publishWeights: (

@@ -16,6 +16,7 @@ import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { decodeWeights, encodeWeights, type TinyMoeConfig } from "../../model/index.ts"
 import {
   ClaimJobResponseSchema,
+  FetchTrajectoryResponseSchema,
   FetchWeightsResponseSchema,
   file_t1_v1_trainer,
   JobKind,
@@ -47,7 +48,7 @@ import {
   publishWeightBytes,
   resolvePolicyRef,
 } from "../../services/weights/index.ts"
-import { takeBatch } from "../buffer/index.ts"
+import { bufferNames, takeBatch } from "../buffer/index.ts"
 import { jobLearnerPlan } from "../learner/index.ts"
 import { readBatchRecord, writeBatchRecord } from "./batches.ts"
 import { checkLease, claimLease } from "./lease.ts"
@@ -62,7 +63,7 @@ const DEFAULT_LEASE_TTL_MS = 30_000
 const MAX_LEASE_TTL_MS = 600_000
 const DEFAULT_WAIT_MS = 30_000
 const MAX_WAIT_MS = 600_000
-/** FetchWeights chunk size: well under gRPC's default 4 MiB receive limit. */
+/** FetchWeights and FetchTrajectory chunk size: well under gRPC's default 4 MiB receive limit. */
 const CHUNK_BYTES = 1 << 20
 const TRAINER_ID = /^[A-Za-z0-9_.:@-]{1,128}$/
 
@@ -340,17 +341,22 @@ export const trainerService = (
                   : ""
             const plan = jobLearnerPlan(spec)
             const latest = yield* latestAnnouncement(bus, o.subjects, r.jobId)
-            const batch = yield* takeBatch(bus, o.subjects, {
-              jobId: r.jobId,
-              maxTrajectories: r.maxTrajectories || plan.batchSize,
-              maxTokens: r.maxTokens,
-              policyVersion: latest?.policyVersion ?? 0n,
-              maxStaleness: plan.maxStaleness,
-              waitMs: r.waitMs || DEFAULT_WAIT_MS,
-              wholeGroups: plan.groupSize > 1,
-              groupSize: plan.groupSize,
-              ackBatchId: ack,
-            }).pipe(
+            const batch = yield* takeBatch(
+              bus,
+              o.subjects,
+              {
+                jobId: r.jobId,
+                maxTrajectories: r.maxTrajectories || plan.batchSize,
+                maxTokens: r.maxTokens,
+                policyVersion: latest?.policyVersion ?? 0n,
+                maxStaleness: plan.maxStaleness,
+                waitMs: r.waitMs || DEFAULT_WAIT_MS,
+                wholeGroups: plan.groupSize > 1,
+                groupSize: plan.groupSize,
+                ackBatchId: ack,
+              },
+              { resolveRefs: false },
+            ).pipe(
               Effect.mapError((e) =>
                 e._tag === "BufferClientError"
                   ? new StatusError({ code: grpc.status.UNAVAILABLE, details: e.message })
@@ -364,6 +370,49 @@ export const trainerService = (
               trained: "",
             })
             return create(TrainerServiceTakeBatchResponseSchema, { batch })
+          }),
+        ),
+
+        fetchTrajectory: runner.serverStream("TrainerService/FetchTrajectory", (call, write) =>
+          Effect.gen(function* () {
+            yield* admin("FetchTrajectory", call.metadata)
+            const { jobId, leaseId, ref } = call.request
+            yield* externalJob(store, jobId)
+            yield* checkLease(leases, jobId, leaseId)
+            const names = bufferNames(o.subjects, jobId)
+            // Only the job's own served trajectories: the ref names an object of its buffer.
+            if (
+              ref === undefined ||
+              ref.bucket !== names.objectBucket ||
+              !ref.name.startsWith(`${jobId}/`)
+            )
+              return yield* invalid(
+                `ref: must be one of the job's Batch.trajectory_refs (bucket ${names.objectBucket}, name ${jobId}/…), got ${JSON.stringify(`${ref?.bucket ?? ""}/${ref?.name ?? ""}`)}`,
+              )
+            const objects = yield* bus.objectStore(ref.bucket)
+            const found = yield* objects.get(ref.name)
+            if (Option.isNone(found))
+              return yield* new StatusError({
+                code: grpc.status.NOT_FOUND,
+                details: `trajectory ${ref.name} is not in ${ref.bucket}: its batch was confirmed (or never served)`,
+              })
+            const bytes = found.value
+            const digest = sha256(bytes)
+            if (ref.sha256 !== "" && digest !== ref.sha256)
+              return yield* new StatusError({
+                code: grpc.status.DATA_LOSS,
+                details: `trajectory ${ref.name}: the stored bytes hash to ${digest}, not ${ref.sha256}`,
+              })
+            for (let at = 0; at < bytes.length || at === 0; at += CHUNK_BYTES) {
+              yield* write(
+                create(FetchTrajectoryResponseSchema, {
+                  sizeBytes: BigInt(bytes.length),
+                  sha256: digest,
+                  data: bytes.subarray(at, at + CHUNK_BYTES),
+                }),
+              )
+              if (bytes.length === 0) break
+            }
           }),
         ),
 

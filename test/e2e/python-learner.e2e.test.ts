@@ -8,7 +8,7 @@
  * last published version without training a batch twice.
  */
 
-import { type ChildProcess, spawn, spawnSync } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { fileURLToPath } from "node:url"
 import Dockerode from "dockerode"
@@ -17,16 +17,11 @@ import { type JobEvent, JobKind } from "../../proto/index.ts"
 import { type JobServiceClient, jobServiceClient } from "../../services/gateway/index.ts"
 import { auditJob, endRecords } from "../faults/audit.ts"
 import { useNatsServer } from "../support/nats-url.ts"
+import { CLIENT_DIR, torchPython } from "../support/python.ts"
 import { coreMembers, freePort, type System, startSystem } from "../support/system.ts"
 
 const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
-const CLIENT_DIR = fileURLToPath(new URL("../../clients/python", import.meta.url))
-const python = [process.env.T1_PYTHON, "python3", "/usr/bin/python3"].find(
-  (p) =>
-    p !== undefined && spawnSync(p, ["-c", "import torch, grpc, google.protobuf"]).status === 0,
-)
-if (python === undefined && process.env.CI === "true")
-  throw new Error("CI needs python3-torch, python3-grpcio and python3-protobuf")
+const python = torchPython
 
 const nats = useNatsServer()
 const docker = new Dockerode()

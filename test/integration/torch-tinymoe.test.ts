@@ -15,15 +15,12 @@ import { describe, expect, it } from "vitest"
 import { embeddedPolicy } from "../../actors/sampler/index.ts"
 import { bf16Round, encodeWeights, mapParams, TinyMoe } from "../../model/index.ts"
 import { selectKernels } from "../../model/kernels/select.ts"
+import { torchPython } from "../support/python.ts"
 
 const SCRIPT = fileURLToPath(new URL("../../clients/python/tests/parity.py", import.meta.url))
 const ALIGNMENT = fileURLToPath(new URL("../../clients/python/tests/alignment.py", import.meta.url))
 
-const python = [process.env.T1_PYTHON, "python3", "/usr/bin/python3"].find(
-  (p) => p !== undefined && spawnSync(p, ["-c", "import torch"]).status === 0,
-)
-if (python === undefined && process.env.CI === "true")
-  throw new Error("CI needs PyTorch for the reference learner (Debian python3-torch)")
+const python = torchPython
 
 interface TorchScores {
   readonly version: number
@@ -153,7 +150,7 @@ describe.skipIf(python === undefined)(
       }
     }
 
-    it("on episodes the TypeScript sampler generated: replayed routing within 1e-4 of its log-probs", async () => {
+    it("on episodes the TypeScript sampler generated: replayed routing within 1e-4 of its log-probs, measurably further without", async () => {
       const learner = TinyMoe.create({ config: { vocabSize: 300 }, seed: 9 })
       // As t1's samplers run the published weights: f32.
       const f32 = await alignment(learner.withKernels(selectKernels("auto")), learner)
@@ -167,13 +164,30 @@ describe.skipIf(python === undefined)(
         ),
         learner,
       )
+      // As an engine that keeps the rest of the model in f32 but loads the router's gate in
+      // bfloat16: the two differ in routing and (nearly) nothing else.
+      const bf16Router = await alignment(
+        TinyMoe.fromParams(
+          learner.config,
+          mapParams(learner.config, learner.params, "f32", (d, name) =>
+            name.endsWith("router") ? bf16Round(Float32Array.from(d)) : d,
+          ),
+          "f32",
+          selectKernels("auto"),
+        ),
+        learner,
+      )
       console.log(
-        `alignment: f32 sampler ${JSON.stringify(f32)}; bf16 sampler ${JSON.stringify(bf16)}`,
+        `alignment: f32 sampler ${JSON.stringify(f32)}; bf16 sampler ${JSON.stringify(bf16)}; bf16-router sampler ${JSON.stringify(bf16Router)}`,
       )
       expect(f32.replay).toBeLessThan(1e-4)
       // A sampler whose router chose differently: replaying its choices brings the learner closer.
       expect(bf16.routing_differs).toBeGreaterThan(0)
       expect(bf16.no_replay).toBeGreaterThan(bf16.replay)
+      // Routing the only difference: within 1e-4 with replay, many times that without.
+      expect(bf16Router.routing_differs).toBeGreaterThan(0)
+      expect(bf16Router.replay).toBeLessThan(1e-4)
+      expect(bf16Router.no_replay).toBeGreaterThan(5 * bf16Router.replay)
     }, 120_000)
   },
 )

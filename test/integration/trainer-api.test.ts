@@ -4,10 +4,15 @@
  * and a trainer written against TrainerService over gRPC. It claims the job, fetches the
  * starting weights, takes batches, publishes new weights and reports steps; the samplers follow
  * the versions it publishes and the coordinator ends the job at its step budget. Along the way:
- * a job t1's learner pool holds cannot be claimed, a second trainer cannot take a live lease but
+ * the last version goes by reference (PublishWeightsRef, a file on shared storage); a job t1's
+ * learner pool holds cannot be claimed, a second trainer cannot take a live lease but
  * takes a lapsed one and resumes from the last published version, stale acks and malformed
- * weights are refused, and nothing is announced for them.
+ * weights (streamed or by reference) are refused, and nothing is announced for them.
  */
+import { createHash } from "node:crypto"
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as grpc from "@grpc/grpc-js"
 import { Effect } from "effect"
@@ -94,6 +99,12 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
             let model = decodeWeights(start.bytes).model
             let version = start.head.policyVersion
             const trained: string[][] = []
+            const checkpoints = mkdtempSync(join(tmpdir(), "t1-trainer-ref-"))
+            const byRef: Array<{
+              version: bigint | undefined
+              sha256: string | undefined
+              expected: string
+            }> = []
             const batches: Batch[] = []
 
             const take = async (leaseId: string, ack: string) => {
@@ -113,7 +124,12 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
                 ack = ""
               }
             }
-            const step = async (leaseId: string, ack: string, n: number) => {
+            const step = async (
+              leaseId: string,
+              ack: string,
+              n: number,
+              via: "stream" | "ref" = "stream",
+            ) => {
               const batch = await take(leaseId, ack)
               batches.push(batch)
               nudge(model, 1e-3)
@@ -132,16 +148,30 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
                   trajectories: batch.trajectories.length,
                 },
               })
-              await trainer.publishWeights(
-                {
-                  jobId,
-                  leaseId,
-                  policyVersion: version,
-                  step: BigInt(n),
-                  batchIds: [batch.batchId],
-                },
-                encodeWeights(model, "F32", { version }),
-              )
+              const header = {
+                jobId,
+                leaseId,
+                policyVersion: version,
+                step: BigInt(n),
+                batchIds: [batch.batchId],
+              }
+              const bytes = encodeWeights(model, "F32", { version })
+              if (via === "stream") await trainer.publishWeights(header, bytes)
+              else {
+                // A checkpoint the trainer wrote to storage the gateway reads.
+                const path = join(checkpoints, `v${version}.safetensors`)
+                writeFileSync(path, bytes)
+                const { announcement } = await trainer.publishWeightsRef({
+                  ...header,
+                  format: "safetensors",
+                  path,
+                })
+                byRef.push({
+                  version: announcement?.policyVersion,
+                  sha256: announcement?.sha256,
+                  expected: createHash("sha256").update(bytes).digest("hex"),
+                })
+              }
               return batch.batchId
             }
 
@@ -210,6 +240,29 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
             const oldVersion = await codeOf(
               trainer.publishWeights({ ...header, policyVersion: version }, good),
             )
+            // By reference: a relative path, a missing file, a folder, a file that is not
+            // weights, an old version.
+            const ref = { ...header, format: "safetensors" }
+            const cut = join(checkpoints, "cut.safetensors")
+            writeFileSync(cut, good.subarray(0, good.length >> 1))
+            const whole = join(checkpoints, "whole.safetensors")
+            writeFileSync(whole, good)
+            const badRefs = {
+              relative: await codeOf(
+                trainer.publishWeightsRef({ ...ref, path: "checkpoints/v2.safetensors" }),
+              ),
+              missing: await codeOf(
+                trainer.publishWeightsRef({ ...ref, path: join(checkpoints, "none") }),
+              ),
+              folder: await codeOf(trainer.publishWeightsRef({ ...ref, path: checkpoints })),
+              truncated: await codeOf(trainer.publishWeightsRef({ ...ref, path: cut })),
+              format: await codeOf(
+                trainer.publishWeightsRef({ ...ref, format: "pickle", path: whole }),
+              ),
+              oldVersion: await codeOf(
+                trainer.publishWeightsRef({ ...ref, policyVersion: version, path: whole }),
+              ),
+            }
             const after = (
               await trainer.claimJob({ jobId, trainerId: "torch-a", leaseTtlMs: 1500 })
             ).policyVersion
@@ -240,7 +293,7 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
             version = resumed.head.policyVersion
             // b1 was trained by a published version: the gateway confirms it, no ack needed.
             const b2 = await step(leaseB, "", 2)
-            await step(leaseB, b2, 3)
+            await step(leaseB, b2, 3, "ref")
 
             const events = []
             for await (const e of jobs.watchJob({ jobId })) events.push(e)
@@ -264,6 +317,8 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
               undecodable,
               truncated,
               oldVersion,
+              badRefs,
+              byRef,
               claimB,
               leaseB,
               oldLease,
@@ -305,7 +360,19 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
       truncated: "INVALID_ARGUMENT",
       oldVersion: "INVALID_ARGUMENT",
     })
+    expect(result.badRefs).toEqual({
+      relative: "INVALID_ARGUMENT",
+      missing: "INVALID_ARGUMENT",
+      folder: "INVALID_ARGUMENT",
+      truncated: "INVALID_ARGUMENT",
+      format: "INVALID_ARGUMENT",
+      oldVersion: "INVALID_ARGUMENT",
+    })
     expect(result.after).toBe(result.before)
+    // Step 3 was published by reference: announced as v3 with the file's digest.
+    expect(result.byRef).toEqual([
+      { version: 3n, sha256: result.byRef[0]?.expected, expected: result.byRef[0]?.expected },
+    ])
     // The second trainer resumes from the last published version, with a new lease.
     expect(result.leaseB).not.toBe(result.lease)
     expect(result.claimB.policyVersion).toBe(1n)

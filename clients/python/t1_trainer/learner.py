@@ -113,9 +113,26 @@ class Trainer:
                     job_id=self.job, lease_id=self.lease, ack_batch_id=ack, max_trajectories=size, wait_ms=5000
                 )
             ).batch
-            if len(batch.trajectories) > 0:
-                return batch
+            if len(batch.trajectories) + len(batch.trajectory_refs) > 0:
+                return self.resolve(batch)
             ack = ""  # an empty answer confirms nothing
+
+    def resolve(self, batch):
+        """Trajectories too large for the batch's message come as references: fetch each one and
+        append it, in order (batch.weights covers `trajectories` then `trajectory_refs`)."""
+        Trajectory = message("t1.v1.Trajectory")
+        for ref in batch.trajectory_refs:
+            parts, head = [], None
+            request = message("t1.v1.FetchTrajectoryRequest")(job_id=self.job, lease_id=self.lease, ref=ref)
+            for chunk in self.stub.FetchTrajectory(request):
+                head = head or chunk
+                parts.append(chunk.data)
+            data = b"".join(parts)
+            if len(data) != head.size_bytes or hashlib.sha256(data).hexdigest() != head.sha256:
+                raise RuntimeError(f"FetchTrajectory {ref.name}: the bytes do not match their size and sha256")
+            batch.trajectories.append(Trajectory.FromString(data))
+        del batch.trajectory_refs[:]
+        return batch
 
     def report(self, fields):
         self.renew()
@@ -142,6 +159,15 @@ class Trainer:
                 yield Request(data=data[at : at + CHUNK])
 
         return self.stub.PublishWeights(parts())
+
+
+def loss_weights(batch):
+    """One loss weight per trajectory, in batch order: 1 unless the buffer down-weighted it."""
+    if len(batch.weights) == 0:
+        return [1.0] * len(batch.trajectories)
+    if len(batch.weights) != len(batch.trajectories) or any(not (w >= 0 and math.isfinite(w)) for w in batch.weights):
+        raise RuntimeError(f"batch {batch.batch_id}: weights {list(batch.weights)} do not give one finite weight >= 0 per trajectory")
+    return list(batch.weights)
 
 
 def update(model, optimisers, rows, cfg, phase_policy_weight, seed):
@@ -173,6 +199,10 @@ def update(model, optimisers, rows, cfg, phase_policy_weight, seed):
             n = r["advantages"].numel()
             r["advantages"] = adv[at : at + n]
             at += n
+    # The buffer's per-trajectory loss weight (below 1 for a trajectory served past its staleness
+    # bound), applied after whitening as t1's learner applies it.
+    for r in rows:
+        r["advantages"] = r["advantages"] * r["weight"]
     # 3. Epochs of minibatch steps over a seeded shuffle.
     totals = {"tokens": 0, "rows": 0, "policy": 0.0, "value": 0.0, "entropy": 0.0, "clipped": 0, "tis_clipped": 0, "kl": 0.0}
     rng = random.Random(seed)
@@ -247,7 +277,7 @@ def main(argv=None):
     while step < budget:
         batch = trainer.take(ack, cfg["batch"])
         started = time.monotonic()
-        rows = [trajectory_rows(t) for t in batch.trajectories]
+        rows = [dict(trajectory_rows(t), weight=w) for t, w in zip(batch.trajectories, loss_weights(batch))]
         rows = [r for r in rows if r["targets"].numel() > 0]
         step += 1
         phase = "TRAIN_PHASE_CRITIC_WARMUP" if step <= cfg["warmup"] else "TRAIN_PHASE_PPO"

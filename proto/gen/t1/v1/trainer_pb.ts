@@ -4,6 +4,8 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { ObjectRef } from "./common_pb.ts";
+import { file_t1_v1_common } from "./common_pb.ts";
 import type { JobSpec } from "./job_pb.ts";
 import { file_t1_v1_job } from "./job_pb.ts";
 import type { Batch, TrainStepReport, WeightsAnnouncement } from "./learner_pb.ts";
@@ -14,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file t1/v1/trainer.proto.
  */
 export const file_t1_v1_trainer: GenFile = /*@__PURE__*/
-  fileDesc("ChN0MS92MS90cmFpbmVyLnByb3RvEgV0MS52MSJLCg9DbGFpbUpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhIKCnRyYWluZXJfaWQYAiABKAkSFAoMbGVhc2VfdHRsX21zGAMgASgNIl0KDFRyYWluZXJMZWFzZRIOCgZqb2JfaWQYASABKAkSEgoKdHJhaW5lcl9pZBgCIAEoCRIQCghsZWFzZV9pZBgDIAEoCRIXCg9leHBpcmVzX3VuaXhfbXMYBCABKAMilAEKEENsYWltSm9iUmVzcG9uc2USIgoFbGVhc2UYASABKAsyEy50MS52MS5UcmFpbmVyTGVhc2USHAoEc3BlYxgCIAEoCzIOLnQxLnYxLkpvYlNwZWMSFgoOcG9saWN5X3ZlcnNpb24YAyABKAQSDAoEc3RlcBgEIAEoBBIYChBwZW5kaW5nX2JhdGNoX2lkGAUgASgJIk8KE0ZldGNoV2VpZ2h0c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEhYKDnBvbGljeV92ZXJzaW9uGAMgASgEInAKFEZldGNoV2VpZ2h0c1Jlc3BvbnNlEhYKDnBvbGljeV92ZXJzaW9uGAEgASgEEg4KBmZvcm1hdBgCIAEoCRISCgpzaXplX2J5dGVzGAMgASgEEg4KBnNoYTI1NhgEIAEoCRIMCgRkYXRhGAUgASgMIpcBCh5UcmFpbmVyU2VydmljZVRha2VCYXRjaFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEhQKDGFja19iYXRjaF9pZBgDIAEoCRIYChBtYXhfdHJhamVjdG9yaWVzGAQgASgNEhIKCm1heF90b2tlbnMYBSABKA0SDwoHd2FpdF9tcxgGIAEoDSI+Ch9UcmFpbmVyU2VydmljZVRha2VCYXRjaFJlc3BvbnNlEhsKBWJhdGNoGAEgASgLMgwudDEudjEuQmF0Y2giXgoVUHVibGlzaFdlaWdodHNSZXF1ZXN0Ei0KBmhlYWRlchgBIAEoCzIbLnQxLnYxLlB1Ymxpc2hXZWlnaHRzSGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBHBhcnQipQEKFFB1Ymxpc2hXZWlnaHRzSGVhZGVyEg4KBmpvYl9pZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgDIAEoBBIMCgRzdGVwGAQgASgEEg4KBmZvcm1hdBgFIAEoCRISCgpzaXplX2J5dGVzGAYgASgEEg4KBnNoYTI1NhgHIAEoCRIRCgliYXRjaF9pZHMYCCADKAkikwEKGFB1Ymxpc2hXZWlnaHRzUmVmUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSFgoOcG9saWN5X3ZlcnNpb24YAyABKAQSDAoEc3RlcBgEIAEoBBIOCgZmb3JtYXQYBSABKAkSDAoEcGF0aBgGIAEoCRIRCgliYXRjaF9pZHMYByADKAkiSgoWUHVibGlzaFdlaWdodHNSZXNwb25zZRIwCgxhbm5vdW5jZW1lbnQYASABKAsyGi50MS52MS5XZWlnaHRzQW5ub3VuY2VtZW50Ik0KGVB1Ymxpc2hXZWlnaHRzUmVmUmVzcG9uc2USMAoMYW5ub3VuY2VtZW50GAEgASgLMhoudDEudjEuV2VpZ2h0c0Fubm91bmNlbWVudCJdChFSZXBvcnRTdGVwUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSJgoGcmVwb3J0GAMgASgLMhYudDEudjEuVHJhaW5TdGVwUmVwb3J0IhQKElJlcG9ydFN0ZXBSZXNwb25zZTLgAwoOVHJhaW5lclNlcnZpY2USOwoIQ2xhaW1Kb2ISFi50MS52MS5DbGFpbUpvYlJlcXVlc3QaFy50MS52MS5DbGFpbUpvYlJlc3BvbnNlEkkKDEZldGNoV2VpZ2h0cxIaLnQxLnYxLkZldGNoV2VpZ2h0c1JlcXVlc3QaGy50MS52MS5GZXRjaFdlaWdodHNSZXNwb25zZTABEloKCVRha2VCYXRjaBIlLnQxLnYxLlRyYWluZXJTZXJ2aWNlVGFrZUJhdGNoUmVxdWVzdBomLnQxLnYxLlRyYWluZXJTZXJ2aWNlVGFrZUJhdGNoUmVzcG9uc2USTwoOUHVibGlzaFdlaWdodHMSHC50MS52MS5QdWJsaXNoV2VpZ2h0c1JlcXVlc3QaHS50MS52MS5QdWJsaXNoV2VpZ2h0c1Jlc3BvbnNlKAESVgoRUHVibGlzaFdlaWdodHNSZWYSHy50MS52MS5QdWJsaXNoV2VpZ2h0c1JlZlJlcXVlc3QaIC50MS52MS5QdWJsaXNoV2VpZ2h0c1JlZlJlc3BvbnNlEkEKClJlcG9ydFN0ZXASGC50MS52MS5SZXBvcnRTdGVwUmVxdWVzdBoZLnQxLnYxLlJlcG9ydFN0ZXBSZXNwb25zZWIGcHJvdG8z", [file_t1_v1_job, file_t1_v1_learner]);
+  fileDesc("ChN0MS92MS90cmFpbmVyLnByb3RvEgV0MS52MSJLCg9DbGFpbUpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhIKCnRyYWluZXJfaWQYAiABKAkSFAoMbGVhc2VfdHRsX21zGAMgASgNIl0KDFRyYWluZXJMZWFzZRIOCgZqb2JfaWQYASABKAkSEgoKdHJhaW5lcl9pZBgCIAEoCRIQCghsZWFzZV9pZBgDIAEoCRIXCg9leHBpcmVzX3VuaXhfbXMYBCABKAMilAEKEENsYWltSm9iUmVzcG9uc2USIgoFbGVhc2UYASABKAsyEy50MS52MS5UcmFpbmVyTGVhc2USHAoEc3BlYxgCIAEoCzIOLnQxLnYxLkpvYlNwZWMSFgoOcG9saWN5X3ZlcnNpb24YAyABKAQSDAoEc3RlcBgEIAEoBBIYChBwZW5kaW5nX2JhdGNoX2lkGAUgASgJIk8KE0ZldGNoV2VpZ2h0c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEhYKDnBvbGljeV92ZXJzaW9uGAMgASgEInAKFEZldGNoV2VpZ2h0c1Jlc3BvbnNlEhYKDnBvbGljeV92ZXJzaW9uGAEgASgEEg4KBmZvcm1hdBgCIAEoCRISCgpzaXplX2J5dGVzGAMgASgEEg4KBnNoYTI1NhgEIAEoCRIMCgRkYXRhGAUgASgMIpcBCh5UcmFpbmVyU2VydmljZVRha2VCYXRjaFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEhQKDGFja19iYXRjaF9pZBgDIAEoCRIYChBtYXhfdHJhamVjdG9yaWVzGAQgASgNEhIKCm1heF90b2tlbnMYBSABKA0SDwoHd2FpdF9tcxgGIAEoDSI+Ch9UcmFpbmVyU2VydmljZVRha2VCYXRjaFJlc3BvbnNlEhsKBWJhdGNoGAEgASgLMgwudDEudjEuQmF0Y2giWQoWRmV0Y2hUcmFqZWN0b3J5UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSHQoDcmVmGAMgASgLMhAudDEudjEuT2JqZWN0UmVmIksKF0ZldGNoVHJhamVjdG9yeVJlc3BvbnNlEhIKCnNpemVfYnl0ZXMYASABKAQSDgoGc2hhMjU2GAIgASgJEgwKBGRhdGEYAyABKAwiXgoVUHVibGlzaFdlaWdodHNSZXF1ZXN0Ei0KBmhlYWRlchgBIAEoCzIbLnQxLnYxLlB1Ymxpc2hXZWlnaHRzSGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBHBhcnQipQEKFFB1Ymxpc2hXZWlnaHRzSGVhZGVyEg4KBmpvYl9pZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgDIAEoBBIMCgRzdGVwGAQgASgEEg4KBmZvcm1hdBgFIAEoCRISCgpzaXplX2J5dGVzGAYgASgEEg4KBnNoYTI1NhgHIAEoCRIRCgliYXRjaF9pZHMYCCADKAkikwEKGFB1Ymxpc2hXZWlnaHRzUmVmUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSFgoOcG9saWN5X3ZlcnNpb24YAyABKAQSDAoEc3RlcBgEIAEoBBIOCgZmb3JtYXQYBSABKAkSDAoEcGF0aBgGIAEoCRIRCgliYXRjaF9pZHMYByADKAkiSgoWUHVibGlzaFdlaWdodHNSZXNwb25zZRIwCgxhbm5vdW5jZW1lbnQYASABKAsyGi50MS52MS5XZWlnaHRzQW5ub3VuY2VtZW50Ik0KGVB1Ymxpc2hXZWlnaHRzUmVmUmVzcG9uc2USMAoMYW5ub3VuY2VtZW50GAEgASgLMhoudDEudjEuV2VpZ2h0c0Fubm91bmNlbWVudCJdChFSZXBvcnRTdGVwUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSJgoGcmVwb3J0GAMgASgLMhYudDEudjEuVHJhaW5TdGVwUmVwb3J0IhQKElJlcG9ydFN0ZXBSZXNwb25zZTK0BAoOVHJhaW5lclNlcnZpY2USOwoIQ2xhaW1Kb2ISFi50MS52MS5DbGFpbUpvYlJlcXVlc3QaFy50MS52MS5DbGFpbUpvYlJlc3BvbnNlEkkKDEZldGNoV2VpZ2h0cxIaLnQxLnYxLkZldGNoV2VpZ2h0c1JlcXVlc3QaGy50MS52MS5GZXRjaFdlaWdodHNSZXNwb25zZTABEloKCVRha2VCYXRjaBIlLnQxLnYxLlRyYWluZXJTZXJ2aWNlVGFrZUJhdGNoUmVxdWVzdBomLnQxLnYxLlRyYWluZXJTZXJ2aWNlVGFrZUJhdGNoUmVzcG9uc2USUgoPRmV0Y2hUcmFqZWN0b3J5Eh0udDEudjEuRmV0Y2hUcmFqZWN0b3J5UmVxdWVzdBoeLnQxLnYxLkZldGNoVHJhamVjdG9yeVJlc3BvbnNlMAESTwoOUHVibGlzaFdlaWdodHMSHC50MS52MS5QdWJsaXNoV2VpZ2h0c1JlcXVlc3QaHS50MS52MS5QdWJsaXNoV2VpZ2h0c1Jlc3BvbnNlKAESVgoRUHVibGlzaFdlaWdodHNSZWYSHy50MS52MS5QdWJsaXNoV2VpZ2h0c1JlZlJlcXVlc3QaIC50MS52MS5QdWJsaXNoV2VpZ2h0c1JlZlJlc3BvbnNlEkEKClJlcG9ydFN0ZXASGC50MS52MS5SZXBvcnRTdGVwUmVxdWVzdBoZLnQxLnYxLlJlcG9ydFN0ZXBSZXNwb25zZWIGcHJvdG8z", [file_t1_v1_common, file_t1_v1_job, file_t1_v1_learner]);
 
 /**
  * @generated from message t1.v1.ClaimJobRequest
@@ -256,7 +258,10 @@ export type TrainerServiceTakeBatchResponse = Message<"t1.v1.TrainerServiceTakeB
   /**
    * Trajectories with their packed arrays (token ids uint32 LE, behaviour log-probs float32 LE,
    * loss mask uint8, routing [tokens, layers, top_k] uint8/uint16 LE), rewards, per-trajectory
-   * loss weights and policy versions; empty when none arrived within wait_ms.
+   * loss weights and policy versions; empty when none arrived within wait_ms. As the buffer
+   * serves it: a trajectory too large for the bus's max_payload is a `trajectory_refs` entry
+   * (after `trajectories` in batch order, `weights` covering both), read with FetchTrajectory.
+   * The message is at most the bus's max_payload (1 MiB by default, 64 MiB at most).
    *
    * @generated from field: t1.v1.Batch batch = 1;
    */
@@ -269,6 +274,66 @@ export type TrainerServiceTakeBatchResponse = Message<"t1.v1.TrainerServiceTakeB
  */
 export const TrainerServiceTakeBatchResponseSchema: GenMessage<TrainerServiceTakeBatchResponse> = /*@__PURE__*/
   messageDesc(file_t1_v1_trainer, 6);
+
+/**
+ * @generated from message t1.v1.FetchTrajectoryRequest
+ */
+export type FetchTrajectoryRequest = Message<"t1.v1.FetchTrajectoryRequest"> & {
+  /**
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * @generated from field: string lease_id = 2;
+   */
+  leaseId: string;
+
+  /**
+   * One of Batch.trajectory_refs of the job's batch (its bucket and name).
+   *
+   * @generated from field: t1.v1.ObjectRef ref = 3;
+   */
+  ref?: ObjectRef | undefined;
+};
+
+/**
+ * Describes the message t1.v1.FetchTrajectoryRequest.
+ * Use `create(FetchTrajectoryRequestSchema)` to create a new message.
+ */
+export const FetchTrajectoryRequestSchema: GenMessage<FetchTrajectoryRequest> = /*@__PURE__*/
+  messageDesc(file_t1_v1_trainer, 7);
+
+/**
+ * A piece of an encoded t1.v1.Trajectory: every chunk names its total size and digest.
+ *
+ * @generated from message t1.v1.FetchTrajectoryResponse
+ */
+export type FetchTrajectoryResponse = Message<"t1.v1.FetchTrajectoryResponse"> & {
+  /**
+   * @generated from field: uint64 size_bytes = 1;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * Lowercase hex SHA-256 of the whole encoding.
+   *
+   * @generated from field: string sha256 = 2;
+   */
+  sha256: string;
+
+  /**
+   * @generated from field: bytes data = 3;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message t1.v1.FetchTrajectoryResponse.
+ * Use `create(FetchTrajectoryResponseSchema)` to create a new message.
+ */
+export const FetchTrajectoryResponseSchema: GenMessage<FetchTrajectoryResponse> = /*@__PURE__*/
+  messageDesc(file_t1_v1_trainer, 8);
 
 /**
  * @generated from message t1.v1.PublishWeightsRequest
@@ -297,7 +362,7 @@ export type PublishWeightsRequest = Message<"t1.v1.PublishWeightsRequest"> & {
  * Use `create(PublishWeightsRequestSchema)` to create a new message.
  */
 export const PublishWeightsRequestSchema: GenMessage<PublishWeightsRequest> = /*@__PURE__*/
-  messageDesc(file_t1_v1_trainer, 7);
+  messageDesc(file_t1_v1_trainer, 9);
 
 /**
  * @generated from message t1.v1.PublishWeightsHeader
@@ -363,7 +428,7 @@ export type PublishWeightsHeader = Message<"t1.v1.PublishWeightsHeader"> & {
  * Use `create(PublishWeightsHeaderSchema)` to create a new message.
  */
 export const PublishWeightsHeaderSchema: GenMessage<PublishWeightsHeader> = /*@__PURE__*/
-  messageDesc(file_t1_v1_trainer, 8);
+  messageDesc(file_t1_v1_trainer, 10);
 
 /**
  * @generated from message t1.v1.PublishWeightsRefRequest
@@ -414,7 +479,7 @@ export type PublishWeightsRefRequest = Message<"t1.v1.PublishWeightsRefRequest">
  * Use `create(PublishWeightsRefRequestSchema)` to create a new message.
  */
 export const PublishWeightsRefRequestSchema: GenMessage<PublishWeightsRefRequest> = /*@__PURE__*/
-  messageDesc(file_t1_v1_trainer, 9);
+  messageDesc(file_t1_v1_trainer, 11);
 
 /**
  * @generated from message t1.v1.PublishWeightsResponse
@@ -433,7 +498,7 @@ export type PublishWeightsResponse = Message<"t1.v1.PublishWeightsResponse"> & {
  * Use `create(PublishWeightsResponseSchema)` to create a new message.
  */
 export const PublishWeightsResponseSchema: GenMessage<PublishWeightsResponse> = /*@__PURE__*/
-  messageDesc(file_t1_v1_trainer, 10);
+  messageDesc(file_t1_v1_trainer, 12);
 
 /**
  * @generated from message t1.v1.PublishWeightsRefResponse
@@ -450,7 +515,7 @@ export type PublishWeightsRefResponse = Message<"t1.v1.PublishWeightsRefResponse
  * Use `create(PublishWeightsRefResponseSchema)` to create a new message.
  */
 export const PublishWeightsRefResponseSchema: GenMessage<PublishWeightsRefResponse> = /*@__PURE__*/
-  messageDesc(file_t1_v1_trainer, 11);
+  messageDesc(file_t1_v1_trainer, 13);
 
 /**
  * @generated from message t1.v1.ReportStepRequest
@@ -477,7 +542,7 @@ export type ReportStepRequest = Message<"t1.v1.ReportStepRequest"> & {
  * Use `create(ReportStepRequestSchema)` to create a new message.
  */
 export const ReportStepRequestSchema: GenMessage<ReportStepRequest> = /*@__PURE__*/
-  messageDesc(file_t1_v1_trainer, 12);
+  messageDesc(file_t1_v1_trainer, 14);
 
 /**
  * @generated from message t1.v1.ReportStepResponse
@@ -490,7 +555,7 @@ export type ReportStepResponse = Message<"t1.v1.ReportStepResponse"> & {
  * Use `create(ReportStepResponseSchema)` to create a new message.
  */
 export const ReportStepResponseSchema: GenMessage<ReportStepResponse> = /*@__PURE__*/
-  messageDesc(file_t1_v1_trainer, 13);
+  messageDesc(file_t1_v1_trainer, 15);
 
 /**
  * Bring your own trainer: an external learner (a PyTorch, Megatron or DeepSpeed trainer) takes
@@ -534,6 +599,18 @@ export const TrainerService: GenService<{
     methodKind: "unary";
     input: typeof TrainerServiceTakeBatchRequestSchema;
     output: typeof TrainerServiceTakeBatchResponseSchema;
+  },
+  /**
+   * A trajectory the batch serves by reference (Batch.trajectory_refs: too large to travel in
+   * the batch's message), as chunks of its encoded t1.v1.Trajectory. Readable until its batch is
+   * confirmed (the buffer then deletes it: NOT_FOUND).
+   *
+   * @generated from rpc t1.v1.TrainerService.FetchTrajectory
+   */
+  fetchTrajectory: {
+    methodKind: "server_streaming";
+    input: typeof FetchTrajectoryRequestSchema;
+    output: typeof FetchTrajectoryResponseSchema;
   },
   /**
    * New weights as a stream: a header first, then the bytes. Stored in the weights object store
