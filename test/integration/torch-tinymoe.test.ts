@@ -10,12 +10,11 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { embeddedPolicy } from "../../actors/sampler/index.ts"
 import { bf16Round, encodeWeights, mapParams, TinyMoe } from "../../model/index.ts"
 import { selectKernels } from "../../model/kernels/select.ts"
 import { torchPython } from "../support/python.ts"
+import { sampleEpisodes } from "../support/sampled-episodes.ts"
 
 const SCRIPT = fileURLToPath(new URL("../../clients/python/tests/parity.py", import.meta.url))
 const ALIGNMENT = fileURLToPath(new URL("../../clients/python/tests/alignment.py", import.meta.url))
@@ -90,52 +89,16 @@ describe.skipIf(python === undefined)(
      * routing replayed and without; mean over episodes of the mean |Δ log p| over generated tokens.
      */
     const alignment = async (sampler: TinyMoe, learner: TinyMoe) => {
-      const c = learner.config
       const temperature = 1
-      const sequences = await Effect.runPromise(
-        Effect.scoped(
-          Effect.gen(function* () {
-            const policy = yield* embeddedPolicy(sampler, 0n, { contextLength: 512 })
-            return yield* Effect.forEach(
-              Array.from({ length: 8 }, (_, i) => i),
-              (i) =>
-                Effect.gen(function* () {
-                  const prompt = Array.from(
-                    { length: 24 },
-                    (_, j) => (j * 31 + i * 7 + 3) % c.vocabSize,
-                  )
-                  const r = yield* policy.generate({
-                    sessionId: `s${i}`,
-                    ids: Uint32Array.from(prompt),
-                    sampling: {
-                      temperature,
-                      topP: 1,
-                      maxTokens: 96,
-                      stopTokenIds: [],
-                      seed: i + 1,
-                    },
-                  })
-                  const ids = [...prompt, ...r.tokens]
-                  const routing = r.routing
-                  if (routing === undefined || routing.start !== 0)
-                    throw new Error("the embedded sampler reports routing from position 0")
-                  return {
-                    ids,
-                    mask: ids.map((_, j) => (j < prompt.length ? 0 : 1)),
-                    logprobs: ids.map((_, j) =>
-                      j < prompt.length ? 0 : (r.logprobs[j - prompt.length] ?? 0),
-                    ),
-                    routing: Array.from(
-                      routing.rows.subarray(0, (ids.length - 1) * c.nLayers * c.topK),
-                    ),
-                    temperature,
-                  }
-                }),
-              { concurrency: "unbounded" },
-            )
-          }),
-        ),
-      )
+      const sequences = (
+        await sampleEpisodes(sampler, { episodes: 8, promptTokens: 24, maxTokens: 96 })
+      ).map((e) => ({
+        ids: e.ids,
+        mask: e.ids.map((_, j) => (j < e.prompt ? 0 : 1)),
+        logprobs: e.ids.map((_, j) => (j < e.prompt ? 0 : (e.logprobs[j - e.prompt] ?? 0))),
+        routing: e.routing,
+        temperature,
+      }))
       const dir = mkdtempSync(join(tmpdir(), "t1-torch-alignment-"))
       writeFileSync(join(dir, "weights.safetensors"), encodeWeights(learner, "F32"))
       writeFileSync(join(dir, "sequences.json"), JSON.stringify(sequences))

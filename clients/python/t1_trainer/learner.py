@@ -14,7 +14,6 @@ spec.learner with t1's defaults; those this reference does not implement are ref
 import argparse
 import hashlib
 import math
-import random
 import sys
 import time
 
@@ -22,11 +21,15 @@ import grpc
 import torch
 
 from .contract import TrainerStub, enum_value, message
-from .ppo import decoupled_gae, ppo_loss, trajectory_rows, whiten
+from .ppo import decoupled_gae, load_balancing_loss, minibatch_order, mix_seed, ppo_loss, trajectory_rows, whiten
 from .tinymoe import TinyMoE
 
 CHUNK = 1 << 20
 CRITIC = ("valueHead", "valueBias")
+# Norm gains take no weight decay (model/moe/params.ts); the rest of the actor 0.01.
+NO_DECAY = ("attnNorm", "ffnNorm", "finalNorm")
+WEIGHT_DECAY = 0.01
+AUX_LOSS_COEF = 0.01
 
 
 def settings(spec):
@@ -74,6 +77,8 @@ def settings(spec):
         "normalize": l.normalize_advantages if l.HasField("normalize_advantages") else True,
         "center": l.center_advantages if l.HasField("center_advantages") else True,
         "publish_every": l.publish_every_steps or 1,
+        "seed": spec.seed & 0xFFFFFFFF,
+        "aux_loss_coef": AUX_LOSS_COEF,
     }
 
 
@@ -170,15 +175,34 @@ def loss_weights(batch):
     return list(batch.weights)
 
 
-def update(model, optimisers, rows, cfg, phase_policy_weight, seed):
-    """One PPO update over a batch's rows: proximal log-probs and old values once, GAE, then
-    epochs of minibatch steps. Returns the step's statistics."""
+def optimisers_for(model, cfg):
+    """AdamW for the actor (every parameter but the value head; no weight decay on the norm
+    gains) and for the critic (the value head, no decay), as t1's learner builds them."""
+    actor = [(n, q) for n, q in model.params.items() if n not in CRITIC]
+    decays = [q for n, q in actor if not any(n.endswith(k) for k in NO_DECAY)]
+    plain = [q for n, q in actor if any(n.endswith(k) for k in NO_DECAY)]
+    return {
+        "actor": torch.optim.AdamW(
+            [{"params": decays, "weight_decay": WEIGHT_DECAY}, {"params": plain, "weight_decay": 0.0}],
+            lr=cfg["lr"],
+            eps=1e-8,
+        ),
+        "critic": torch.optim.AdamW([model.params[n] for n in CRITIC], lr=cfg["critic_lr"], weight_decay=0.0, eps=1e-8),
+    }
+
+
+def update(model, optimisers, rows, cfg, phase, step_index):
+    """One update over a batch's rows, as actors/learner/trainer.ts takes it: proximal log-probs
+    and old values once, GAE, whitened advantages, then epochs of minibatch steps in t1's seeded
+    order. `phase`: "critic_warmup" (the critic alone learns) or "ppo". `step_index`: updates
+    taken before this one (seeds the minibatch order). Returns the step's statistics."""
     replay = cfg["replay"]
+    ppo = phase == "ppo"
     # 1. The learner's log-probs and values at the start of the update (no gradient).
     diffs = []
     with torch.no_grad():
         for row in rows:
-            logits, values, _ = model(row["inputs"], replay=row["replay"] if replay else None)
+            logits, values, _, _ = model(row["inputs"], replay=row["replay"] if replay else None)
             logsm = torch.log_softmax(logits.double() / cfg["temperature"], dim=-1)
             row["prox"] = logsm.gather(-1, row["targets"][:, None])[:, 0]
             row["old_values"] = values.double()
@@ -203,31 +227,44 @@ def update(model, optimisers, rows, cfg, phase_policy_weight, seed):
     # bound), applied after whitening as t1's learner applies it.
     for r in rows:
         r["advantages"] = r["advantages"] * r["weight"]
-    # 3. Epochs of minibatch steps over a seeded shuffle.
+    # 3. Epochs of minibatch steps. The critic shares the trunk: one gradient norm over every
+    # parameter clips both optimisers (the critic's alone during its warm-up, when only it steps).
     totals = {"tokens": 0, "rows": 0, "policy": 0.0, "value": 0.0, "entropy": 0.0, "clipped": 0, "tis_clipped": 0, "kl": 0.0}
-    rng = random.Random(seed)
-    for _ in range(cfg["epochs"]):
-        order = list(range(len(rows)))
-        rng.shuffle(order)
-        parts = max(1, min(cfg["minibatches"], len(rows)))
-        for m in range(parts):
-            mb = [rows[i] for i in order[m::parts]]
+    norms = []
+    critic = [model.params[n] for n in CRITIC]
+    everything = list(model.params.values())
+    for epoch in range(max(1, cfg["epochs"])):
+        for part in minibatch_order(len(rows), max(1, cfg["minibatches"]), mix_seed(cfg["seed"], step_index, epoch)):
+            mb = [rows[i] for i in part]
             normalizer = max(1, sum(int(r["action"].sum()) for r in mb))
             value_normalizer = max(1, sum(r["targets"].numel() for r in mb))
-            for opt in optimisers:
-                opt.zero_grad(set_to_none=True)
+            model.zero_grad(set_to_none=True)
+            seen, finite = [], True
             for row in mb:
-                logits, values, _ = model(row["inputs"], replay=row["replay"] if replay else None)
-                loss, stats = ppo_loss(logits, values, row, cfg, normalizer, value_normalizer, phase_policy_weight)
+                logits, values, used, router = model(row["inputs"], replay=row["replay"] if replay else None)
+                loss, stats = ppo_loss(logits, values, row, cfg, normalizer, value_normalizer, 1.0 if ppo else 0.0)
+                loss = loss + cfg["aux_loss_coef"] * load_balancing_loss(router, used)
                 if not torch.isfinite(loss):
-                    continue
+                    finite = False  # t1's learner leaves such a minibatch out, nothing changed
+                    break
                 loss.backward()
+                seen.append(stats)
+            grads = [q.grad for q in (everything if ppo else critic) if q.grad is not None]
+            norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.double()) for g in grads]))) if grads else 0.0
+            if not finite or not math.isfinite(norm):
+                model.zero_grad(set_to_none=True)
+                continue
+            scale = cfg["max_grad_norm"] / norm if cfg["max_grad_norm"] > 0 and norm > cfg["max_grad_norm"] else 1.0
+            for q in everything:
+                if q.grad is not None:
+                    q.grad.mul_(scale)
+            if ppo:
+                optimisers["actor"].step()
+            optimisers["critic"].step()
+            norms.append(norm)
+            for stats in seen:
                 for key in totals:
                     totals[key] += stats[key]
-            for opt in optimisers:
-                params = [p for g in opt.param_groups for p in g["params"]]
-                torch.nn.utils.clip_grad_norm_(params, cfg["max_grad_norm"])
-                opt.step()
     k = max(1, totals["tokens"])
     return {
         "policy_loss": totals["policy"] / k,
@@ -236,6 +273,7 @@ def update(model, optimisers, rows, cfg, phase_policy_weight, seed):
         "clipfrac": totals["clipped"] / k,
         "tis_clipfrac": totals["tis_clipped"] / k,
         "approx_kl": totals["kl"] / k,
+        "grad_norm": sum(norms) / len(norms) if norms else 0.0,
         "train_infer_logprob_abs_diff": sum(diffs) / len(diffs) if diffs else 0.0,
     }
 
@@ -265,23 +303,22 @@ def main(argv=None):
     print(f"t1 reference learner: job {a.job}, lease {trainer.lease}, from v{version} at step {step}", flush=True)
 
     # --- separate optimisers for the actor and the critic head, as t1's learner --------------
-    actor = [q for n, q in model.params.items() if n not in CRITIC]
-    critic = [q for n, q in model.params.items() if n in CRITIC]
-    optimisers = [
-        torch.optim.AdamW(actor, lr=cfg["lr"], weight_decay=0.01),
-        torch.optim.AdamW(critic, lr=cfg["critic_lr"], weight_decay=0.0),
-    ]
+    optimisers = optimisers_for(model, cfg)
 
     # --- the loop: take, train, report, publish ------------------------------------------------
     ack, trained = "", []
     while step < budget:
         batch = trainer.take(ack, cfg["batch"])
         started = time.monotonic()
-        rows = [dict(trajectory_rows(t), weight=w) for t, w in zip(batch.trajectories, loss_weights(batch))]
-        rows = [r for r in rows if r["targets"].numel() > 0]
+        vocab = model.config["vocabSize"]
+        rows = [(trajectory_rows(t, vocab), w) for t, w in zip(batch.trajectories, loss_weights(batch))]
+        rows = [dict(r, weight=w) for r, w in rows if r is not None]
+        phase = "critic_warmup" if step < cfg["warmup"] else "ppo"
+        # Nothing to train on: a skipped step (the version still advances, as t1's learner does,
+        # so the coordinator admits new episodes in place of the consumed ones).
+        skipped = sum(int(r["action"].sum()) for r in rows) == 0
+        stats = {"grad_norm": 0.0} if skipped else update(model, optimisers, rows, cfg, phase, step)
         step += 1
-        phase = "TRAIN_PHASE_CRITIC_WARMUP" if step <= cfg["warmup"] else "TRAIN_PHASE_PPO"
-        stats = update(model, optimisers, rows, cfg, 0.0 if step <= cfg["warmup"] else 1.0, seed=step)
         version += 1
         trained.append(batch.batch_id)
         rewards = [r["reward"] for r in rows]
@@ -291,7 +328,10 @@ def main(argv=None):
             {
                 "step": step,
                 "policy_version": version,
-                "phase": enum_value("t1.v1.TrainPhase", phase),
+                "phase": enum_value("t1.v1.TrainPhase", f"TRAIN_PHASE_{phase.upper()}"),
+                "skipped": skipped,
+                "skip_reason": "no_trainable_tokens" if skipped else "",
+                "metrics": {"grad_norm": stats.pop("grad_norm")},
                 "batch_id": batch.batch_id,
                 "episode_ids": [r["episode_id"] for r in rows],
                 "trajectories": len(rows),
@@ -308,7 +348,7 @@ def main(argv=None):
             trainer.publish(model.to_bytes(version, {"job": a.job, "step": str(step)}), version, step, trained)
             trained = []
         ack = batch.batch_id
-        print(f"step {step}: v{version}, {len(rows)} trajectories, policy {stats['policy_loss']:.4f}, value {stats['value_loss']:.4f}", flush=True)
+        print(f"step {step}: v{version}, {len(rows)} trajectories, policy {stats.get('policy_loss', 0.0):.4f}, value {stats.get('value_loss', 0.0):.4f}", flush=True)
     print(f"t1 reference learner: job {a.job} trained to step {step}", flush=True)
 
 

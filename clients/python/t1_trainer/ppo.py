@@ -18,22 +18,33 @@ Advantages: decoupled GAE (VC-PPO, VAPO) — the actor's λ for advantages, the 
 action rows.
 """
 
+import math
+
 import torch
 
+M32 = 0xFFFFFFFF
 
-def trajectory_rows(t):
-    """Per-row tensors of a t1.v1.Trajectory message (its packed little-endian arrays)."""
-    ids = torch.frombuffer(bytearray(t.token_ids), dtype=torch.int32).long()
+
+def trajectory_rows(t, vocab_size):
+    """Per-row tensors of a t1.v1.Trajectory message (its packed little-endian arrays), cut after
+    its last generated token as t1's learner cuts it (actors/learner/decode.ts); None when there
+    is nothing to train on or it cannot be trained on (a token outside the vocabulary, a
+    non-finite reward or behaviour log-prob), as t1's learner drops it."""
+    ids = torch.frombuffer(bytearray(t.token_ids), dtype=torch.int32).long() & 0xFFFFFFFF
     logprobs = torch.frombuffer(bytearray(t.logprobs), dtype=torch.float32).double()
     mask = torch.frombuffer(bytearray(t.loss_mask), dtype=torch.uint8).long()
-    n = ids.numel()
-    rows = n - 1
+    generated = mask.nonzero()
+    last = int(generated.max()) if generated.numel() > 0 else -1
+    if last < 1 or not math.isfinite(t.end.reward) or int(ids[: last + 1].max()) >= vocab_size:
+        return None
+    ids, logprobs, mask = ids[: last + 1], logprobs[: last + 1], mask[: last + 1]
+    rows = last
     action = mask[1:].clone()
+    if not torch.isfinite(logprobs[1:][action != 0]).all():
+        return None
     reward = t.end.reward / t.end.tests_total if t.end.tests_total > 0 else t.end.reward
     rewards = torch.zeros(rows, dtype=torch.float64)
-    last = int(action.nonzero().max()) if action.any() else -1
-    if last >= 0:
-        rewards[last] = reward
+    rewards[rows - 1] = reward
     replay = None
     if len(t.routing) > 0:
         shape = list(t.routing_shape)
@@ -55,6 +66,55 @@ def trajectory_rows(t):
         "resolved": t.end.resolved,
         "replay": replay,
     }
+
+
+def load_balancing_loss(router_logits, experts):
+    """Switch-Transformer load balancing summed over layers (model/moe/aux.ts): per layer
+    E · Σ_e f_e · P_e, f_e the share of (row, slot) assignments to expert e (no gradient), P_e the
+    mean router probability of e. router_logits [T, layers, E], experts [T, layers, top_k]."""
+    T, layers, E = router_logits.shape
+    probs = torch.softmax(router_logits.double(), dim=-1).mean(0)  # [layers, E]
+    share = torch.zeros(layers, E, dtype=torch.float64)
+    share.scatter_add_(1, experts.permute(1, 0, 2).reshape(layers, -1), torch.ones(layers, experts.shape[0] * experts.shape[2], dtype=torch.float64))
+    share = share / (T * experts.shape[2])
+    return E * (share * probs).sum()
+
+
+def mix_seed(*parts):
+    """A 32-bit seed mixed from several integers (actors/learner/ppo/schedule.ts mixSeed)."""
+    h = 0x9E3779B9
+    for p in parts:
+        z = (h ^ (p & M32)) & M32
+        z = ((z ^ (z >> 16)) * 0x85EBCA6B) & M32
+        z = ((z ^ (z >> 13)) * 0xC2B2AE35) & M32
+        h = (z ^ (z >> 16)) & M32
+    return h
+
+
+def _mulberry32(seed):
+    """Uniform floats in [0, 1), the sequence of model/rng.ts Rng(seed).next()."""
+    state = seed & M32
+    while True:
+        state = (state + 0x6D2B79F5) & M32
+        t = state
+        t = ((t ^ (t >> 15)) * (t | 1)) & M32
+        t = (t ^ ((t + ((t ^ (t >> 7)) * (t | 61))) & M32)) & M32
+        yield ((t ^ (t >> 14)) & M32) / 4294967296
+
+
+def minibatch_order(n, minibatches, seed):
+    """The minibatches of one epoch, as t1's learner cuts them: 0..n−1 shuffled (Fisher–Yates
+    from `seed`) and cut into min(minibatches, n) consecutive parts of near-equal size."""
+    order, rng = list(range(n)), _mulberry32(seed)
+    for i in range(n - 1, 0, -1):
+        j = math.floor(next(rng) * (i + 1))
+        order[i], order[j] = order[j], order[i]
+    parts, out, start = min(minibatches, n), [], 0
+    for p in range(parts):
+        size = n // parts + (1 if p < n % parts else 0)
+        out.append(order[start : start + size])
+        start += size
+    return out
 
 
 def decoupled_gae(rewards, values, gamma, actor_lambda, critic_lambda):

@@ -104,7 +104,8 @@ class TinyMoE(torch.nn.Module):
         return order[..., :k]
 
     def forward(self, ids, replay=None):
-        """Logits [T, V], values [T] and the experts used [T, layers, top_k] for token ids [T].
+        """Logits [T, V], values [T], the experts used [T, layers, top_k] and the router logits
+        [T, layers, experts] (for the load-balancing loss) for token ids [T].
 
         `replay`: expert ids [T, layers, top_k] to use instead of the router's choice (R3).
         """
@@ -113,7 +114,7 @@ class TinyMoE(torch.nn.Module):
         x = self.p("embed")[ids]
         pos = torch.arange(T)
         causal = torch.ones(T, T, dtype=torch.bool).triu(1)
-        used = []
+        used, routers = [], []
         for i in range(c["nLayers"]):
             L = lambda key: self.p(f"layers.{i}.{key}")  # noqa: E731 - a local shorthand
             h = _rms(x, L("attnNorm"), c["normEps"])
@@ -137,6 +138,7 @@ class TinyMoE(torch.nn.Module):
                 out = out.index_add(0, rows, hid * gates[rows, slot, None])
             x = x + out
             used.append(experts)
+            routers.append(logits)
         f = _rms(x, self.p("finalNorm"), c["normEps"])
         values = f @ self.p("valueHead") + self.p("valueBias")
-        return f @ self.p("lmHead"), values, torch.stack(used, dim=1)
+        return f @ self.p("lmHead"), values, torch.stack(used, dim=1), torch.stack(routers, dim=1)

@@ -36,7 +36,7 @@ def main(folder):
             action = torch.tensor(s["mask"][1:], dtype=torch.bool)
             behaviour = torch.tensor(s["logprobs"][1:], dtype=torch.float64)
             for key, r in (("replay", replay), ("no_replay", None)):
-                logits, _, used = model(ids[:-1], replay=r)
+                logits, _, used, _ = model(ids[:-1], replay=r)
                 logp = torch.log_softmax(logits.double() / s["temperature"], dim=-1)
                 logp = logp.gather(-1, targets[:, None])[:, 0]
                 out[key].append(float((logp - behaviour)[action].abs().mean()))

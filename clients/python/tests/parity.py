@@ -26,8 +26,8 @@ def main(folder):
         raw = bytearray(f.read())
     replay = torch.frombuffer(raw, dtype=torch.uint8).long().reshape(len(ids), c["nLayers"], c["topK"])
     with torch.no_grad():
-        logits, values, routing = model(ids)
-        replayed, _, used = model(ids, replay=replay)
+        logits, values, routing, _ = model(ids)
+        replayed, _, used, _ = model(ids, replay=replay)
     out = {
         "version": version,
         "logprobs": torch.log_softmax(logits, dim=-1).tolist(),

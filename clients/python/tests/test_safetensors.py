@@ -64,10 +64,10 @@ def test_replay_uses_the_given_experts_and_changes_the_output():
     model = random_model(1)
     ids = torch.arange(10) % CONFIG["vocabSize"]
     with torch.no_grad():
-        logits, _, routing = model(ids)
+        logits, _, routing, _ = model(ids)
         other = (routing + 1) % CONFIG["nExperts"]
-        replayed, _, used = model(ids, replay=other)
-        same, _, _ = model(ids, replay=routing)
+        replayed, _, used, _ = model(ids, replay=other)
+        same, _, _, _ = model(ids, replay=routing)
     assert torch.equal(used, other)
     assert torch.allclose(same, logits, atol=1e-6)
     assert (replayed - logits).abs().max() > 1e-4
