@@ -32,12 +32,11 @@ import { BASE_IMAGE, wireTaskFor } from "../../actors/sandbox/index.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { ChatTemplate } from "../../model/index.ts"
 import { JobKind, JobState } from "../../proto/index.ts"
-import { Bus, MemoryBusLive, subjectsFor } from "../../services/bus/index.ts"
+import { Bus, subjectsFor } from "../../services/bus/index.ts"
 import { jobServiceClient } from "../../services/gateway/client.ts"
 import { serveGateway } from "../../services/gateway/index.ts"
-import { JobStore, makeJobStore } from "../../services/jobs/index.ts"
-import { MetricsLive } from "../../services/metrics/index.ts"
 import { useSglangReplicas, useVllmReplicas, VLLM_MODEL } from "../support/engine-replicas.ts"
+import { runInProcess } from "../support/in-process.ts"
 
 const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
 const template = new ChatTemplate(loadBundledTokenizer())
@@ -66,82 +65,74 @@ const trainOnEngines = (
         .generate(request)
         .pipe(Effect.tap((r) => Effect.sync(() => versions.push(r.policyVersion)))),
   }
-  return Effect.runPromise(
-    Effect.scoped(
-      Effect.gen(function* () {
-        const bus = yield* Bus
-        yield* startSandboxAndVerifier(subjects, { concurrency: 2, driver: "local" })
-        yield* Effect.forkScoped(
-          runCoordinator({ subjects, resolveImage: () => Effect.succeed(BASE_IMAGE) }),
-        )
-        yield* Effect.forkScoped(runBufferPool({ subjects }))
-        yield* Effect.forkScoped(
-          runLearnerPool({ subjects, format: shellBlockShort, toWire: wireTaskFor("local") }),
-        )
-        const gateway = yield* serveGateway({ subjects, port: 0 })
-        const client = jobServiceClient(gateway.address, { timeoutMs: 10_000 })
-        const { jobId } = yield* Effect.promise(() =>
-          client.submitJob({
-            spec: {
-              name: "engine sync",
-              kind: JobKind.TRAIN,
-              taskSet: TRAIN_DIR,
-              taskIds: ["config-edit-easy-s1-000"],
-              samplesPerTask: 2,
-              maxConcurrentEpisodes: 2,
-              sampling: { temperature: 1, topP: 1, maxTokens: 24 },
-              limits: { maxTurns: 1, wallClockSec: 120 },
-              learner: {
-                batchTrajectories: 2,
-                ppoSteps: 2,
-                maxStaleness: 2,
-                criticWarmupSteps: 0,
-              },
+  return runInProcess(
+    subjects,
+    Effect.gen(function* () {
+      const bus = yield* Bus
+      yield* startSandboxAndVerifier(subjects, { concurrency: 2, driver: "local" })
+      yield* Effect.forkScoped(
+        runCoordinator({ subjects, resolveImage: () => Effect.succeed(BASE_IMAGE) }),
+      )
+      yield* Effect.forkScoped(runBufferPool({ subjects }))
+      yield* Effect.forkScoped(
+        runLearnerPool({ subjects, format: shellBlockShort, toWire: wireTaskFor("local") }),
+      )
+      const gateway = yield* serveGateway({ subjects, port: 0 })
+      const client = jobServiceClient(gateway.address, { timeoutMs: 10_000 })
+      const { jobId } = yield* Effect.promise(() =>
+        client.submitJob({
+          spec: {
+            name: "engine sync",
+            kind: JobKind.TRAIN,
+            taskSet: TRAIN_DIR,
+            taskIds: ["config-edit-easy-s1-000"],
+            samplesPerTask: 2,
+            maxConcurrentEpisodes: 2,
+            sampling: { temperature: 1, topP: 1, maxTokens: 24 },
+            limits: { maxTurns: 1, wallClockSec: 120 },
+            learner: {
+              batchTrajectories: 2,
+              ppoSteps: 2,
+              maxStaleness: 2,
+              criticWarmupSteps: 0,
             },
-          }),
-        )
-        yield* Effect.forkScoped(
-          runEngineBridge({
-            bus,
-            subjects,
-            job: jobId,
-            checkpointDir,
-            replicas: syncs,
-            rotation,
-            retryDelayMs: 200,
-          }),
-        )
-        yield* Effect.forkScoped(
-          runSampler({ subjects, policy, template, format: shellBlockShort, concurrency: 2 }),
-        )
-        const events = yield* Effect.promise(async () => {
-          const out = []
-          for await (const e of client.watchJob({ jobId })) out.push(e)
-          return out
-        })
-        const { status } = yield* Effect.promise(() => client.getJob({ jobId }))
-        // The job ends at the announcement of its last version; the bridge loads it right after.
-        for (let waited = 0; !loadedLast() && waited < 30_000; waited += 100)
-          yield* Effect.sleep("100 millis")
-        client.close()
-        const steps = events.flatMap((e) =>
-          e.event.case === "learnerStep" ? [Number(e.event.value.step)] : [],
-        )
-        return {
-          status,
-          steps,
-          versions,
-          dir: (v: string) => join(checkpointDir, jobId, `v${v}`),
-        }
-      }),
-    ).pipe(
-      Effect.provide(MetricsLive),
-      Effect.provideServiceEffect(
-        JobStore,
-        Bus.use((bus) => makeJobStore(bus, subjects)),
-      ),
-      Effect.provide(MemoryBusLive()),
-    ),
+          },
+        }),
+      )
+      yield* Effect.forkScoped(
+        runEngineBridge({
+          bus,
+          subjects,
+          job: jobId,
+          checkpointDir,
+          replicas: syncs,
+          rotation,
+          retryDelayMs: 200,
+        }),
+      )
+      yield* Effect.forkScoped(
+        runSampler({ subjects, policy, template, format: shellBlockShort, concurrency: 2 }),
+      )
+      const events = yield* Effect.promise(async () => {
+        const out = []
+        for await (const e of client.watchJob({ jobId })) out.push(e)
+        return out
+      })
+      const { status } = yield* Effect.promise(() => client.getJob({ jobId }))
+      // The job ends at the announcement of its last version; the bridge loads it right after.
+      for (let waited = 0; !loadedLast() && waited < 30_000; waited += 100)
+        yield* Effect.sleep("100 millis")
+      client.close()
+      const steps = events.flatMap((e) =>
+        e.event.case === "learnerStep" ? [Number(e.event.value.step)] : [],
+      )
+      return {
+        status,
+        steps,
+        versions,
+        dir: (v: string) => join(checkpointDir, jobId, `v${v}`),
+      }
+    }),
   )
 }
 

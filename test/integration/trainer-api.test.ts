@@ -14,7 +14,6 @@ import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import * as grpc from "@grpc/grpc-js"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { type TrainerServiceClient, trainerServiceClient } from "../../actors/trainer/index.ts"
@@ -22,25 +21,12 @@ import { startUpSystem } from "../../cli/up/system.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { decodeWeights, encodeSafetensors, encodeWeights, type TinyMoe } from "../../model/index.ts"
 import { type Batch, JobKind, JobState } from "../../proto/index.ts"
-import { Bus, MemoryBusLive, subjectsFor } from "../../services/bus/index.ts"
-import {
-  type GatewayCallError,
-  type JobServiceClient,
-  jobServiceClient,
-} from "../../services/gateway/index.ts"
-import { JobStore, makeJobStore } from "../../services/jobs/index.ts"
-import { Metrics, MetricsLive } from "../../services/metrics/index.ts"
+import { subjectsFor } from "../../services/bus/index.ts"
+import { type JobServiceClient, jobServiceClient } from "../../services/gateway/index.ts"
+import { Metrics } from "../../services/metrics/index.ts"
+import { grpcCode, runInProcess } from "../support/in-process.ts"
 
 const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
-
-const codeOf = async (p: Promise<unknown>): Promise<string> => {
-  try {
-    await p
-    return "OK"
-  } catch (e) {
-    return grpc.status[(e as GatewayCallError).code] ?? String(e)
-  }
-}
 
 /** A training step as far as this test's trainer goes: every weight nudged. */
 const nudge = (model: TinyMoe, by: number) => {
@@ -64,281 +50,271 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
   it("claim, fetch, take, publish, report for 3 updates; leases, resume, stale acks and malformed weights", async () => {
     const subjects = subjectsFor(`trn${Math.random().toString(36).slice(2, 7)}`)
     const tokenizer = loadBundledTokenizer()
-    const result = await Effect.runPromise(
-      Effect.scoped(
-        Effect.gen(function* () {
-          const gateway = yield* startUpSystem(subjects, {
-            concurrency: 2,
-            driver: "local",
-            contextLength: 1024,
-            tokenizer,
+    const result = await runInProcess(
+      subjects,
+      Effect.gen(function* () {
+        const gateway = yield* startUpSystem(subjects, {
+          concurrency: 2,
+          driver: "local",
+          contextLength: 1024,
+          tokenizer,
+        })
+        const jobs: JobServiceClient = jobServiceClient(gateway.address)
+        const trainer: TrainerServiceClient = trainerServiceClient(gateway.address)
+        const registry = (yield* Metrics).registry
+        return yield* Effect.promise(async () => {
+          // t1's learner pool holds (or will hold) this one: not claimable.
+          const own = await jobs.submitJob({ spec: spec(false) })
+          const refusedOwn = await grpcCode(
+            trainer.claimJob({ jobId: own.jobId, trainerId: "torch-a" }),
+          )
+          await jobs.cancelJob({ jobId: own.jobId })
+
+          const { jobId } = await jobs.submitJob({ spec: spec(true) })
+          const claim = await trainer.claimJob({ jobId, trainerId: "torch-a", leaseTtlMs: 1500 })
+          const lease = claim.lease?.leaseId ?? ""
+          const renewed = await trainer.claimJob({
+            jobId,
+            trainerId: "torch-a",
+            leaseTtlMs: 1500,
           })
-          const jobs: JobServiceClient = jobServiceClient(gateway.address)
-          const trainer: TrainerServiceClient = trainerServiceClient(gateway.address)
-          const registry = (yield* Metrics).registry
-          return yield* Effect.promise(async () => {
-            // t1's learner pool holds (or will hold) this one: not claimable.
-            const own = await jobs.submitJob({ spec: spec(false) })
-            const refusedOwn = await codeOf(
-              trainer.claimJob({ jobId: own.jobId, trainerId: "torch-a" }),
-            )
-            await jobs.cancelJob({ jobId: own.jobId })
+          const refusedOther = await grpcCode(
+            trainer.claimJob({ jobId, trainerId: "torch-b", leaseTtlMs: 1500 }),
+          )
+          const start = await trainer.fetchWeights({ jobId, leaseId: lease })
+          let model = decodeWeights(start.bytes).model
+          let version = start.head.policyVersion
+          const trained: string[][] = []
+          const checkpoints = mkdtempSync(join(tmpdir(), "t1-trainer-ref-"))
+          const byRef: Array<{
+            version: bigint | undefined
+            sha256: string | undefined
+            expected: string
+          }> = []
+          const batches: Batch[] = []
 
-            const { jobId } = await jobs.submitJob({ spec: spec(true) })
-            const claim = await trainer.claimJob({ jobId, trainerId: "torch-a", leaseTtlMs: 1500 })
-            const lease = claim.lease?.leaseId ?? ""
-            const renewed = await trainer.claimJob({
+          const take = async (leaseId: string, ack: string) => {
+            for (;;) {
+              await trainer.claimJob({
+                jobId,
+                trainerId: leaseId === lease ? "torch-a" : "torch-b",
+                leaseTtlMs: 1500,
+              })
+              const { batch } = await trainer.takeBatch({
+                jobId,
+                leaseId,
+                ackBatchId: ack,
+                waitMs: 500,
+              })
+              if (batch !== undefined && batch.trajectories.length > 0) return batch
+              ack = ""
+            }
+          }
+          const step = async (
+            leaseId: string,
+            ack: string,
+            n: number,
+            via: "stream" | "ref" = "stream",
+          ) => {
+            const batch = await take(leaseId, ack)
+            batches.push(batch)
+            nudge(model, 1e-3)
+            version += 1n
+            const episodeIds = batch.trajectories.map((t) => t.episodeId)
+            trained.push(episodeIds)
+            // Held by the gateway until the version it makes is published, then recorded.
+            await trainer.reportStep({
               jobId,
-              trainerId: "torch-a",
-              leaseTtlMs: 1500,
-            })
-            const refusedOther = await codeOf(
-              trainer.claimJob({ jobId, trainerId: "torch-b", leaseTtlMs: 1500 }),
-            )
-            const start = await trainer.fetchWeights({ jobId, leaseId: lease })
-            let model = decodeWeights(start.bytes).model
-            let version = start.head.policyVersion
-            const trained: string[][] = []
-            const checkpoints = mkdtempSync(join(tmpdir(), "t1-trainer-ref-"))
-            const byRef: Array<{
-              version: bigint | undefined
-              sha256: string | undefined
-              expected: string
-            }> = []
-            const batches: Batch[] = []
-
-            const take = async (leaseId: string, ack: string) => {
-              for (;;) {
-                await trainer.claimJob({
-                  jobId,
-                  trainerId: leaseId === lease ? "torch-a" : "torch-b",
-                  leaseTtlMs: 1500,
-                })
-                const { batch } = await trainer.takeBatch({
-                  jobId,
-                  leaseId,
-                  ackBatchId: ack,
-                  waitMs: 500,
-                })
-                if (batch !== undefined && batch.trajectories.length > 0) return batch
-                ack = ""
-              }
-            }
-            const step = async (
-              leaseId: string,
-              ack: string,
-              n: number,
-              via: "stream" | "ref" = "stream",
-            ) => {
-              const batch = await take(leaseId, ack)
-              batches.push(batch)
-              nudge(model, 1e-3)
-              version += 1n
-              const episodeIds = batch.trajectories.map((t) => t.episodeId)
-              trained.push(episodeIds)
-              // Held by the gateway until the version it makes is published, then recorded.
-              await trainer.reportStep({
-                jobId,
-                leaseId,
-                report: {
-                  step: BigInt(n),
-                  policyVersion: version,
-                  batchId: batch.batchId,
-                  episodeIds,
-                  trajectories: batch.trajectories.length,
-                },
-              })
-              const header = {
-                jobId,
-                leaseId,
-                policyVersion: version,
+              leaseId,
+              report: {
                 step: BigInt(n),
-                batchIds: [batch.batchId],
-              }
-              const bytes = encodeWeights(model, "F32", { version })
-              if (via === "stream") await trainer.publishWeights(header, bytes)
-              else {
-                // A checkpoint the trainer wrote to storage the gateway reads.
-                const path = join(checkpoints, `v${version}.safetensors`)
-                writeFileSync(path, bytes)
-                const { announcement } = await trainer.publishWeightsRef({
-                  ...header,
-                  format: "safetensors",
-                  path,
-                })
-                byRef.push({
-                  version: announcement?.policyVersion,
-                  sha256: announcement?.sha256,
-                  expected: createHash("sha256").update(bytes).digest("hex"),
-                })
-              }
-              return batch.batchId
-            }
-
-            // Update 1 by torch-a.
-            const b1 = await step(lease, "", 1)
-
-            // Bad input: nothing of it is announced.
-            const before = (
-              await trainer.claimJob({ jobId, trainerId: "torch-a", leaseTtlMs: 1500 })
-            ).policyVersion
-            const stale = await codeOf(
-              trainer.takeBatch({ jobId, leaseId: lease, ackBatchId: "not-a-batch", waitMs: 0 }),
-            )
-            const header = { jobId, leaseId: lease, policyVersion: version + 1n, step: 2n }
-            const good = encodeWeights(model, "F32", { version: version + 1n })
-            // Safetensors files of the model's tensors, with one added or one reshaped.
-            const tensorsOf = (m: TinyMoe) =>
-              new Map(
-                m
-                  .entries()
-                  .map((e) => [
-                    e.name,
-                    { dtype: "F32" as const, shape: e.shape, data: Float32Array.from(e.data) },
-                  ]),
-              )
-            const metadata = decodeWeights(good).metadata
-            const extra = tensorsOf(model)
-            extra.set("layers.9.mystery", { dtype: "F32", shape: [2], data: Float32Array.of(1, 2) })
-            const unknownName = await codeOf(
-              trainer.publishWeights(header, encodeSafetensors(extra, metadata)),
-            )
-            const reshaped = tensorsOf(model)
-            const [name, first] = [...reshaped.entries()][0] ?? []
-            if (name === undefined || first === undefined) throw new Error("no tensors")
-            const rows = (first.shape[0] ?? 1) - 1
-            const rest = first.shape.slice(1).reduce((a, b) => a * b, 1)
-            reshaped.set(name, {
-              dtype: "F32",
-              shape: [rows, ...first.shape.slice(1)],
-              data: first.data.slice(0, rows * rest),
+                policyVersion: version,
+                batchId: batch.batchId,
+                episodeIds,
+                trajectories: batch.trajectories.length,
+              },
             })
-            const wrongShape = await codeOf(
-              trainer.publishWeights(header, encodeSafetensors(reshaped, metadata)),
-            )
-            const undecodable = await codeOf(trainer.publishWeights(header, good.subarray(0, 100)))
-            const truncated = await (async () => {
-              const s = trainer.openPublish()
-              s.send({
-                part: {
-                  case: "header",
-                  value: { ...header, format: "safetensors", sizeBytes: BigInt(good.length) },
-                },
+            const header = {
+              jobId,
+              leaseId,
+              policyVersion: version,
+              step: BigInt(n),
+              batchIds: [batch.batchId],
+            }
+            const bytes = encodeWeights(model, "F32", { version })
+            if (via === "stream") await trainer.publishWeights(header, bytes)
+            else {
+              // A checkpoint the trainer wrote to storage the gateway reads.
+              const path = join(checkpoints, `v${version}.safetensors`)
+              writeFileSync(path, bytes)
+              const { announcement } = await trainer.publishWeightsRef({
+                ...header,
+                format: "safetensors",
+                path,
               })
-              s.send({ part: { case: "data", value: good.subarray(0, good.length >> 1) } })
-              return codeOf(s.end())
-            })()
-            const cancelled = trainer.openPublish()
-            cancelled.send({
+              byRef.push({
+                version: announcement?.policyVersion,
+                sha256: announcement?.sha256,
+                expected: createHash("sha256").update(bytes).digest("hex"),
+              })
+            }
+            return batch.batchId
+          }
+
+          // Update 1 by torch-a.
+          const b1 = await step(lease, "", 1)
+
+          // Bad input: nothing of it is announced.
+          const before = (await trainer.claimJob({ jobId, trainerId: "torch-a", leaseTtlMs: 1500 }))
+            .policyVersion
+          const stale = await grpcCode(
+            trainer.takeBatch({ jobId, leaseId: lease, ackBatchId: "not-a-batch", waitMs: 0 }),
+          )
+          const header = { jobId, leaseId: lease, policyVersion: version + 1n, step: 2n }
+          const good = encodeWeights(model, "F32", { version: version + 1n })
+          // Safetensors files of the model's tensors, with one added or one reshaped.
+          const tensorsOf = (m: TinyMoe) =>
+            new Map(
+              m
+                .entries()
+                .map((e) => [
+                  e.name,
+                  { dtype: "F32" as const, shape: e.shape, data: Float32Array.from(e.data) },
+                ]),
+            )
+          const metadata = decodeWeights(good).metadata
+          const extra = tensorsOf(model)
+          extra.set("layers.9.mystery", { dtype: "F32", shape: [2], data: Float32Array.of(1, 2) })
+          const unknownName = await grpcCode(
+            trainer.publishWeights(header, encodeSafetensors(extra, metadata)),
+          )
+          const reshaped = tensorsOf(model)
+          const [name, first] = [...reshaped.entries()][0] ?? []
+          if (name === undefined || first === undefined) throw new Error("no tensors")
+          const rows = (first.shape[0] ?? 1) - 1
+          const rest = first.shape.slice(1).reduce((a, b) => a * b, 1)
+          reshaped.set(name, {
+            dtype: "F32",
+            shape: [rows, ...first.shape.slice(1)],
+            data: first.data.slice(0, rows * rest),
+          })
+          const wrongShape = await grpcCode(
+            trainer.publishWeights(header, encodeSafetensors(reshaped, metadata)),
+          )
+          const undecodable = await grpcCode(trainer.publishWeights(header, good.subarray(0, 100)))
+          const truncated = await (async () => {
+            const s = trainer.openPublish()
+            s.send({
               part: {
                 case: "header",
                 value: { ...header, format: "safetensors", sizeBytes: BigInt(good.length) },
               },
             })
-            cancelled.send({ part: { case: "data", value: good.subarray(0, 1000) } })
-            cancelled.cancel()
-            const oldVersion = await codeOf(
-              trainer.publishWeights({ ...header, policyVersion: version }, good),
-            )
-            // By reference: a relative path, a missing file, a folder, a file that is not
-            // weights, an old version.
-            const ref = { ...header, format: "safetensors" }
-            const cut = join(checkpoints, "cut.safetensors")
-            writeFileSync(cut, good.subarray(0, good.length >> 1))
-            const whole = join(checkpoints, "whole.safetensors")
-            writeFileSync(whole, good)
-            const badRefs = {
-              relative: await codeOf(
-                trainer.publishWeightsRef({ ...ref, path: "checkpoints/v2.safetensors" }),
-              ),
-              missing: await codeOf(
-                trainer.publishWeightsRef({ ...ref, path: join(checkpoints, "none") }),
-              ),
-              folder: await codeOf(trainer.publishWeightsRef({ ...ref, path: checkpoints })),
-              truncated: await codeOf(trainer.publishWeightsRef({ ...ref, path: cut })),
-              format: await codeOf(
-                trainer.publishWeightsRef({ ...ref, format: "pickle", path: whole }),
-              ),
-              oldVersion: await codeOf(
-                trainer.publishWeightsRef({ ...ref, policyVersion: version, path: whole }),
-              ),
-            }
-            const after = (
-              await trainer.claimJob({ jobId, trainerId: "torch-a", leaseTtlMs: 1500 })
-            ).policyVersion
-
-            // torch-a takes a batch and reports its step 2, then dies (stops renewing) before
-            // publishing: the report is held, never recorded.
-            const orphan = await take(lease, b1)
-            await trainer.reportStep({
-              jobId,
-              leaseId: lease,
-              report: {
-                step: 2n,
-                policyVersion: version + 1n,
-                batchId: orphan.batchId,
-                episodeIds: orphan.trajectories.map((t) => t.episodeId),
-                trajectories: orphan.trajectories.length,
-              },
-            })
-            // torch-b takes the lapsed lease and resumes.
-            await new Promise((r) => setTimeout(r, 1700))
-            const claimB = await trainer.claimJob({ jobId, trainerId: "torch-b", leaseTtlMs: 1500 })
-            const leaseB = claimB.lease?.leaseId ?? ""
-            const oldLease = await codeOf(
-              trainer.takeBatch({ jobId, leaseId: lease, ackBatchId: "", waitMs: 0 }),
-            )
-            const resumed = await trainer.fetchWeights({ jobId, leaseId: leaseB })
-            model = decodeWeights(resumed.bytes).model
-            version = resumed.head.policyVersion
-            // b1 was trained by a published version: the gateway confirms it, no ack needed.
-            const b2 = await step(leaseB, "", 2)
-            await step(leaseB, b2, 3, "ref")
-
-            const events = []
-            for await (const e of jobs.watchJob({ jobId })) events.push(e)
-            const { status } = await jobs.getJob({ jobId })
-            trainer.close()
-            jobs.close()
-            return {
-              jobId,
-              metrics: await registry.metrics(),
-              refusedOwn,
-              lease,
-              renewedLease: renewed.lease?.leaseId,
-              refusedOther,
-              startVersion: start.head.policyVersion,
-              b1,
-              before,
-              after,
-              stale,
-              unknownName,
-              wrongShape,
-              undecodable,
-              truncated,
-              oldVersion,
-              badRefs,
-              byRef,
-              claimB,
-              leaseB,
-              oldLease,
-              resumedVersion: resumed.head.policyVersion,
-              orphanEpisodes: orphan.trajectories.map((t) => t.episodeId),
-              trained,
-              batches,
-              status,
-              steps: events.flatMap((e) => (e.event.case === "learnerStep" ? [e.event.value] : [])),
-            }
+            s.send({ part: { case: "data", value: good.subarray(0, good.length >> 1) } })
+            return grpcCode(s.end())
+          })()
+          const cancelled = trainer.openPublish()
+          cancelled.send({
+            part: {
+              case: "header",
+              value: { ...header, format: "safetensors", sizeBytes: BigInt(good.length) },
+            },
           })
-        }),
-      ).pipe(
-        Effect.provide(MetricsLive),
-        Effect.provideServiceEffect(
-          JobStore,
-          Bus.use((bus) => makeJobStore(bus, subjects)),
-        ),
-        Effect.provide(MemoryBusLive()),
-      ),
+          cancelled.send({ part: { case: "data", value: good.subarray(0, 1000) } })
+          cancelled.cancel()
+          const oldVersion = await grpcCode(
+            trainer.publishWeights({ ...header, policyVersion: version }, good),
+          )
+          // By reference: a relative path, a missing file, a folder, a file that is not
+          // weights, an old version.
+          const ref = { ...header, format: "safetensors" }
+          const cut = join(checkpoints, "cut.safetensors")
+          writeFileSync(cut, good.subarray(0, good.length >> 1))
+          const whole = join(checkpoints, "whole.safetensors")
+          writeFileSync(whole, good)
+          const badRefs = {
+            relative: await grpcCode(
+              trainer.publishWeightsRef({ ...ref, path: "checkpoints/v2.safetensors" }),
+            ),
+            missing: await grpcCode(
+              trainer.publishWeightsRef({ ...ref, path: join(checkpoints, "none") }),
+            ),
+            folder: await grpcCode(trainer.publishWeightsRef({ ...ref, path: checkpoints })),
+            truncated: await grpcCode(trainer.publishWeightsRef({ ...ref, path: cut })),
+            format: await grpcCode(
+              trainer.publishWeightsRef({ ...ref, format: "pickle", path: whole }),
+            ),
+            oldVersion: await grpcCode(
+              trainer.publishWeightsRef({ ...ref, policyVersion: version, path: whole }),
+            ),
+          }
+          const after = (await trainer.claimJob({ jobId, trainerId: "torch-a", leaseTtlMs: 1500 }))
+            .policyVersion
+
+          // torch-a takes a batch and reports its step 2, then dies (stops renewing) before
+          // publishing: the report is held, never recorded.
+          const orphan = await take(lease, b1)
+          await trainer.reportStep({
+            jobId,
+            leaseId: lease,
+            report: {
+              step: 2n,
+              policyVersion: version + 1n,
+              batchId: orphan.batchId,
+              episodeIds: orphan.trajectories.map((t) => t.episodeId),
+              trajectories: orphan.trajectories.length,
+            },
+          })
+          // torch-b takes the lapsed lease and resumes.
+          await new Promise((r) => setTimeout(r, 1700))
+          const claimB = await trainer.claimJob({ jobId, trainerId: "torch-b", leaseTtlMs: 1500 })
+          const leaseB = claimB.lease?.leaseId ?? ""
+          const oldLease = await grpcCode(
+            trainer.takeBatch({ jobId, leaseId: lease, ackBatchId: "", waitMs: 0 }),
+          )
+          const resumed = await trainer.fetchWeights({ jobId, leaseId: leaseB })
+          model = decodeWeights(resumed.bytes).model
+          version = resumed.head.policyVersion
+          // b1 was trained by a published version: the gateway confirms it, no ack needed.
+          const b2 = await step(leaseB, "", 2)
+          await step(leaseB, b2, 3, "ref")
+
+          const events = []
+          for await (const e of jobs.watchJob({ jobId })) events.push(e)
+          const { status } = await jobs.getJob({ jobId })
+          trainer.close()
+          jobs.close()
+          return {
+            jobId,
+            metrics: await registry.metrics(),
+            refusedOwn,
+            lease,
+            renewedLease: renewed.lease?.leaseId,
+            refusedOther,
+            startVersion: start.head.policyVersion,
+            b1,
+            before,
+            after,
+            stale,
+            unknownName,
+            wrongShape,
+            undecodable,
+            truncated,
+            oldVersion,
+            badRefs,
+            byRef,
+            claimB,
+            leaseB,
+            oldLease,
+            resumedVersion: resumed.head.policyVersion,
+            orphanEpisodes: orphan.trajectories.map((t) => t.episodeId),
+            trained,
+            batches,
+            status,
+            steps: events.flatMap((e) => (e.event.case === "learnerStep" ? [e.event.value] : [])),
+          }
+        })
+      }),
     )
     expect(result.refusedOwn).toBe("FAILED_PRECONDITION")
     expect(result.renewedLease).toBe(result.lease)

@@ -9,7 +9,6 @@
  */
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import * as grpc from "@grpc/grpc-js"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { episodeRecords } from "../../actors/buffer/buffer.contract.ts"
@@ -17,27 +16,13 @@ import { bufferNames, runBuffer } from "../../actors/buffer/index.ts"
 import { encodeRecord, maxChunkTokens } from "../../actors/sampler/records.ts"
 import { trainerService, trainerServiceClient } from "../../actors/trainer/index.ts"
 import { JobKind, type Trajectory } from "../../proto/index.ts"
-import { Bus, MemoryBusLive, subjectsFor } from "../../services/bus/index.ts"
+import { Bus, subjectsFor } from "../../services/bus/index.ts"
 import { ensureSamplerStreams } from "../../services/episodes/index.ts"
-import {
-  type GatewayCallError,
-  jobServiceClient,
-  serveGateway,
-} from "../../services/gateway/index.ts"
-import { JobStore, makeJobStore } from "../../services/jobs/index.ts"
-import { MetricsLive } from "../../services/metrics/index.ts"
+import { jobServiceClient, serveGateway } from "../../services/gateway/index.ts"
+import { grpcCode, runInProcess } from "../support/in-process.ts"
 import { CLIENT_DIR, torchPython } from "../support/python.ts"
 
 const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
-
-const codeOf = async (p: Promise<unknown>): Promise<string> => {
-  try {
-    await p
-    return "OK"
-  } catch (e) {
-    return grpc.status[(e as GatewayCallError).code] ?? String(e)
-  }
-}
 
 const idsOf = (t: Trajectory | undefined): number[] =>
   t === undefined
@@ -88,153 +73,145 @@ print(json.dumps({
 describe.skipIf(torchPython === undefined)("TrainerService: trajectories by reference", () => {
   it("TakeBatch serves a trajectory over max_payload as a ref; FetchTrajectory streams it to the lease holder", async () => {
     const subjects = subjectsFor(`trf${Math.random().toString(36).slice(2, 7)}`)
-    const result = await Effect.runPromise(
-      Effect.scoped(
-        Effect.gen(function* () {
-          const bus = yield* Bus
-          const gateway = yield* serveGateway({
-            subjects,
-            port: 0,
-            services: [yield* trainerService({ subjects })],
-          })
-          const jobs = jobServiceClient(gateway.address)
-          const trainer = trainerServiceClient(gateway.address)
-          // No coordinator here: the job stays queued, its buffer is fed by hand below.
-          const { jobId } = yield* Effect.promise(() =>
-            jobs.submitJob({
-              spec: {
-                name: "refs",
-                kind: JobKind.TRAIN,
-                taskSet: TRAIN_DIR,
-                taskIds: ["config-edit-easy-s1-000"],
-                learner: { batchTrajectories: 2, ppoSteps: 1, external: true },
-              },
+    const result = await runInProcess(
+      subjects,
+      Effect.gen(function* () {
+        const bus = yield* Bus
+        const gateway = yield* serveGateway({
+          subjects,
+          port: 0,
+          services: [yield* trainerService({ subjects })],
+        })
+        const jobs = jobServiceClient(gateway.address)
+        const trainer = trainerServiceClient(gateway.address)
+        // No coordinator here: the job stays queued, its buffer is fed by hand below.
+        const { jobId } = yield* Effect.promise(() =>
+          jobs.submitJob({
+            spec: {
+              name: "refs",
+              kind: JobKind.TRAIN,
+              taskSet: TRAIN_DIR,
+              taskIds: ["config-edit-easy-s1-000"],
+              learner: { batchTrajectories: 2, ppoSteps: 1, external: true },
+            },
+          }),
+        )
+        yield* ensureSamplerStreams(bus, subjects)
+        yield* Effect.forkScoped(runBuffer({ subjects, jobId, tickMs: 100 }))
+        const records = (ids: ReadonlyArray<string>, tokens: number) =>
+          ids.map((episodeId) =>
+            episodeRecords(jobId, {
+              episodeId,
+              tokens,
+              routing: false,
+              chunkTokens: maxChunkTokens(bus.maxPayload, 0),
             }),
           )
-          yield* ensureSamplerStreams(bus, subjects)
-          yield* Effect.forkScoped(runBuffer({ subjects, jobId, tickMs: 100 }))
-          const records = (ids: ReadonlyArray<string>, tokens: number) =>
-            ids.map((episodeId) =>
-              episodeRecords(jobId, {
-                episodeId,
-                tokens,
-                routing: false,
-                chunkTokens: maxChunkTokens(bus.maxPayload, 0),
-              }),
-            )
-          const bigTokens = Math.ceil(bus.maxPayload / 9) + 20_000
-          const publish = (episodes: ReturnType<typeof records>) =>
-            Effect.forEach(
-              episodes.flatMap((e) => e.all),
-              (r) =>
-                bus.jsPublish(
-                  subjects.trajectories(jobId),
-                  encodeRecord(r.record),
-                  r.msgId === undefined ? {} : { msgId: r.msgId },
-                ),
-              { discard: true },
-            )
-          const [big1] = records(["big1"], bigTokens)
-          yield* publish([...records(["small1"], 12), ...(big1 ? [big1] : [])])
-
-          // The reference learner takes the first batch and resolves its ref.
-          const py = yield* Effect.promise(() =>
-            runPython(["-c", PYTHON_TAKE, gateway.address, jobId]),
+        const bigTokens = Math.ceil(bus.maxPayload / 9) + 20_000
+        const publish = (episodes: ReturnType<typeof records>) =>
+          Effect.forEach(
+            episodes.flatMap((e) => e.all),
+            (r) =>
+              bus.jsPublish(
+                subjects.trajectories(jobId),
+                encodeRecord(r.record),
+                r.msgId === undefined ? {} : { msgId: r.msgId },
+              ),
+            { discard: true },
           )
-          const taken = JSON.parse(py.stdout.trim().split("\n").at(-1) ?? "{}") as {
-            readonly batch: string
-            readonly inline: string[]
-            readonly refs: string[]
-            readonly episodes: string[]
-            readonly token_bytes: number[]
-            readonly weights: number[]
-            readonly left: number
-          }
+        const [big1] = records(["big1"], bigTokens)
+        yield* publish([...records(["small1"], 12), ...(big1 ? [big1] : [])])
 
-          // The TypeScript client: confirms that batch, takes the next.
-          const [big2] = records(["big2"], bigTokens)
-          yield* publish([...records(["small2"], 12), ...(big2 ? [big2] : [])])
-          return yield* Effect.promise(async () => {
-            const claim = await trainer.claimJob({ jobId, trainerId: "torch-refs" })
-            const leaseId = claim.lease?.leaseId ?? ""
-            let ack = taken.batch
-            let batch = (await trainer.takeBatch({ jobId, leaseId, ackBatchId: ack, waitMs: 2000 }))
+        // The reference learner takes the first batch and resolves its ref.
+        const py = yield* Effect.promise(() =>
+          runPython(["-c", PYTHON_TAKE, gateway.address, jobId]),
+        )
+        const taken = JSON.parse(py.stdout.trim().split("\n").at(-1) ?? "{}") as {
+          readonly batch: string
+          readonly inline: string[]
+          readonly refs: string[]
+          readonly episodes: string[]
+          readonly token_bytes: number[]
+          readonly weights: number[]
+          readonly left: number
+        }
+
+        // The TypeScript client: confirms that batch, takes the next.
+        const [big2] = records(["big2"], bigTokens)
+        yield* publish([...records(["small2"], 12), ...(big2 ? [big2] : [])])
+        return yield* Effect.promise(async () => {
+          const claim = await trainer.claimJob({ jobId, trainerId: "torch-refs" })
+          const leaseId = claim.lease?.leaseId ?? ""
+          let ack = taken.batch
+          let batch = (await trainer.takeBatch({ jobId, leaseId, ackBatchId: ack, waitMs: 2000 }))
+            .batch
+          while (
+            batch !== undefined &&
+            batch.trajectories.length + batch.trajectoryRefs.length < 2
+          ) {
+            ack = ""
+            batch = (await trainer.takeBatch({ jobId, leaseId, ackBatchId: ack, waitMs: 2000 }))
               .batch
-            while (
-              batch !== undefined &&
-              batch.trajectories.length + batch.trajectoryRefs.length < 2
-            ) {
-              ack = ""
-              batch = (await trainer.takeBatch({ jobId, leaseId, ackBatchId: ack, waitMs: 2000 }))
-                .batch
-            }
-            if (batch === undefined) throw new Error("no batch")
-            const ref = batch.trajectoryRefs[0]
-            const fetched =
-              ref === undefined ? undefined : await trainer.fetchTrajectory({ jobId, leaseId, ref })
-            const resolved = await trainer.resolveBatch(jobId, leaseId, batch)
-            const names = bufferNames(subjects, jobId)
-            const refused = {
-              otherBucket: await codeOf(
-                trainer.fetchTrajectory({
-                  jobId,
-                  leaseId,
-                  ref: { bucket: `${subjects.prefix}-weights`, name: ref?.name ?? "" },
-                }),
-              ),
-              otherJob: await codeOf(
-                trainer.fetchTrajectory({
-                  jobId,
-                  leaseId,
-                  ref: { bucket: names.objectBucket, name: "other-job/big2" },
-                }),
-              ),
-              missing: await codeOf(
-                trainer.fetchTrajectory({
-                  jobId,
-                  leaseId,
-                  ref: { bucket: names.objectBucket, name: names.objectName("never") },
-                }),
-              ),
-              wrongLease: await codeOf(
-                trainer.fetchTrajectory({ jobId, leaseId: "not-the-lease", ref }),
-              ),
-              // big1's batch was confirmed by this take: its object is deleted.
-              confirmed: await codeOf(
-                trainer.fetchTrajectory({
-                  jobId,
-                  leaseId,
-                  ref: { bucket: names.objectBucket, name: names.objectName("big1") },
-                }),
-              ),
-            }
-            trainer.close()
-            jobs.close()
-            return {
-              py,
-              taken,
-              big1: big1?.ids,
-              big2: big2?.ids,
-              wire: {
-                inline: batch.trajectories.map((t) => t.episodeId),
-                refs: batch.trajectoryRefs.map((r) => r.name),
-              },
-              fetched,
-              resolved: resolved.trajectories.map((t) => t.episodeId),
-              weights: resolved.weights,
-              refused,
-              names,
-            }
-          })
-        }),
-      ).pipe(
-        Effect.provide(MetricsLive),
-        Effect.provideServiceEffect(
-          JobStore,
-          Bus.use((bus) => makeJobStore(bus, subjects)),
-        ),
-        Effect.provide(MemoryBusLive()),
-      ),
+          }
+          if (batch === undefined) throw new Error("no batch")
+          const ref = batch.trajectoryRefs[0]
+          const fetched =
+            ref === undefined ? undefined : await trainer.fetchTrajectory({ jobId, leaseId, ref })
+          const resolved = await trainer.resolveBatch(jobId, leaseId, batch)
+          const names = bufferNames(subjects, jobId)
+          const refused = {
+            otherBucket: await grpcCode(
+              trainer.fetchTrajectory({
+                jobId,
+                leaseId,
+                ref: { bucket: `${subjects.prefix}-weights`, name: ref?.name ?? "" },
+              }),
+            ),
+            otherJob: await grpcCode(
+              trainer.fetchTrajectory({
+                jobId,
+                leaseId,
+                ref: { bucket: names.objectBucket, name: "other-job/big2" },
+              }),
+            ),
+            missing: await grpcCode(
+              trainer.fetchTrajectory({
+                jobId,
+                leaseId,
+                ref: { bucket: names.objectBucket, name: names.objectName("never") },
+              }),
+            ),
+            wrongLease: await grpcCode(
+              trainer.fetchTrajectory({ jobId, leaseId: "not-the-lease", ref }),
+            ),
+            // big1's batch was confirmed by this take: its object is deleted.
+            confirmed: await grpcCode(
+              trainer.fetchTrajectory({
+                jobId,
+                leaseId,
+                ref: { bucket: names.objectBucket, name: names.objectName("big1") },
+              }),
+            ),
+          }
+          trainer.close()
+          jobs.close()
+          return {
+            py,
+            taken,
+            big1: big1?.ids,
+            big2: big2?.ids,
+            wire: {
+              inline: batch.trajectories.map((t) => t.episodeId),
+              refs: batch.trajectoryRefs.map((r) => r.name),
+            },
+            fetched,
+            resolved: resolved.trajectories.map((t) => t.episodeId),
+            weights: resolved.weights,
+            refused,
+            names,
+          }
+        })
+      }),
     )
     expect(result.py.stderr).toBe("")
     expect(result.py.status).toBe(0)
