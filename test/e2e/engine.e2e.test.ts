@@ -13,17 +13,16 @@ import { randomUUID } from "node:crypto"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import Dockerode from "dockerode"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { SglangDouble, VllmDouble } from "../../actors/sampler/policy/engine-double.ts"
-import { type JobEvent, JobKind, JobState } from "../../proto/index.ts"
+import { type JobEvent, JobState } from "../../proto/index.ts"
 import { type JobServiceClient, jobServiceClient } from "../../services/gateway/client.ts"
 import { useSglangReplicas, useVllmReplicas, VLLM_MODEL } from "../support/engine-replicas.ts"
 import { useNatsServer } from "../support/nats-url.ts"
 import { coreMembers, freePort, type System, startSystem } from "../support/system.ts"
+import { smallTrainSpec } from "../support/train-spec.ts"
 
-const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
 const nats = useNatsServer()
 const docker = new Dockerode()
 const owner = `e2e-engine-${randomUUID().slice(0, 8)}`
@@ -55,17 +54,7 @@ describe("train job on SGLang and vLLM engines, every actor a process", () => {
   const trainJob = async (name: string, policyArgs: ReadonlyArray<string>) => {
     const checkpointDir = mkdtempSync(join(tmpdir(), "t1-e2e-ckpt-"))
     const { jobId } = await client.submitJob({
-      spec: {
-        name: `e2e ${name}`,
-        kind: JobKind.TRAIN,
-        taskSet: TRAIN_DIR,
-        taskIds: ["config-edit-easy-s1-000"],
-        samplesPerTask: 2,
-        maxConcurrentEpisodes: 2,
-        sampling: { temperature: 1, topP: 1, maxTokens: 24 },
-        limits: { maxTurns: 1, wallClockSec: 120 },
-        learner: { batchTrajectories: 2, ppoSteps: 2, maxStaleness: 2, criticWarmupSteps: 0 },
-      },
+      spec: smallTrainSpec(`e2e ${name}`, { ppoSteps: 2, criticWarmupSteps: 0 }),
     })
     await system.start({
       name,

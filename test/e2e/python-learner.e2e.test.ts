@@ -10,17 +10,16 @@
 
 import { type ChildProcess, spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
-import { fileURLToPath } from "node:url"
 import Dockerode from "dockerode"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type JobEvent, JobKind } from "../../proto/index.ts"
+import type { JobEvent } from "../../proto/index.ts"
 import { type JobServiceClient, jobServiceClient } from "../../services/gateway/index.ts"
 import { auditJob, endRecords } from "../faults/audit.ts"
 import { useNatsServer } from "../support/nats-url.ts"
 import { CLIENT_DIR, torchPython } from "../support/python.ts"
 import { coreMembers, freePort, type System, startSystem } from "../support/system.ts"
+import { smallTrainSpec } from "../support/train-spec.ts"
 
-const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
 const python = torchPython
 
 const nats = useNatsServer()
@@ -80,17 +79,14 @@ describe.skipIf(python === undefined)("the PyTorch reference learner trains a t1
     const learners: Learner[] = []
     try {
       const { jobId } = await client.submitJob({
-        spec: {
-          name: "torch reference learner",
-          kind: JobKind.TRAIN,
-          taskSet: TRAIN_DIR,
-          taskIds: ["config-edit-easy-s1-000", "csv-aggregate-easy-s0-000"],
-          samplesPerTask: 2,
-          maxConcurrentEpisodes: 4,
-          sampling: { temperature: 1, topP: 1, maxTokens: 24 },
-          limits: { maxTurns: 1, wallClockSec: 120 },
-          learner: { batchTrajectories: 2, ppoSteps: 3, maxStaleness: 2, external: true },
-        },
+        spec: smallTrainSpec(
+          "torch reference learner",
+          { ppoSteps: 3, external: true },
+          {
+            taskIds: ["config-edit-easy-s1-000", "csv-aggregate-easy-s0-000"],
+            maxConcurrentEpisodes: 4,
+          },
+        ),
       })
       await system.start({
         name: "sampler",

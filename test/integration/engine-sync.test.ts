@@ -10,7 +10,6 @@
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { runBufferPool } from "../../actors/buffer/index.ts"
@@ -31,14 +30,14 @@ import {
 import { BASE_IMAGE, wireTaskFor } from "../../actors/sandbox/index.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { ChatTemplate } from "../../model/index.ts"
-import { JobKind, JobState } from "../../proto/index.ts"
+import { JobState } from "../../proto/index.ts"
 import { Bus, subjectsFor } from "../../services/bus/index.ts"
 import { jobServiceClient } from "../../services/gateway/client.ts"
 import { serveGateway } from "../../services/gateway/index.ts"
 import { useSglangReplicas, useVllmReplicas, VLLM_MODEL } from "../support/engine-replicas.ts"
 import { runInProcess } from "../support/in-process.ts"
+import { smallTrainSpec } from "../support/train-spec.ts"
 
-const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
 const template = new ChatTemplate(loadBundledTokenizer())
 const sglang = useSglangReplicas()
 const vllm = useVllmReplicas()
@@ -81,22 +80,7 @@ const trainOnEngines = (
       const client = jobServiceClient(gateway.address, { timeoutMs: 10_000 })
       const { jobId } = yield* Effect.promise(() =>
         client.submitJob({
-          spec: {
-            name: "engine sync",
-            kind: JobKind.TRAIN,
-            taskSet: TRAIN_DIR,
-            taskIds: ["config-edit-easy-s1-000"],
-            samplesPerTask: 2,
-            maxConcurrentEpisodes: 2,
-            sampling: { temperature: 1, topP: 1, maxTokens: 24 },
-            limits: { maxTurns: 1, wallClockSec: 120 },
-            learner: {
-              batchTrajectories: 2,
-              ppoSteps: 2,
-              maxStaleness: 2,
-              criticWarmupSteps: 0,
-            },
-          },
+          spec: smallTrainSpec("engine sync", { ppoSteps: 2, criticWarmupSteps: 0 }),
         }),
       )
       yield* Effect.forkScoped(

@@ -13,20 +13,18 @@ import { createHash } from "node:crypto"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { type TrainerServiceClient, trainerServiceClient } from "../../actors/trainer/index.ts"
 import { startUpSystem } from "../../cli/up/system.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { decodeWeights, encodeSafetensors, encodeWeights, type TinyMoe } from "../../model/index.ts"
-import { type Batch, JobKind, JobState } from "../../proto/index.ts"
+import { type Batch, JobState } from "../../proto/index.ts"
 import { subjectsFor } from "../../services/bus/index.ts"
 import { type JobServiceClient, jobServiceClient } from "../../services/gateway/index.ts"
 import { Metrics } from "../../services/metrics/index.ts"
 import { grpcCode, runInProcess } from "../support/in-process.ts"
-
-const TRAIN_DIR = fileURLToPath(new URL("../../tasks/bundled/train", import.meta.url))
+import { smallTrainSpec } from "../support/train-spec.ts"
 
 /** A training step as far as this test's trainer goes: every weight nudged. */
 const nudge = (model: TinyMoe, by: number) => {
@@ -34,17 +32,8 @@ const nudge = (model: TinyMoe, by: number) => {
     for (let i = 0; i < entry.data.length; i += 7) entry.data[i] = (entry.data[i] ?? 0) + by
 }
 
-const spec = (external: boolean) => ({
-  name: external ? "external trainer" : "t1 learner",
-  kind: JobKind.TRAIN,
-  taskSet: TRAIN_DIR,
-  taskIds: ["config-edit-easy-s1-000"],
-  samplesPerTask: 2,
-  maxConcurrentEpisodes: 2,
-  sampling: { temperature: 1, topP: 1, maxTokens: 24 },
-  limits: { maxTurns: 1, wallClockSec: 120 },
-  learner: { batchTrajectories: 2, ppoSteps: 3, maxStaleness: 2, external },
-})
+const spec = (external: boolean) =>
+  smallTrainSpec(external ? "external trainer" : "t1 learner", { ppoSteps: 3, external })
 
 describe("TrainerService: an external trainer trains a t1 job", () => {
   it("claim, fetch, take, publish, report for 3 updates; leases, resume, stale acks and malformed weights", async () => {
