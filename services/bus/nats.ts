@@ -32,6 +32,7 @@ import {
   RequestTimeout,
   reasonOf,
 } from "./errors.ts"
+import { type AckQueue, ackQueue } from "./nats-acks.ts"
 import { connectNats, type NatsConnectOptions } from "./nats-connect.ts"
 import { natsKvBucket, natsObjectStore } from "./nats-kv.ts"
 import {
@@ -80,23 +81,52 @@ export const natsFailure =
     return new JetStreamError({ operation, reason: reasonOf(cause) })
   }
 
-const workItem = (m: JsMsg): WorkItem => ({
-  subject: m.subject,
-  data: m.data,
-  headers: toHeaders(m.headers),
-  reply: undefined,
-  stream: m.info.stream,
-  streamSeq: m.seq,
-  deliveryCount: m.info.deliveryCount,
-  ack: Effect.sync(() => m.ack()),
-  nak: (delayMs) => Effect.sync(() => m.nak(delayMs)),
-  working: Effect.sync(() => m.working()),
+/**
+ * A delivered message as a work item. Headers and delivery info are parsed when first read (a
+ * trajectory chunk's consumer reads neither; parsing both for every message showed in
+ * bench:stream's profile), and acks go through the connection's AckQueue (nats-acks.ts).
+ */
+class NatsWorkItem implements WorkItem {
+  readonly subject: string
+  readonly data: Uint8Array
+  readonly reply = undefined
+  readonly ack: Effect.Effect<void>
+  readonly working: Effect.Effect<void>
+  private parsedHeaders: Headers | undefined
+
+  constructor(
+    private readonly m: JsMsg,
+    private readonly acks: AckQueue,
+  ) {
+    this.subject = m.subject
+    this.data = m.data
+    this.ack = Effect.sync(() => acks.later(() => m.ack()))
+    this.working = Effect.sync(() => acks.later(() => m.working()))
+  }
+  get headers(): Headers {
+    this.parsedHeaders ??= toHeaders(this.m.headers)
+    return this.parsedHeaders
+  }
+  get stream(): string {
+    return this.m.info.stream
+  }
+  get streamSeq(): number {
+    return this.m.seq
+  }
+  get deliveryCount(): number {
+    return this.m.info.deliveryCount
+  }
+  nak(delayMs?: number): Effect.Effect<void> {
+    return Effect.sync(() => this.acks.later(() => this.m.nak(delayMs)))
+  }
   // A reason rides on +TERM only from nats-server 2.10; older servers ignore the whole term.
-  term: () => Effect.sync(() => m.term()),
-})
+  term(): Effect.Effect<void> {
+    return Effect.sync(() => this.acks.later(() => this.m.term()))
+  }
+}
 
 /** The consumer's messages as work items, mapped as they are taken (no stream stage of its own). */
-const workItems = (messages: AsyncIterable<JsMsg>): AsyncIterable<WorkItem> => ({
+const workItems = (messages: AsyncIterable<JsMsg>, acks: AckQueue): AsyncIterable<WorkItem> => ({
   [Symbol.asyncIterator]: () => {
     const it = messages[Symbol.asyncIterator]()
     return {
@@ -107,7 +137,7 @@ const workItems = (messages: AsyncIterable<JsMsg>): AsyncIterable<WorkItem> => (
             (r): IteratorResult<WorkItem> =>
               r.done === true
                 ? { done: true, value: undefined }
-                : { done: false, value: workItem(r.value) },
+                : { done: false, value: new NatsWorkItem(r.value, acks) },
           ),
       return: (value?: unknown) =>
         it.return === undefined
@@ -138,6 +168,9 @@ export const makeNatsBus = (
 ): Effect.Effect<BusShape, BusError, Scope.Scope> =>
   Effect.gen(function* () {
     const nc = yield* connectNats(options)
+    const acks = ackQueue()
+    // Registered after the connection, so it runs before the connection drains.
+    yield* Effect.addFinalizer(() => Effect.sync(acks.flush))
     const maxPayload = nc.info?.max_payload ?? 1024 * 1024
     const js = jetstream(nc)
     const connection = watchConnection(nc)
@@ -334,7 +367,7 @@ export const makeNatsBus = (
               }),
               (m) => Effect.promise(() => m.close().then(() => undefined)),
             )
-            return Stream.fromAsyncIterable(workItems(messages), natsFailure("consume"))
+            return Stream.fromAsyncIterable(workItems(messages, acks), natsFailure("consume"))
           }),
         ),
       kv: (bucket, options) =>
