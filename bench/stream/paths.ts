@@ -339,8 +339,13 @@ export const streamPaths = (opts: PathOptions, url: string) =>
         }),
       )
 
-    // The raw path sends exactly t1's bytes, encoded once before any round.
-    const flat = sampledRecords("raw").map((r) => r.encode())
+    // The raw path sends exactly t1's bytes, encoded once, in its warm-up (only the raw path's
+    // process holds them).
+    let encoded: Uint8Array[] | undefined
+    const rawBytes = () => {
+      encoded ??= sampledRecords("raw").map((r) => r.encode())
+      return encoded
+    }
     const routingBytes = spans.reduce((n, s) => n + (s.routing?.rows.byteLength ?? 0), 0)
     const choices = opts.episodes * opts.tokens * LAYERS * TOP_K
 
@@ -410,6 +415,7 @@ export const streamPaths = (opts: PathOptions, url: string) =>
     const rawRound = () =>
       Effect.tryPromise({
         try: async (): Promise<Round> => {
+          const flat = rawBytes()
           const { name, subject } = await Effect.runPromise(freshStream("raw"))
           const progress = new Progress()
           // Every trajectory is the same number of messages; one is whole when its last arrives.
