@@ -9,7 +9,7 @@ import {
   subjectsFor,
   withBusMetrics,
 } from "../../services/bus/index.ts"
-import { runGateway } from "../../services/gateway/index.ts"
+import { serveGateway } from "../../services/gateway/index.ts"
 import { jobStoreLayer } from "../../services/jobs/index.ts"
 import { MetricsLive, serveMetrics } from "../../services/metrics/index.ts"
 import { natsFlagSpec, natsFlagsHelp, natsOptionsFrom, prefixFrom } from "../bus-flags.ts"
@@ -110,9 +110,6 @@ export const serveCommand = (
     const endpoint = yield* serveMetrics({ host: gateway.metricsHost, port: gateway.metricsPort })
     yield* Effect.logInfo(`t1 serve: metrics at ${endpoint.url}/metrics`)
     yield* Effect.forkScoped(runActor(diagnosticActor(subjects.ping, "serve")))
-    yield* Effect.logInfo(
-      `t1 serve: ${onNats ? "NATS" : "in-memory"} bus, prefix ${subjects.prefix}; ${started.map(([n]) => n).join(", ")}; JobService on ${gateway.host}:${gateway.port}`,
-    )
     // One supervisor: a member that stops takes the process down (with its reason) rather than
     // leaving a gateway that admits jobs nobody runs.
     return yield* Effect.all(
@@ -122,7 +119,7 @@ export const serveCommand = (
             Effect.mapError((e) => new Error(`t1 serve: the ${name} stopped: ${e.message}`)),
           ),
         ),
-        runGateway({
+        serveGateway({
           subjects,
           host: gateway.host,
           port: gateway.port,
@@ -130,7 +127,16 @@ export const serveCommand = (
           services: [yield* trainerService({ subjects })],
           ...(gateway.tokens === undefined ? {} : { tokens: gateway.tokens }),
           ...(gateway.tls === undefined ? {} : { tls: gateway.tls }),
-        }),
+        }).pipe(
+          // Said once the port is bound: users and scripts connect when they read this line.
+          Effect.tap((endpoint) =>
+            Effect.logInfo(
+              `t1 serve: ${onNats ? "NATS" : "in-memory"} bus, prefix ${subjects.prefix}; ${started.map(([n]) => n).join(", ")}; JobService on ${endpoint.address}`,
+            ),
+          ),
+          Effect.andThen(Effect.never),
+          Effect.scoped,
+        ),
       ],
       { concurrency: "unbounded", discard: true },
     )

@@ -259,6 +259,34 @@ describe("actor runtime", () => {
     ).toBeGreaterThan(0)
   })
 
+  it("says it is taking messages only once its subscription is live", async () => {
+    const { world } = await run(({ bus, logs }) =>
+      Effect.gen(function* () {
+        // The bus as the actor sees it, noting when a subscription is in place.
+        const noting: BusShape = {
+          ...bus,
+          subscribe: (subject, options) =>
+            Effect.tap(bus.subscribe(subject, options), () =>
+              Effect.sync(() => logs.push(`subscribed ${subject}`)),
+            ),
+        }
+        yield* Effect.forkScoped(
+          runActor({
+            name: "echo",
+            mailbox: { kind: "subscription", subject: "t1.echo" },
+            decode: decodePing,
+            handle: (p, d) => d.respond(new TextEncoder().encode(p.nonce)),
+          }).pipe(Effect.provideService(Bus, noting)),
+        )
+        yield* Effect.sleep("100 millis")
+      }),
+    )
+    const subscribed = world.logs.indexOf("subscribed t1.echo")
+    const ready = world.logs.findIndex((l) => l.includes("echo: taking messages from t1.echo"))
+    expect(subscribed).toBeGreaterThanOrEqual(0)
+    expect(ready).toBeGreaterThan(subscribed)
+  })
+
   it("answers requests and tells the requester when its request was malformed", async () => {
     const { result } = await run(({ bus }) =>
       Effect.gen(function* () {

@@ -21,19 +21,33 @@ interface Incoming {
 /** Header on the reply to a request that could not be handled, so the requester fails fast. */
 export const ERROR_HEADER = "t1-error"
 
-const mailboxStream = (bus: BusShape, mailbox: Mailbox, concurrency: number) =>
+/**
+ * The mailbox as a stream; `ready` runs once messages can reach it: for a subject, after the
+ * server has the subscription (a request sent before that finds no responders), for a work
+ * queue when consuming starts (its durable consumer holds what arrives before).
+ */
+const mailboxStream = (
+  bus: BusShape,
+  mailbox: Mailbox,
+  concurrency: number,
+  ready: Effect.Effect<void>,
+) =>
   mailbox.kind === "work-queue"
-    ? bus
-        .consume(mailbox.stream, mailbox.durable, { maxInFlight: concurrency })
-        .pipe(Stream.map((item): Incoming => ({ envelope: item, item })))
-    : Stream.unwrap(
-        Effect.map(
-          bus.subscribe(
-            mailbox.subject,
-            mailbox.queue === undefined ? {} : { queue: mailbox.queue },
-          ),
-          Stream.map((envelope): Incoming => ({ envelope, item: undefined })),
+    ? Stream.unwrap(
+        Effect.as(
+          ready,
+          bus
+            .consume(mailbox.stream, mailbox.durable, { maxInFlight: concurrency })
+            .pipe(Stream.map((item): Incoming => ({ envelope: item, item }))),
         ),
+      )
+    : Stream.unwrap(
+        bus
+          .subscribe(mailbox.subject, mailbox.queue === undefined ? {} : { queue: mailbox.queue })
+          .pipe(
+            Effect.tap(() => ready),
+            Effect.map(Stream.map((envelope): Incoming => ({ envelope, item: undefined }))),
+          ),
       )
 
 const describeMailbox = (mailbox: Mailbox) =>
@@ -168,8 +182,12 @@ export const runActor = <M, E, R>(
           ),
         )
 
+      // Logged when the mailbox is live: scripts and tests wait for this line before sending.
+      const ready = lifecycleLog(
+        `${actor}: taking messages from ${describeMailbox(spec.mailbox)} (concurrency ${concurrency})`,
+      )
       const mailboxRun = Stream.runForEach(
-        mailboxStream(bus, spec.mailbox, concurrency),
+        mailboxStream(bus, spec.mailbox, concurrency, ready),
         dispatch,
       ).pipe(
         // A mailbox that ends by itself (subscription closed under us) is a failure to restart.
@@ -202,9 +220,6 @@ export const runActor = <M, E, R>(
         }),
       )
 
-      yield* lifecycleLog(
-        `${actor}: taking messages from ${describeMailbox(spec.mailbox)} (concurrency ${concurrency})`,
-      )
       return yield* mailboxRun.pipe(
         Effect.tapError((e) =>
           Effect.sync(() => am.restarts.inc({ actor })).pipe(
