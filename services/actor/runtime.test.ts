@@ -257,6 +257,8 @@ describe("actor runtime", () => {
     expect(
       await metricValue(world.metrics, "t1_actor_restarts_total", { actor: "early" }),
     ).toBeGreaterThan(0)
+    // Said once, not before every restart while the stream was missing.
+    expect(world.logs.filter((l) => l.includes("early: taking messages"))).toHaveLength(1)
   })
 
   it("says it is taking messages only once its subscription is live", async () => {

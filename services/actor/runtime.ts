@@ -25,6 +25,7 @@ export const ERROR_HEADER = "t1-error"
  * The mailbox as a stream; `ready` runs once messages can reach it: for a subject, after the
  * server has the subscription (a request sent before that finds no responders), for a work
  * queue when consuming starts (its durable consumer holds what arrives before).
+ * After a restart it runs again, as the mailbox comes back.
  */
 const mailboxStream = (
   bus: BusShape,
@@ -182,10 +183,17 @@ export const runActor = <M, E, R>(
           ),
         )
 
-      // Logged when the mailbox is live: scripts and tests wait for this line before sending.
-      const ready = lifecycleLog(
-        `${actor}: taking messages from ${describeMailbox(spec.mailbox)} (concurrency ${concurrency})`,
-      )
+      // Logged when the mailbox is live: scripts and tests wait for this line before sending. A
+      // work queue's start cannot tell a missing stream from a live one (the first pull does),
+      // so it is said once, not before each restart of a mailbox still waiting for its stream.
+      let announced = false
+      const ready = Effect.suspend(() => {
+        if (announced && spec.mailbox.kind === "work-queue") return Effect.void
+        announced = true
+        return lifecycleLog(
+          `${actor}: taking messages from ${describeMailbox(spec.mailbox)} (concurrency ${concurrency})`,
+        )
+      })
       const mailboxRun = Stream.runForEach(
         mailboxStream(bus, spec.mailbox, concurrency, ready),
         dispatch,
