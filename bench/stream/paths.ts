@@ -9,17 +9,17 @@ import { create, fromBinary } from "@bufbuild/protobuf"
 import {
   AckPolicy,
   DeliverPolicy,
+  type JetStreamClient,
   jetstream,
   jetstreamManager,
   RetentionPolicy,
   StorageType,
 } from "@nats-io/jetstream"
-import { Effect, Stream } from "effect"
+import { Effect, type Scope, Stream } from "effect"
 import { TrajectoryAssembler, TrajectoryCorrupt } from "../../actors/buffer/index.ts"
 import type { ChunkSpan } from "../../actors/sampler/index.ts"
 import {
   type ChunkIdentity,
-  chunkMsgId,
   chunkRecord,
   encodeRecord,
   endMsgId,
@@ -29,6 +29,7 @@ import {
   splitSpan,
 } from "../../actors/sampler/index.ts"
 import { EpisodeEndSchema, TrajectoryRecordSchema } from "../../proto/index.ts"
+import type { BusShape } from "../../services/bus/index.ts"
 import { type BenchError, benchError, busConnection, rawConnection } from "../nats-bench.ts"
 
 export const LAYERS = 48
@@ -123,15 +124,6 @@ class Progress {
   }
   lastAt = performance.now()
   failure: Error | undefined
-  reset() {
-    this.tokens = 0
-    this.bytes = 0
-    this.done = 0
-    this.messages = 0
-    this.waiters = []
-    this.lastAt = performance.now()
-    this.failure = undefined
-  }
   until(episodes: number): Promise<void> {
     return new Promise((resolve, reject) => {
       const timer = setInterval(() => {
@@ -205,25 +197,23 @@ export interface PathOptions {
 export type PathName = "t1" | "raw" | "json"
 
 /**
- * The three paths over `url`, each run a fresh stream and consumer; the connections and the
- * trajectories (the same seeds in every process) live as long as the scope.
+ * One path over `url`, each run a fresh stream and consumer; its connections (only the ones
+ * this path uses) and the trajectories (the same seeds in every process) live as long as the
+ * scope.
  */
-export const streamPaths = (opts: PathOptions, url: string) =>
+export const streamPath = (path: PathName, opts: PathOptions, url: string) =>
   Effect.gen(function* () {
-    const rawPub = yield* rawConnection(url, "bench-stream-raw-pub")
-    const rawSub = yield* rawConnection(url, "bench-stream-raw-sub")
-    const pub = yield* busConnection(url, "bench-stream-sampler")
-    const sub = yield* busConnection(url, "bench-stream-buffer")
+    // Streams are made and dropped here, and the raw and JSON paths publish on it.
+    const rawPub = yield* rawConnection(url, `bench-stream-${path}-pub`)
     const jsm = yield* Effect.tryPromise({
       try: () => jetstreamManager(rawPub),
       catch: benchError("jsm"),
     })
     const js = jetstream(rawPub)
-    const jsSub = jetstream(rawSub)
 
     const spans = Array.from({ length: opts.episodes }, (_, i) => makeSpan(opts.tokens, i + 1))
     const routingBytesPerToken = LAYERS * TOP_K
-    const maxTokens = maxChunkTokens(pub.maxPayload, routingBytesPerToken)
+    const maxTokens = maxChunkTokens(rawPub.info?.max_payload ?? 1024 * 1024, routingBytesPerToken)
     /**
      * Every record of every trajectory as the sampler publishes them — chunks, then the end —
      * each encoded only when `encode` is called, so a round pays for its own encoding.
@@ -242,22 +232,20 @@ export const streamPaths = (opts: PathOptions, url: string) =>
         return [
           ...pieces.map((piece, seq) => ({
             encode: () => encodeRecord(chunkRecord(who, seq, piece, Date.now())),
-            msgId: chunkMsgId(who, seq),
-            publish: (subject: string) =>
+            publish: (pub: BusShape, subject: string) =>
               publishChunk(who, seq, piece, pub.maxPayload, (bytes, msgId) =>
                 pub.jsPublish(subject, bytes, { msgId }),
               ),
           })),
           {
             encode: () => encodeRecord(endRecord(end)),
-            msgId: endMsgId(who),
-            publish: (subject: string) =>
+            publish: (pub: BusShape, subject: string) =>
               pub.jsPublish(subject, encodeRecord(endRecord(end)), { msgId: endMsgId(who) }),
           },
         ]
       })
     let streamN = 0
-    const freshStream = (path: string) =>
+    const freshStream = () =>
       Effect.tryPromise({
         try: async () => {
           const name = `BENCH_STREAM_${path.toUpperCase()}_${streamN++}`
@@ -284,68 +272,68 @@ export const streamPaths = (opts: PathOptions, url: string) =>
       Effect.tryPromise({ try: () => progress.until(episodes), catch: benchError(what) })
 
     /** t1: the sampler's encoding and publish, the buffer's consume, decode and assembly. */
-    const t1Round = (label: string) =>
-      Effect.scoped(
-        Effect.gen(function* () {
-          const { name, subject } = yield* freshStream("t1")
-          const progress = new Progress()
-          const assembler = new TrajectoryAssembler()
-          yield* Effect.forkScoped(
-            Stream.runForEach(sub.consume(name, "buffer", { maxInFlight: MAX_IN_FLIGHT }), (item) =>
-              Effect.andThen(
-                Effect.sync(() => {
-                  if (progress.isReady(item.data)) return
-                  const record = fromBinary(TrajectoryRecordSchema, item.data)
-                  progress.received(item.data.byteLength)
-                  const done = assembler.add(record, Date.now())
-                  if (done instanceof TrajectoryCorrupt) progress.failure = new Error(done.message)
-                  else if (done !== undefined) {
-                    progress.tokens += done.tokens
-                    progress.done++
-                  }
-                }),
-                item.ack,
+    const t1Path = Effect.gen(function* () {
+      const pub = yield* busConnection(url, "bench-stream-sampler")
+      const sub = yield* busConnection(url, "bench-stream-buffer")
+      return (label: string) =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            const { name, subject } = yield* freshStream()
+            const progress = new Progress()
+            const assembler = new TrajectoryAssembler()
+            yield* Effect.forkScoped(
+              Stream.runForEach(
+                sub.consume(name, "buffer", { maxInFlight: MAX_IN_FLIGHT }),
+                (item) =>
+                  Effect.andThen(
+                    Effect.sync(() => {
+                      if (progress.isReady(item.data)) return
+                      const record = fromBinary(TrajectoryRecordSchema, item.data)
+                      progress.received(item.data.byteLength)
+                      const done = assembler.add(record, Date.now())
+                      if (done instanceof TrajectoryCorrupt)
+                        progress.failure = new Error(done.message)
+                      else if (done !== undefined) {
+                        progress.tokens += done.tokens
+                        progress.done++
+                      }
+                    }),
+                    item.ack,
+                  ),
+              ).pipe(
+                Effect.catch((e) => Effect.sync(() => (progress.failure = new Error(String(e))))),
               ),
-            ).pipe(
-              Effect.catch((e) => Effect.sync(() => (progress.failure = new Error(String(e))))),
-            ),
-          )
-          yield* pub.jsPublish(subject, READY).pipe(Effect.mapError(benchError("t1 ready")))
-          yield* Effect.promise(() => progress.ready)
-          const started = performance.now()
-          // Every record of every trajectory, encoded when its turn to publish comes, with the
-          // same number in flight as the other paths (the assembler takes them in any order).
-          const sends = sampledRecords(label)
-          yield* Effect.forEach(
-            sends,
-            (send, i) =>
-              Effect.andThen(
-                Effect.promise(() => progress.reached(i - BACKLOG)),
-                send.publish(subject),
-              ),
-            {
-              concurrency: opts.window,
-              discard: true,
-            },
-          ).pipe(Effect.mapError(benchError("t1 publish")))
-          yield* wait(progress, opts.episodes, "t1 consume")
-          const round: Round = {
-            seconds: (progress.lastAt - started) / 1000,
-            tokens: progress.tokens,
-            bytes: progress.bytes,
-          }
-          yield* dropStream(name)
-          return round
-        }),
-      )
+            )
+            yield* pub.jsPublish(subject, READY).pipe(Effect.mapError(benchError("t1 ready")))
+            yield* Effect.promise(() => progress.ready)
+            const started = performance.now()
+            // Every record of every trajectory, encoded when its turn to publish comes, with the
+            // same number in flight as the other paths (the assembler takes them in any order).
+            const sends = sampledRecords(label)
+            yield* Effect.forEach(
+              sends,
+              (send, i) =>
+                Effect.andThen(
+                  Effect.promise(() => progress.reached(i - BACKLOG)),
+                  send.publish(pub, subject),
+                ),
+              {
+                concurrency: opts.window,
+                discard: true,
+              },
+            ).pipe(Effect.mapError(benchError("t1 publish")))
+            yield* wait(progress, opts.episodes, "t1 consume")
+            const round: Round = {
+              seconds: (progress.lastAt - started) / 1000,
+              tokens: progress.tokens,
+              bytes: progress.bytes,
+            }
+            yield* dropStream(name)
+            return round
+          }),
+        )
+    })
 
-    // The raw path sends exactly t1's bytes, encoded once, in its warm-up (only the raw path's
-    // process holds them).
-    let encoded: Uint8Array[] | undefined
-    const rawBytes = () => {
-      encoded ??= sampledRecords("raw").map((r) => r.encode())
-      return encoded
-    }
     const routingBytes = spans.reduce((n, s) => n + (s.routing?.rows.byteLength ?? 0), 0)
     const choices = opts.episodes * opts.tokens * LAYERS * TOP_K
 
@@ -388,7 +376,10 @@ export const streamPaths = (opts: PathOptions, url: string) =>
         bytes: progress.bytes,
       }
     }
+    /** The raw and JSON paths' consumer side, on a connection of its own. */
+    const rawSubscriber = Effect.map(rawConnection(url, `bench-stream-${path}-sub`), jetstream)
     const rawConsume = async (
+      jsSub: JetStreamClient,
       stream: string,
       progress: Progress,
       onMessage: (data: Uint8Array) => void,
@@ -412,86 +403,100 @@ export const streamPaths = (opts: PathOptions, url: string) =>
       })
     }
 
-    const rawRound = () =>
-      Effect.tryPromise({
-        try: async (): Promise<Round> => {
-          const flat = rawBytes()
-          const { name, subject } = await Effect.runPromise(freshStream("raw"))
-          const progress = new Progress()
-          // Every trajectory is the same number of messages; one is whole when its last arrives.
-          const perEpisode = flat.length / opts.episodes
-          let seen = 0
-          const messages = await rawConsume(name, progress, () => {
-            seen++
-            if (seen % perEpisode === 0) {
-              progress.done = seen / perEpisode
-              progress.tokens = progress.done * opts.tokens
-            }
-          })
-          await js.publish(subject, READY)
-          await progress.ready
-          const started = performance.now()
-          await rawPublish(
-            subject,
-            flat.length,
-            (i) => flat[i] as Uint8Array,
-            progress,
-            (i) => `${subject}-${i}`,
-          )
-          return finish(progress, started, messages, name)
-        },
-        catch: benchError("raw round"),
-      })
-
-    const jsonRound = (label: string) =>
-      Effect.tryPromise({
-        try: async (): Promise<Round> => {
-          const { name, subject } = await Effect.runPromise(freshStream("json"))
-          const progress = new Progress()
-          // Reassembly: each episode's routing as the engine's int32, in token order.
-          const partial = new Map<string, { got: number; routing: Int32Array[] }>()
-          const messages = await rawConsume(name, progress, (data) => {
-            const c = JSON.parse(jsonDecoder.decode(data)) as JsonChunk
-            const b = Buffer.from(c.routed_experts, "base64")
-            const routing = new Int32Array(b.buffer, b.byteOffset, b.byteLength / 4)
-            const ids = Uint32Array.from(c.output_ids)
-            const lps = Float32Array.from(c.output_token_logprobs)
-            const mask = Uint8Array.from(c.loss_mask)
-            const n = c.token_end - c.token_start
-            if (ids.length !== n || lps.length !== n || mask.length !== n)
-              throw new Error(`json chunk ${c.episode_id}/${c.seq}: arrays do not hold ${n} tokens`)
-            if (routing.length !== n * LAYERS * TOP_K)
-              throw new Error(`json chunk ${c.episode_id}/${c.seq}: routing of ${routing.length}`)
-            const p = partial.get(c.episode_id) ?? { got: 0, routing: [] }
-            p.routing[c.seq] = Int32Array.from(routing)
-            p.got++
-            partial.set(c.episode_id, p)
-            if (p.got === c.total_chunks) {
-              partial.delete(c.episode_id)
-              progress.tokens += p.routing.reduce((s, r) => s + r.length, 0) / (LAYERS * TOP_K)
-              progress.done++
-            }
-          })
-          // A JSON chunk is ~5× a binary one per token; split to stay under max_payload.
-          const sends = spans.flatMap((span, e) => {
-            const pieces = splitSpan(span, Math.max(1, Math.floor(maxTokens / 6)))
-            return pieces.map(
-              (piece, seq) => () => jsonChunk(`${label}-${e}`, seq, piece, pieces.length),
+    const rawPath = Effect.gen(function* () {
+      const jsSub = yield* rawSubscriber
+      // Exactly t1's bytes, encoded once before any run.
+      const flat = sampledRecords("raw").map((r) => r.encode())
+      return () =>
+        Effect.tryPromise({
+          try: async (): Promise<Round> => {
+            const { name, subject } = await Effect.runPromise(freshStream())
+            const progress = new Progress()
+            // Every trajectory is the same number of messages; one is whole when its last arrives.
+            const perEpisode = flat.length / opts.episodes
+            let seen = 0
+            const messages = await rawConsume(jsSub, name, progress, () => {
+              seen++
+              if (seen % perEpisode === 0) {
+                progress.done = seen / perEpisode
+                progress.tokens = progress.done * opts.tokens
+              }
+            })
+            await js.publish(subject, READY)
+            await progress.ready
+            const started = performance.now()
+            await rawPublish(
+              subject,
+              flat.length,
+              (i) => flat[i] as Uint8Array,
+              progress,
+              (i) => `${subject}-${i}`,
             )
-          })
-          await js.publish(subject, READY)
-          await progress.ready
-          const started = performance.now()
-          await rawPublish(subject, sends.length, (i) => (sends[i] as () => Uint8Array)(), progress)
-          return finish(progress, started, messages, name)
-        },
-        catch: benchError("json round"),
-      })
+            return finish(progress, started, messages, name)
+          },
+          catch: benchError("raw round"),
+        })
+    })
 
-    const runs: Record<PathName, (label: string) => Effect.Effect<Round, BenchError>> = {
-      t1: t1Round,
-      raw: () => rawRound(),
-      json: jsonRound,
-    }
-    return { runs, routingBytes, choices, maxTokens }
+    const jsonPath = Effect.map(
+      rawSubscriber,
+      (jsSub) => (label: string) =>
+        Effect.tryPromise({
+          try: async (): Promise<Round> => {
+            const { name, subject } = await Effect.runPromise(freshStream())
+            const progress = new Progress()
+            // Reassembly: each episode's routing as the engine's int32, in token order.
+            const partial = new Map<string, { got: number; routing: Int32Array[] }>()
+            const messages = await rawConsume(jsSub, name, progress, (data) => {
+              const c = JSON.parse(jsonDecoder.decode(data)) as JsonChunk
+              const b = Buffer.from(c.routed_experts, "base64")
+              const routing = new Int32Array(b.buffer, b.byteOffset, b.byteLength / 4)
+              const ids = Uint32Array.from(c.output_ids)
+              const lps = Float32Array.from(c.output_token_logprobs)
+              const mask = Uint8Array.from(c.loss_mask)
+              const n = c.token_end - c.token_start
+              if (ids.length !== n || lps.length !== n || mask.length !== n)
+                throw new Error(
+                  `json chunk ${c.episode_id}/${c.seq}: arrays do not hold ${n} tokens`,
+                )
+              if (routing.length !== n * LAYERS * TOP_K)
+                throw new Error(`json chunk ${c.episode_id}/${c.seq}: routing of ${routing.length}`)
+              const p = partial.get(c.episode_id) ?? { got: 0, routing: [] }
+              p.routing[c.seq] = Int32Array.from(routing)
+              p.got++
+              partial.set(c.episode_id, p)
+              if (p.got === c.total_chunks) {
+                partial.delete(c.episode_id)
+                progress.tokens += p.routing.reduce((s, r) => s + r.length, 0) / (LAYERS * TOP_K)
+                progress.done++
+              }
+            })
+            // A JSON chunk is ~5× a binary one per token; split to stay under max_payload.
+            const sends = spans.flatMap((span, e) => {
+              const pieces = splitSpan(span, Math.max(1, Math.floor(maxTokens / 6)))
+              return pieces.map(
+                (piece, seq) => () => jsonChunk(`${label}-${e}`, seq, piece, pieces.length),
+              )
+            })
+            await js.publish(subject, READY)
+            await progress.ready
+            const started = performance.now()
+            await rawPublish(
+              subject,
+              sends.length,
+              (i) => (sends[i] as () => Uint8Array)(),
+              progress,
+            )
+            return finish(progress, started, messages, name)
+          },
+          catch: benchError("json round"),
+        }),
+    )
+
+    const paths: Record<
+      PathName,
+      Effect.Effect<(label: string) => Effect.Effect<Round, BenchError>, BenchError, Scope.Scope>
+    > = { t1: t1Path, raw: rawPath, json: jsonPath }
+    const run = yield* paths[path]
+    return { run, routingBytes, choices, maxTokens }
   })

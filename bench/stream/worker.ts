@@ -1,12 +1,13 @@
 /**
  * One bench:stream path in a process of its own, driven by bench/stream.ts over the IPC
- * channel: it builds the path's connections and trajectories, runs one warm-up, says `ready`,
- * then runs one measured run per `run` message and answers with its Round.
+ * channel: it builds the path's connections (only those the path uses) and trajectories, runs
+ * one warm-up, says `ready`, then runs one measured run per `run` message and answers with its
+ * Round.
  *
  *   (forked) bench/stream/worker.ts <t1|raw|json> <nats url> <episodes> <tokens> <window>
  */
 import { Effect, Exit, Scope } from "effect"
-import { type PathName, type Round, streamPaths } from "./paths.ts"
+import { type PathName, type Round, streamPath } from "./paths.ts"
 
 export type ToWorker = { readonly run: string } | { readonly exit: true }
 export type FromWorker =
@@ -37,22 +38,23 @@ const main = async () => {
   if (!PATHS.includes(path as PathName) || url === undefined)
     throw new Error(`usage: worker.ts <t1|raw|json> <nats url> <episodes> <tokens> <window>`)
   const scope = Effect.runSync(Scope.make())
-  const paths = await Effect.runPromise(
+  const built = await Effect.runPromise(
     Scope.provide(
-      streamPaths(
+      streamPath(
+        path as PathName,
         { episodes: Number(episodes), tokens: Number(tokens), window: Number(window) },
         url,
       ),
       scope,
     ),
   )
-  const run = paths.runs[path as PathName]
+  const run = built.run
   await Effect.runPromise(run("warm"))
   send({
     ready: true,
-    routingBytes: paths.routingBytes,
-    choices: paths.choices,
-    maxTokens: paths.maxTokens,
+    routingBytes: built.routingBytes,
+    choices: built.choices,
+    maxTokens: built.maxTokens,
   })
   // The bench process went away (killed, or finished without saying exit): so does this one.
   process.on("disconnect", () => process.exit(0))
