@@ -181,7 +181,10 @@ export const unaryCaller =
       signal?.addEventListener("abort", () => call.cancel(), { once: true })
     })
 
-/** A client of the gateway at `address` (`host:port`); one HTTP/2 connection, reused. */
+/**
+ * A client of the gateway at `address` (`host:port`); one HTTP/2 connection of its own, reused
+ * for every call and closed by `close()`.
+ */
 export const jobServiceClient = (
   address: string,
   options: JobServiceClientOptions = {},
@@ -190,7 +193,14 @@ export const jobServiceClient = (
     typeof options.tls === "object" && options.tls.serverName !== undefined
       ? { "grpc.ssl_target_name_override": options.tls.serverName }
       : {}
-  const client = new grpc.Client(address, channelCredentials(options.tls), serverName)
+  const client = new grpc.Client(address, channelCredentials(options.tls), {
+    ...serverName,
+    // grpc-js otherwise shares one connection among all clients of an address and keeps it
+    // open for a while after close(): a client's calls would count against its neighbours' on
+    // the server's HTTP/2 limits (Node's server sends GOAWAY INTERNAL_ERROR to a connection that
+    // cancels more than 1000 streams in a burst: its "rapid reset" guard).
+    "grpc.use_local_subchannel_pool": 1,
+  })
   const timeoutMs = options.timeoutMs ?? 30_000
   const metadata = bearer(options.token)
   const unary = unaryCaller(client, JobService.typeName, metadata, timeoutMs)

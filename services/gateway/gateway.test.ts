@@ -267,6 +267,31 @@ describe("gateway (in-memory bus)", () => {
     expect(missing.code).toBe(grpc.status.NOT_FOUND)
   })
 
+  it("each client has a connection of its own: watches one client stopped do not cost another its calls", async () => {
+    const gw = await h.start()
+    const { jobId } = await gw.client().submitJob({ spec: evalSpec() })
+    // Each stopped watch is an HTTP/2 stream reset; Node's server closes a connection that
+    // resets more than 1000 streams in a burst (GOAWAY INTERNAL_ERROR, its rapid-reset guard).
+    // 700 a client stays under that, 1400 on one shared connection would not.
+    const watchAndStop = async (n: number) => {
+      const client = jobServiceClient(gw.endpoint.address)
+      let first = 0
+      await Promise.all(
+        Array.from({ length: n }, async () => {
+          for await (const event of client.watchJob({ jobId, fromSeq: 1n })) {
+            if (event.seq === 1n) first++
+            break
+          }
+        }),
+      )
+      const job = await client.getJob({ jobId })
+      client.close()
+      return { first, jobId: job.status?.jobId }
+    }
+    expect(await watchAndStop(700)).toEqual({ first: 700, jobId })
+    expect(await watchAndStop(700)).toEqual({ first: 700, jobId })
+  })
+
   it("a cancel of a running job is a request to the coordinator", async () => {
     const gw = await h.start()
     const client = gw.client()
