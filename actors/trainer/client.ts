@@ -23,6 +23,7 @@ import {
 import {
   bearer,
   channelCredentials,
+  channelOptions,
   codec,
   type JobServiceClientOptions,
   toCallError,
@@ -42,6 +43,7 @@ export interface PublishStream {
 
 export const trainerServiceClient = (address: string, options: JobServiceClientOptions = {}) => {
   const client = new grpc.Client(address, channelCredentials(options.tls), {
+    ...channelOptions(options),
     "grpc.max_receive_message_length": -1,
   })
   const timeoutMs = options.timeoutMs ?? 60_000

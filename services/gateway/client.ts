@@ -145,6 +145,21 @@ export const channelCredentials = (tls: JobServiceClientOptions["tls"]) => {
   return grpc.credentials.createSsl(ca === undefined ? null : Buffer.from(ca))
 }
 
+/**
+ * The grpc-js channel options every t1 client uses: its own connection, and the TLS server name
+ * when one is given.
+ */
+export const channelOptions = (options: JobServiceClientOptions): grpc.ChannelOptions => ({
+  ...(typeof options.tls === "object" && options.tls.serverName !== undefined
+    ? { "grpc.ssl_target_name_override": options.tls.serverName }
+    : {}),
+  // grpc-js otherwise shares one connection among all clients of an address and keeps it open
+  // for a while after close(): a client's calls would count against its neighbours' on the
+  // server's HTTP/2 limits (Node's server sends GOAWAY INTERNAL_ERROR to a connection that
+  // cancels more than 1000 streams in a burst: its "rapid reset" guard).
+  "grpc.use_local_subchannel_pool": 1,
+})
+
 /** Fresh call metadata with `authorization: Bearer <token>` when a token is given. */
 export const bearer = (token: string | undefined) => (): grpc.Metadata => {
   const m = new grpc.Metadata()
@@ -189,18 +204,7 @@ export const jobServiceClient = (
   address: string,
   options: JobServiceClientOptions = {},
 ): JobServiceClient => {
-  const serverName =
-    typeof options.tls === "object" && options.tls.serverName !== undefined
-      ? { "grpc.ssl_target_name_override": options.tls.serverName }
-      : {}
-  const client = new grpc.Client(address, channelCredentials(options.tls), {
-    ...serverName,
-    // grpc-js otherwise shares one connection among all clients of an address and keeps it
-    // open for a while after close(): a client's calls would count against its neighbours' on
-    // the server's HTTP/2 limits (Node's server sends GOAWAY INTERNAL_ERROR to a connection that
-    // cancels more than 1000 streams in a burst: its "rapid reset" guard).
-    "grpc.use_local_subchannel_pool": 1,
-  })
+  const client = new grpc.Client(address, channelCredentials(options.tls), channelOptions(options))
   const timeoutMs = options.timeoutMs ?? 30_000
   const metadata = bearer(options.token)
   const unary = unaryCaller(client, JobService.typeName, metadata, timeoutMs)

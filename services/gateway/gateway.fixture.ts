@@ -1,4 +1,6 @@
+import { spawnSync } from "node:child_process"
 import { randomUUID } from "node:crypto"
+import { join } from "node:path"
 import type { DescMessage, MessageInitShape, MessageShape } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
 import { type Context, Effect, Exit, Layer, References, Scope } from "effect"
@@ -145,4 +147,42 @@ export const rawClient = (address: string, credentials = grpc.credentials.create
       call.end()
     })
   return { unary, serverStream, exchange, close: () => client.close() }
+}
+
+export const opensslAvailable = spawnSync("openssl", ["version"], { stdio: "ignore" }).status === 0
+
+/** A self-signed certificate (and its key) for `subjectAltName`, written into `dir`. */
+export const selfSignedCertificate = (
+  dir: string,
+  subjectAltName: string,
+): { readonly certFile: string; readonly keyFile: string } => {
+  const name = subjectAltName.replace(/[^a-z0-9]/gi, "_")
+  const certFile = join(dir, `${name}.cert.pem`)
+  const keyFile = join(dir, `${name}.key.pem`)
+  const made = spawnSync(
+    "openssl",
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:P-256",
+      "-nodes",
+      "-keyout",
+      keyFile,
+      "-out",
+      certFile,
+      "-days",
+      "1",
+      "-subj",
+      "/CN=t1-test",
+      "-addext",
+      `subjectAltName=${subjectAltName}`,
+    ],
+    { stdio: "ignore" },
+  )
+  if (made.status !== 0)
+    throw new Error(`openssl could not make a certificate for ${subjectAltName}`)
+  return { certFile, keyFile }
 }

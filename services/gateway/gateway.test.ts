@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -9,7 +8,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { ErrorCode, JobKind, JobService, type JobSpecSchema, JobState } from "../../proto/index.ts"
 import { MemoryBusLive } from "../bus/index.ts"
 import { type GatewayCallError, jobServiceClient } from "./client.ts"
-import { type GatewayHarness, gatewayHarness, rawClient } from "./gateway.fixture.ts"
+import {
+  type GatewayHarness,
+  gatewayHarness,
+  opensslAvailable,
+  rawClient,
+  selfSignedCertificate,
+} from "./gateway.fixture.ts"
 import {
   HealthCheckRequestSchema,
   HealthCheckResponse_ServingStatus,
@@ -454,42 +459,20 @@ describe("gateway (in-memory bus)", () => {
   })
 })
 
-const opensslAvailable = spawnSync("openssl", ["version"], { stdio: "ignore" }).status === 0
-
 describe.skipIf(!opensslAvailable)("gateway over TLS", () => {
   let dir = ""
   afterEach(() => {
     if (dir !== "") rmSync(dir, { recursive: true, force: true })
+    dir = ""
   })
 
+  const certificate = (subjectAltName: string) => {
+    dir = dir === "" ? mkdtempSync(join(tmpdir(), "t1-gw-tls-")) : dir
+    return selfSignedCertificate(dir, subjectAltName)
+  }
+
   it("serves TLS with the given certificate; plaintext clients are refused", async () => {
-    dir = mkdtempSync(join(tmpdir(), "t1-gw-tls-"))
-    const certFile = join(dir, "cert.pem")
-    const keyFile = join(dir, "key.pem")
-    const made = spawnSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        keyFile,
-        "-out",
-        certFile,
-        "-days",
-        "1",
-        "-subj",
-        "/CN=localhost",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1,DNS:localhost",
-      ],
-      { stdio: "ignore" },
-    )
-    expect(made.status).toBe(0)
+    const { certFile, keyFile } = certificate("IP:127.0.0.1,DNS:localhost")
     const gw = await h.start({ tls: { certFile, keyFile } })
     expect(gw.endpoint.tls).toBe(true)
     const secure = gw.client({ tls: { ca: readFileSync(certFile), serverName: "localhost" } })
@@ -497,5 +480,17 @@ describe.skipIf(!opensslAvailable)("gateway over TLS", () => {
     expect((await secure.getJob({ jobId })).status?.jobId).toBe(jobId)
     const plain = gw.client({ timeoutMs: 1000 })
     expect((await rejection(plain.getJob({ jobId }))).code).toBe(grpc.status.UNAVAILABLE)
+  })
+
+  it("checks the certificate against tls.serverName when given, in the job client", async () => {
+    // A certificate for a DNS name only, reached at 127.0.0.1: only the override makes it match.
+    const { certFile, keyFile } = certificate("DNS:gateway.t1.test")
+    const gw = await h.start({ tls: { certFile, keyFile } })
+    const ca = readFileSync(certFile)
+    const named = gw.client({ tls: { ca, serverName: "gateway.t1.test" } })
+    const { jobId } = await named.submitJob({ spec: evalSpec() })
+    expect((await named.getJob({ jobId })).status?.jobId).toBe(jobId)
+    const unnamed = gw.client({ tls: { ca }, timeoutMs: 2000 })
+    expect((await rejection(unnamed.getJob({ jobId }))).code).toBe(grpc.status.UNAVAILABLE)
   })
 })

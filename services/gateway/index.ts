@@ -16,6 +16,7 @@ export type { CallRunner } from "./calls.ts"
 export {
   bearer,
   channelCredentials,
+  channelOptions,
   GatewayCallError,
   type JobServiceClient,
   type JobServiceClientOptions,
