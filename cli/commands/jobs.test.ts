@@ -1,4 +1,4 @@
-import { execFile, spawnSync } from "node:child_process"
+import { execFile } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -19,7 +19,9 @@ import { MemoryBusLive } from "../../services/bus/index.ts"
 import {
   type GatewayHarness,
   gatewayHarness,
+  opensslAvailable,
   type RunningGateway,
+  selfSignedCertificate,
 } from "../../services/gateway/gateway.fixture.ts"
 import type { GatewayCallError } from "../../services/gateway/index.ts"
 import type { JobEventInit } from "../../services/jobs/index.ts"
@@ -35,7 +37,6 @@ const BIN = fileURLToPath(new URL("../bin/t1.js", import.meta.url))
 const EVAL_YAML = fileURLToPath(new URL("../examples/eval.yaml", import.meta.url))
 const TRAIN_YAML = fileURLToPath(new URL("../examples/train.yaml", import.meta.url))
 const scratch = mkdtempSync(join(tmpdir(), "t1-job-cli-"))
-const opensslAvailable = spawnSync("openssl", ["version"], { stdio: "ignore" }).status === 0
 
 type Command = (
   args: ReadonlyArray<string>,
@@ -479,32 +480,7 @@ describe("t1 submit, jobs, watch, cancel, eval (in-memory gateway)", () => {
   })
 
   it.skipIf(!opensslAvailable)("talks TLS with --tls-ca", async () => {
-    const certFile = join(scratch, "cert.pem")
-    const keyFile = join(scratch, "key.pem")
-    const made = spawnSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        keyFile,
-        "-out",
-        certFile,
-        "-days",
-        "1",
-        "-subj",
-        "/CN=localhost",
-        "-addext",
-        "subjectAltName=DNS:localhost",
-      ],
-      { stdio: "ignore" },
-    )
-    expect(made.status).toBe(0)
+    const { certFile, keyFile } = selfSignedCertificate(scratch, "DNS:localhost")
     const secure = await h.start({ tls: { certFile, keyFile } })
     const at = ["--gateway", secure.endpoint.address, "--timeout-ms", "5000"]
     const tls = [...at, "--tls-ca", certFile, "--tls-server-name", "localhost"]
