@@ -360,16 +360,25 @@ export const streamPath = (path: PathName, opts: PathOptions, url: string) =>
       }
       await Promise.all(Array.from({ length: opts.window }, worker))
     }
-    /** Waits for the round's last trajectory, then drops its consumer and stream. */
-    const finish = async (
+    /**
+     * The raw and JSON paths' timed part: once their consumer has the READY message, publishes
+     * the round (see rawPublish), waits for its last trajectory, then drops consumer and stream.
+     */
+    const timedRound = async (
+      stream: { readonly name: string; readonly subject: string },
       progress: Progress,
-      started: number,
       consuming: { close: () => Promise<unknown> },
-      stream: string,
+      count: number,
+      make: (i: number) => Uint8Array,
+      msgId?: (i: number) => string,
     ): Promise<Round> => {
+      await js.publish(stream.subject, READY)
+      await progress.ready
+      const started = performance.now()
+      await rawPublish(stream.subject, count, make, progress, msgId)
       await progress.until(opts.episodes)
       await consuming.close()
-      await jsm.streams.delete(stream)
+      await jsm.streams.delete(stream.name)
       return {
         seconds: (progress.lastAt - started) / 1000,
         tokens: progress.tokens,
@@ -410,29 +419,26 @@ export const streamPath = (path: PathName, opts: PathOptions, url: string) =>
       return () =>
         Effect.tryPromise({
           try: async (): Promise<Round> => {
-            const { name, subject } = await Effect.runPromise(freshStream())
+            const stream = await Effect.runPromise(freshStream())
             const progress = new Progress()
             // Every trajectory is the same number of messages; one is whole when its last arrives.
             const perEpisode = flat.length / opts.episodes
             let seen = 0
-            const messages = await rawConsume(jsSub, name, progress, () => {
+            const messages = await rawConsume(jsSub, stream.name, progress, () => {
               seen++
               if (seen % perEpisode === 0) {
                 progress.done = seen / perEpisode
                 progress.tokens = progress.done * opts.tokens
               }
             })
-            await js.publish(subject, READY)
-            await progress.ready
-            const started = performance.now()
-            await rawPublish(
-              subject,
+            return timedRound(
+              stream,
+              progress,
+              messages,
               flat.length,
               (i) => flat[i] as Uint8Array,
-              progress,
-              (i) => `${subject}-${i}`,
+              (i) => `${stream.subject}-${i}`,
             )
-            return finish(progress, started, messages, name)
           },
           catch: benchError("raw round"),
         })
@@ -443,11 +449,11 @@ export const streamPath = (path: PathName, opts: PathOptions, url: string) =>
       (jsSub) => (label: string) =>
         Effect.tryPromise({
           try: async (): Promise<Round> => {
-            const { name, subject } = await Effect.runPromise(freshStream())
+            const stream = await Effect.runPromise(freshStream())
             const progress = new Progress()
             // Reassembly: each episode's routing as the engine's int32, in token order.
             const partial = new Map<string, { got: number; routing: Int32Array[] }>()
-            const messages = await rawConsume(jsSub, name, progress, (data) => {
+            const messages = await rawConsume(jsSub, stream.name, progress, (data) => {
               const c = JSON.parse(jsonDecoder.decode(data)) as JsonChunk
               const b = Buffer.from(c.routed_experts, "base64")
               const routing = new Int32Array(b.buffer, b.byteOffset, b.byteLength / 4)
@@ -478,16 +484,9 @@ export const streamPath = (path: PathName, opts: PathOptions, url: string) =>
                 (piece, seq) => () => jsonChunk(`${label}-${e}`, seq, piece, pieces.length),
               )
             })
-            await js.publish(subject, READY)
-            await progress.ready
-            const started = performance.now()
-            await rawPublish(
-              subject,
-              sends.length,
-              (i) => (sends[i] as () => Uint8Array)(),
-              progress,
+            return timedRound(stream, progress, messages, sends.length, (i) =>
+              (sends[i] as () => Uint8Array)(),
             )
-            return finish(progress, started, messages, name)
           },
           catch: benchError("json round"),
         }),
