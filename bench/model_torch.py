@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
 """TinyMoE in PyTorch on CPU: the baseline that `npm run bench:model` (bench/model.ts) compares with.
 
-The same architecture as model/moe/: token embedding; per layer RMSNorm -> q, k, v projections
-(no bias) -> RoPE over interleaved pairs of each head -> causal softmax attention -> output
-projection -> residual; RMSNorm -> router -> top-k experts with gates softmax(top-k logits), one
-gather / scatter per expert (SiLU MLP d -> F -> d) -> residual; final RMSNorm, LM head and value
-head. One training step = zero_grad, forward, next-token cross-entropy, backward (no optimiser).
+The same architecture as model/moe/ (a small Qwen3-MoE, Hugging Face's `Qwen3MoeForCausalLM`
+math): token embedding; per layer RMSNorm -> q, k, v projections (no bias) -> per-head RMSNorm
+of q and k -> RoPE (rotate_half pairs) -> causal softmax attention with grouped-query heads ->
+output projection -> residual; RMSNorm -> router -> top-k experts with gates softmax(top-k logits)
+(= norm_topk_prob), one gather / scatter per expert (SwiGLU: down(silu(gate(x)) * up(x))) ->
+residual; final RMSNorm, LM head and value head. One training step = zero_grad, forward,
+next-token cross-entropy, backward (no optimiser).
 
-    python3 bench/model_torch.py [--layers 4] [--d-model 128] [--heads 4] [--experts 8]
-        [--top-k 2] [--d-ff 256] [--vocab 1024] [--seq 256] [--batch 8]
-        [--threads 2] [--reps 5] [--warmup 2] [--sample-tokens 64] [--prompt 32]
+    python3 bench/model_torch.py [--layers 4] [--d-model 128] [--heads 4] [--kv-heads H]
+        [--head-dim D] [--experts 8] [--top-k 2] [--d-ff 256] [--vocab 1024] [--seq 256]
+        [--batch 8] [--threads 2] [--reps 5] [--warmup 2] [--sample-tokens 64] [--prompt 32]
 
-Prints one JSON object on the last line of stdout: train_tok_s (batch x seq tokens per step over
-the median step time), step_ms (median), and sample_tok_s (batched greedy decode with a KV cache,
-generated tokens per second) unless --sample-tokens 0. Exit status 3 when torch is missing.
+--kv-heads defaults to --heads, --head-dim to d-model / heads. Prints one JSON object on the last
+line of stdout: train_tok_s (batch x seq tokens per step over the median step time), step_ms
+(median), and sample_tok_s (batched greedy decode with a KV cache, generated tokens per second)
+unless --sample-tokens 0. Exit status 3 when torch is missing.
 """
 
 import argparse
@@ -46,12 +49,18 @@ def attention(q, k, v, causal):
     return torch.softmax(s, dim=-1) @ v
 
 
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
 class TinyMoE(torch.nn.Module):
     def __init__(self, a):
         super().__init__()
         V, d, E, Fh = a.vocab, a.d_model, a.experts, a.d_ff
         self.a = a
-        self.hd = d // a.heads
+        self.hd = a.head_dim
+        qw, kvw = a.heads * self.hd, a.kv_heads * self.hd
         g = torch.Generator().manual_seed(0)
 
         def normal(*shape, std=0.02):
@@ -63,31 +72,31 @@ class TinyMoE(torch.nn.Module):
         for _ in range(a.layers):
             layer = torch.nn.Module()
             layer.attn_norm = torch.nn.Parameter(torch.ones(d))
-            layer.wq = normal(d, d)
-            layer.wk = normal(d, d)
-            layer.wv = normal(d, d)
-            layer.wo = normal(d, d, std=res)
+            layer.wq = normal(d, qw)
+            layer.wk = normal(d, kvw)
+            layer.wv = normal(d, kvw)
+            layer.wo = normal(qw, d, std=res)
+            layer.q_norm = torch.nn.Parameter(torch.ones(self.hd))
+            layer.k_norm = torch.nn.Parameter(torch.ones(self.hd))
             layer.ffn_norm = torch.nn.Parameter(torch.ones(d))
             layer.router = normal(d, E)
-            layer.w1 = normal(E, d, Fh)
-            layer.w2 = normal(E, Fh, d, std=res)
+            layer.w_gate = normal(E, d, Fh)
+            layer.w_up = normal(E, d, Fh)
+            layer.w_down = normal(E, Fh, d, std=res)
             self.layers.append(layer)
         self.final_norm = torch.nn.Parameter(torch.ones(d))
         self.lm_head = normal(d, V)
         self.value_head = torch.nn.Parameter(torch.zeros(d))
         self.value_bias = torch.nn.Parameter(torch.zeros(1))
-        half = self.hd // 2
-        inv = a.rope_theta ** (-2 * torch.arange(half, dtype=torch.float64) / self.hd)
+        inv = a.rope_theta ** (-torch.arange(0, self.hd, 2, dtype=torch.float64) / self.hd)
         ang = torch.arange(a.max_len, dtype=torch.float64)[:, None] * inv[None, :]
+        ang = torch.cat((ang, ang), dim=-1)
         self.register_buffer("cos", torch.cos(ang).float(), persistent=False)
         self.register_buffer("sin", torch.sin(ang).float(), persistent=False)
 
     def rope(self, x, pos):
-        # x [B, H, T, hd]; rotate interleaved pairs (2i, 2i+1) by the angle of each position.
-        c = self.cos[pos][None, None]
-        s = self.sin[pos][None, None]
-        x0, x1 = x[..., 0::2], x[..., 1::2]
-        return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
+        # x [B, H, T, hd]; HF's rotate_half: dims i and i + hd/2 form a pair.
+        return x * self.cos[pos][None, None] + rotate_half(x) * self.sin[pos][None, None]
 
     def moe(self, layer, b):
         a = self.a
@@ -103,7 +112,8 @@ class TinyMoE(torch.nn.Module):
             if members.numel() == 0:
                 continue
             r = members // a.top_k
-            h = F.silu(rows[r] @ layer.w1[e]) @ layer.w2[e]
+            x = rows[r]
+            h = (F.silu(x @ layer.w_gate[e]) * (x @ layer.w_up[e])) @ layer.w_down[e]
             out = out.index_add(0, r, h * flat_gates[members, None])
         return out.reshape(b.shape)
 
@@ -112,17 +122,20 @@ class TinyMoE(torch.nn.Module):
         B, T = ids.shape
         x = self.embed[ids]
         pos = torch.arange(start, start + T)
+        groups = a.heads // a.kv_heads
         for li, layer in enumerate(self.layers):
             h = rms_norm(x, layer.attn_norm, a.eps)
-            q = (h @ layer.wq).view(B, T, a.heads, self.hd).transpose(1, 2)
-            k = (h @ layer.wk).view(B, T, a.heads, self.hd).transpose(1, 2)
-            v = (h @ layer.wv).view(B, T, a.heads, self.hd).transpose(1, 2)
-            q, k = self.rope(q, pos), self.rope(k, pos)
+            q = rms_norm((h @ layer.wq).view(B, T, a.heads, self.hd), layer.q_norm, a.eps)
+            k = rms_norm((h @ layer.wk).view(B, T, a.kv_heads, self.hd), layer.k_norm, a.eps)
+            v = (h @ layer.wv).view(B, T, a.kv_heads, self.hd).transpose(1, 2)
+            q, k = self.rope(q.transpose(1, 2), pos), self.rope(k.transpose(1, 2), pos)
             if cache is not None:
                 ck, cv = cache[li]
                 ck[:, :, start : start + T] = k
                 cv[:, :, start : start + T] = v
                 k, v = ck[:, :, : start + T], cv[:, :, : start + T]
+            if groups > 1:
+                k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
             att = attention(q, k, v, T > 1)
             x = x + att.transpose(1, 2).reshape(B, T, -1) @ layer.wo
             x = x + self.moe(layer, rms_norm(x, layer.ffn_norm, a.eps))
@@ -135,6 +148,8 @@ def main():
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=None, help="key/value heads (default --heads)")
+    p.add_argument("--head-dim", type=int, default=None, help="width of a head (default d-model / heads)")
     p.add_argument("--experts", type=int, default=8)
     p.add_argument("--top-k", type=int, default=2)
     p.add_argument("--d-ff", type=int, default=256)
@@ -148,6 +163,10 @@ def main():
     p.add_argument("--prompt", type=int, default=32)
     a = p.parse_args()
     a.eps = 1e-5
+    a.kv_heads = a.kv_heads or a.heads
+    a.head_dim = a.head_dim or a.d_model // a.heads
+    if a.heads % a.kv_heads or a.head_dim % 2:
+        p.error("--kv-heads must divide --heads and --head-dim be even")
     a.rope_theta = 10000.0
     a.max_len = max(a.seq, a.prompt + a.sample_tokens) + 1
 
@@ -195,8 +214,8 @@ def main():
         def decode():
             cache = [
                 (
-                    torch.zeros(a.batch, a.heads, a.max_len, hd),
-                    torch.zeros(a.batch, a.heads, a.max_len, hd),
+                    torch.zeros(a.batch, a.kv_heads, a.max_len, hd),
+                    torch.zeros(a.batch, a.kv_heads, a.max_len, hd),
                 )
                 for _ in range(a.layers)
             ]

@@ -22,12 +22,13 @@ import torch
 
 from .contract import TrainerStub, enum_value, message
 from .ppo import decoupled_gae, load_balancing_loss, minibatch_order, mix_seed, ppo_loss, trajectory_rows, whiten
+from .qwen3_moe import CRITIC
 from .tinymoe import TinyMoE
 
 CHUNK = 1 << 20
-CRITIC = ("valueHead", "valueBias")
-# Norm gains take no weight decay (model/moe/params.ts); the rest of the actor 0.01.
-NO_DECAY = ("attnNorm", "ffnNorm", "finalNorm")
+# Norm gains (input/post-attention layernorms, q_norm, k_norm, the final norm) take no weight
+# decay (model/moe/params.ts); the rest of the actor 0.01.
+NO_DECAY = "norm.weight"
 WEIGHT_DECAY = 0.01
 AUX_LOSS_COEF = 0.01
 
@@ -178,16 +179,17 @@ def loss_weights(batch):
 def optimisers_for(model, cfg):
     """AdamW for the actor (every parameter but the value head; no weight decay on the norm
     gains) and for the critic (the value head, no decay), as t1's learner builds them."""
-    actor = [(n, q) for n, q in model.params.items() if n not in CRITIC]
-    decays = [q for n, q in actor if not any(n.endswith(k) for k in NO_DECAY)]
-    plain = [q for n, q in actor if any(n.endswith(k) for k in NO_DECAY)]
+    params = dict(model.named_parameters())
+    actor = [(n, q) for n, q in params.items() if n not in CRITIC]
+    decays = [q for n, q in actor if not n.endswith(NO_DECAY)]
+    plain = [q for n, q in actor if n.endswith(NO_DECAY)]
     return {
         "actor": torch.optim.AdamW(
             [{"params": decays, "weight_decay": WEIGHT_DECAY}, {"params": plain, "weight_decay": 0.0}],
             lr=cfg["lr"],
             eps=1e-8,
         ),
-        "critic": torch.optim.AdamW([model.params[n] for n in CRITIC], lr=cfg["critic_lr"], weight_decay=0.0, eps=1e-8),
+        "critic": torch.optim.AdamW([params[n] for n in CRITIC], lr=cfg["critic_lr"], weight_decay=0.0, eps=1e-8),
     }
 
 
@@ -231,8 +233,8 @@ def update(model, optimisers, rows, cfg, phase, step_index):
     # parameter clips both optimisers (the critic's alone during its warm-up, when only it steps).
     totals = {"tokens": 0, "rows": 0, "policy": 0.0, "value": 0.0, "entropy": 0.0, "clipped": 0, "tis_clipped": 0, "kl": 0.0}
     norms = []
-    critic = [model.params[n] for n in CRITIC]
-    everything = list(model.params.values())
+    critic = list(model.value_head.parameters())
+    everything = list(model.parameters())
     for epoch in range(max(1, cfg["epochs"])):
         for part in minibatch_order(len(rows), max(1, cfg["minibatches"]), mix_seed(cfg["seed"], step_index, epoch)):
             mb = [rows[i] for i in part]
@@ -310,7 +312,7 @@ def main(argv=None):
     while step < budget:
         batch = trainer.take(ack, cfg["batch"])
         started = time.monotonic()
-        vocab = model.config["vocabSize"]
+        vocab = model.vocab_size
         rows = [(trajectory_rows(t, vocab), w) for t, w in zip(batch.trajectories, loss_weights(batch))]
         rows = [dict(r, weight=w) for r, w in rows if r is not None]
         phase = "critic_warmup" if step < cfg["warmup"] else "ppo"

@@ -2,12 +2,14 @@
 the tokens a TypeScript sampler generated, with the sampler's routing replayed (R3) and with the
 learner's own routing, against the sampler's behaviour log-probs.
 
-Reads DIR/weights.safetensors (the learner's weights) and DIR/sequences.json (a list of {ids,
-mask, logprobs, routing, temperature}: routing rows [len(ids) − 1, layers, top_k] flattened),
-writes DIR/alignment.json: mean over sequences of the mean over generated tokens of
-|log p_learner − log p_sampler|, with and without replay, and the routing choices that differ.
+Reads the model from DIR/weights.safetensors (t1's weights file) or, given CHECKPOINT, from that
+Hugging Face checkpoint directory by tensor name only (config.json, index and shards; no t1
+metadata), and DIR/sequences.json (a list of {ids, mask, logprobs, routing, temperature}:
+routing rows [len(ids) − 1, layers, top_k] flattened); writes DIR/alignment.json: mean over
+sequences of the mean over generated tokens of |log p_learner − log p_sampler|, with and without
+replay, the routing choices that differ, and the tokens compared.
 
-    python3 clients/python/tests/alignment.py DIR
+    python3 clients/python/tests/alignment.py DIR [CHECKPOINT]
 """
 
 import json
@@ -17,28 +19,31 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from t1_trainer import hf_checkpoint  # noqa: E402
 from t1_trainer.tinymoe import TinyMoE  # noqa: E402
 
 
-def main(folder):
-    with open(os.path.join(folder, "weights.safetensors"), "rb") as f:
-        model, _ = TinyMoE.from_bytes(f.read())
+def main(folder, checkpoint=None):
+    torch.set_num_threads(1)
+    if checkpoint is None:
+        with open(os.path.join(folder, "weights.safetensors"), "rb") as f:
+            model, _ = TinyMoE.from_bytes(f.read())
+    else:
+        model = hf_checkpoint.load(checkpoint, critic=False)
     with open(os.path.join(folder, "sequences.json")) as f:
         sequences = json.load(f)
-    c = model.config
-    out = {"replay": [], "no_replay": [], "routing_differs": 0, "routing_choices": 0}
+    layers, k = model.routed_layers, model.config["num_experts_per_tok"]
+    out = {"replay": [], "no_replay": [], "routing_differs": 0, "routing_choices": 0, "tokens": 0}
     with torch.no_grad():
         for s in sequences:
             ids = torch.tensor(s["ids"], dtype=torch.long)
             n = ids.numel()
-            replay = torch.tensor(s["routing"], dtype=torch.long).reshape(n - 1, c["nLayers"], c["topK"])
-            targets = ids[1:]
+            replay = torch.tensor(s["routing"], dtype=torch.long).reshape(n - 1, layers, k)
             action = torch.tensor(s["mask"][1:], dtype=torch.bool)
             behaviour = torch.tensor(s["logprobs"][1:], dtype=torch.float64)
+            out["tokens"] += int(action.sum())
             for key, r in (("replay", replay), ("no_replay", None)):
-                logits, _, used, _ = model(ids[:-1], replay=r)
-                logp = torch.log_softmax(logits.double() / s["temperature"], dim=-1)
-                logp = logp.gather(-1, targets[:, None])[:, 0]
+                logp, _, used = model.token_logprobs(ids, replay=r, temperature=s["temperature"])
                 out[key].append(float((logp - behaviour)[action].abs().mean()))
                 if r is None:
                     out["routing_differs"] += int((used.sort(-1).values != replay.sort(-1).values).any(-1).sum())
@@ -46,12 +51,15 @@ def main(folder):
     result = {
         "replay": sum(out["replay"]) / len(out["replay"]),
         "no_replay": sum(out["no_replay"]) / len(out["no_replay"]),
+        "replay_max_episode": max(out["replay"]),
         "routing_differs": out["routing_differs"],
         "routing_choices": out["routing_choices"],
+        "tokens": out["tokens"],
+        "episodes": len(sequences),
     }
     with open(os.path.join(folder, "alignment.json"), "w") as f:
         json.dump(result, f)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

@@ -21,10 +21,9 @@ def main(folder):
         model, version = TinyMoE.from_bytes(f.read())
     with open(os.path.join(folder, "ids.json")) as f:
         ids = torch.tensor(json.load(f), dtype=torch.long)
-    c = model.config
     with open(os.path.join(folder, "replay.bin"), "rb") as f:
         raw = bytearray(f.read())
-    replay = torch.frombuffer(raw, dtype=torch.uint8).long().reshape(len(ids), c["nLayers"], c["topK"])
+    replay = torch.frombuffer(raw, dtype=torch.uint8).long().reshape(len(ids), model.routed_layers, model.config["num_experts_per_tok"])
     with torch.no_grad():
         logits, values, routing, _ = model(ids)
         replayed, _, used, _ = model(ids, replay=replay)

@@ -31,7 +31,7 @@ def main(folder, updates):
     optimisers = optimisers_for(model, cfg)
     out = []
     for step in range(updates):
-        vocab = model.config["vocabSize"]
+        vocab = model.vocab_size
         rows = [(trajectory_rows(t, vocab), w) for t, w in zip(batch.trajectories, loss_weights(batch))]
         rows = [dict(r, weight=w) for r, w in rows if r is not None]
         phase = "critic_warmup" if step < cfg["warmup"] else "ppo"
