@@ -1,5 +1,6 @@
 import type { Floats } from "../kernels/kernels.ts"
 import { addLoadBalancingGrad } from "./aux.ts"
+import { headDim, kvHeads, kvWidth, queryWidth } from "./config.ts"
 import {
   ATTENTION_TILE,
   gatherCols,
@@ -81,8 +82,11 @@ export const backward = (
   const K = c.topK
   const F = c.dFf
   const H = c.nHeads
+  const Hkv = kvHeads(c)
   const V = c.vocabSize
-  const hd = d / H
+  const hd = headDim(c)
+  const qW = queryWidth(c)
+  const kvW = kvWidth(c)
   const scale = 1 / Math.sqrt(hd)
   const scratch = scratchFor(model)
   const cache = tape.rows[0]?.cache
@@ -143,7 +147,7 @@ export const backward = (
     const lp = p.layers[l] as Params["layers"][number]
     const gl = g.layers[l] as Params["layers"][number]
 
-    // Mixture of experts: out = xMid + Σ_s gate_s · expert_s(b).
+    // Mixture of experts: out = xMid + Σ_s gate_s · down(silu(b · gate) ⊙ (b · up)).
     const db = scratch.zeros("db", R * d)
     const dGate = new Float64Array(R * K)
     const { start, members } = groupByExpert(t.experts, R * K, E)
@@ -154,6 +158,7 @@ export const backward = (
       const be = scratch.get("be", n * d)
       const act = t.act1.subarray(m0 * F, (m0 + n) * F)
       const sig = t.sig1.subarray(m0 * F, (m0 + n) * F)
+      const up = t.up1.subarray(m0 * F, (m0 + n) * F)
       const dYe = scratch.get("dYe", n * d)
       for (let i = 0; i < n; i++) {
         const m = members[m0 + i] as number
@@ -168,20 +173,31 @@ export const backward = (
         }
         dGate[m] = dg
       }
-      const w1e = lp.w1.subarray(e * d * F, (e + 1) * d * F)
-      const w2e = lp.w2.subarray(e * F * d, (e + 1) * F * d)
-      const dAct = scratch.get("dAct", n * F)
-      kern.matmulTransB(dYe, w2e, n, d, F, dAct)
-      kern.matmulTransA(act, dYe, F, n, d, gl.w2.subarray(e * F * d, (e + 1) * F * d))
-      // silu'(h) = s · (1 + h · (1 − s)) = s + act · (1 − s)
-      const dH = scratch.get("dH", n * F)
+      const gateE = lp.wGate.subarray(e * d * F, (e + 1) * d * F)
+      const upE = lp.wUp.subarray(e * d * F, (e + 1) * d * F)
+      const downE = lp.wDown.subarray(e * F * d, (e + 1) * F * d)
+      const hidden = scratch.get("hidden", n * F)
+      for (let i = 0; i < n * F; i++) hidden[i] = (act[i] as number) * (up[i] as number)
+      const dHidden = scratch.get("dHidden", n * F)
+      kern.matmulTransB(dYe, downE, n, d, F, dHidden)
+      kern.matmulTransA(hidden, dYe, F, n, d, gl.wDown.subarray(e * F * d, (e + 1) * F * d))
+      // hidden = silu(g) ⊙ u: dU = dHidden ⊙ silu(g), dG = dHidden ⊙ u ⊙ silu'(g), with
+      // silu'(g) = s · (1 + g · (1 − s)) = s + silu(g) · (1 − s).
+      const dU = scratch.get("dU", n * F)
+      const dG = scratch.get("dG", n * F)
       for (let i = 0; i < n * F; i++) {
         const sv = sig[i] as number
-        dH[i] = (dAct[i] as number) * (sv + (act[i] as number) * (1 - sv))
+        const dh = dHidden[i] as number
+        dU[i] = dh * (act[i] as number)
+        dG[i] = dh * (up[i] as number) * (sv + (act[i] as number) * (1 - sv))
       }
-      kern.matmulTransA(be, dH, d, n, F, gl.w1.subarray(e * d * F, (e + 1) * d * F))
+      kern.matmulTransA(be, dG, d, n, F, gl.wGate.subarray(e * d * F, (e + 1) * d * F))
+      kern.matmulTransA(be, dU, d, n, F, gl.wUp.subarray(e * d * F, (e + 1) * d * F))
       const dBe = scratch.get("dBe", n * d)
-      kern.matmulTransB(dH, w1e, n, F, d, dBe)
+      kern.matmulTransB(dG, gateE, n, F, d, dBe)
+      const dBeUp = scratch.get("dBeUp", n * d)
+      kern.matmulTransB(dU, upE, n, F, d, dBeUp)
+      for (let i = 0; i < n * d; i++) dBe[i] = (dBe[i] as number) + (dBeUp[i] as number)
       for (let i = 0; i < n; i++) {
         const r = ((members[m0 + i] as number) / K) | 0
         for (let j = 0; j < d; j++)
@@ -211,12 +227,12 @@ export const backward = (
     rmsNormBackward(db, t.xMid, t.inv2, lp.ffnNorm, R, d, dxMid, gl.ffnNorm)
 
     // Attention: xMid = xIn + attn · wo.
-    kern.matmulTransA(t.attn, dxMid, d, R, d, gl.wo)
-    const dAttn = scratch.view("dAttn", R * d)
-    kern.matmulTransB(dxMid, lp.wo, R, d, d, dAttn)
-    const dq = scratch.view("dq", R * d)
-    const dk = scratch.view("dk", R * d)
-    const dv = scratch.view("dv", R * d)
+    kern.matmulTransA(t.attn, dxMid, qW, R, d, gl.wo)
+    const dAttn = scratch.view("dAttn", R * qW)
+    kern.matmulTransB(dxMid, lp.wo, R, d, qW, dAttn)
+    const dq = scratch.view("dq", R * qW)
+    const dk = scratch.view("dk", R * kvW)
+    const dv = scratch.view("dv", R * kvW)
     attentionBackward(
       model,
       t.q,
@@ -230,20 +246,25 @@ export const backward = (
       dv,
       scratch,
     )
-    // Gradients reach the pre-rotation projections through the inverse rotation.
+    // Gradients reach the normed queries and keys through the inverse rotation, then the
+    // projections through the per-head norms.
     for (let r = 0; r < R; r++) {
-      model.rope.apply(dq, r * d, H, r, -1)
-      model.rope.apply(dk, r * d, H, r, -1)
+      model.rope.apply(dq, r * qW, H, r, -1)
+      model.rope.apply(dk, r * kvW, Hkv, r, -1)
     }
+    const dqRaw = scratch.zeros("dqRaw", R * qW)
+    const dkRaw = scratch.zeros("dkRaw", R * kvW)
+    rmsNormBackward(dq, t.qRaw, t.invQ, lp.qNorm, R * H, hd, dqRaw, gl.qNorm)
+    rmsNormBackward(dk, t.kRaw, t.invK, lp.kNorm, R * Hkv, hd, dkRaw, gl.kNorm)
     const da = scratch.zeros("da", R * d)
     const tmp = scratch.view("tmpRd", R * d)
-    for (const [grad, w, gw] of [
-      [dq, lp.wq, gl.wq],
-      [dk, lp.wk, gl.wk],
-      [dv, lp.wv, gl.wv],
+    for (const [grad, w, gw, width] of [
+      [dqRaw, lp.wq, gl.wq, qW],
+      [dkRaw, lp.wk, gl.wk, kvW],
+      [dv, lp.wv, gl.wv, kvW],
     ] as const) {
-      kern.matmulTransA(t.a, grad, d, R, d, gw)
-      kern.matmulTransB(grad, w, R, d, d, tmp)
+      kern.matmulTransA(t.a, grad, d, R, width, gw)
+      kern.matmulTransB(grad, w, R, width, d, tmp)
       addInto(da, tmp)
     }
     const dxIn = dxMid
@@ -259,8 +280,8 @@ export const backward = (
 }
 
 /**
- * Causal self-attention of one sequence (R rows from position 0) backward: dq, dk, dv (all
- * [R, d], post-rotation) from dAttn. Per head and tile of queries, the probabilities are
+ * Causal self-attention of one sequence (R rows from position 0) backward: dq [R, qW], dk and
+ * dv [R, kvW] (post-rotation) from dAttn. Per head and tile of queries, the probabilities are
  * recomputed as in the forward pass, then
  *   dP = dO·Vᵀ, dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale, dQ = dS·K, dK += dSᵀ·Q, dV += Pᵀ·dO.
  */
@@ -278,9 +299,11 @@ const attentionBackward = (
   scratch: Scratch,
 ): void => {
   const { config: c, kernels: kern } = model
-  const d = c.dModel
   const H = c.nHeads
-  const hd = d / H
+  const hd = headDim(c)
+  const qW = queryWidth(c)
+  const kvW = kvWidth(c)
+  const group = H / kvHeads(c)
   const tile = Math.min(ATTENTION_TILE, R)
   const Qh = scratch.get("Qh", R * hd)
   const Kh = scratch.get("Kh", R * hd)
@@ -294,12 +317,17 @@ const attentionBackward = (
   const tmp = scratch.get("tmp", R * hd)
   const softmax = softmaxOf(kern)
   for (let h = 0; h < H; h++) {
-    gatherCols(q, d, h * hd, 0, R, hd, Qh)
-    gatherCols(keys, d, h * hd, 0, R, hd, Kh)
-    gatherCols(values, d, h * hd, 0, R, hd, Vh)
-    gatherCols(dAttn, d, h * hd, 0, R, hd, dOh)
-    dKh.fill(0, 0, R * hd)
-    dVh.fill(0, 0, R * hd)
+    // The query heads of one key/value head come one after another: its gradients sum over them.
+    const g = (h / group) | 0
+    const firstOfGroup = h % group === 0
+    gatherCols(q, qW, h * hd, 0, R, hd, Qh)
+    if (firstOfGroup) {
+      gatherCols(keys, kvW, g * hd, 0, R, hd, Kh)
+      gatherCols(values, kvW, g * hd, 0, R, hd, Vh)
+      dKh.fill(0, 0, R * hd)
+      dVh.fill(0, 0, R * hd)
+    }
+    gatherCols(dAttn, qW, h * hd, 0, R, hd, dOh)
     for (let t0 = 0; t0 < R; t0 += tile) {
       const nt = Math.min(tile, R - t0)
       const Lt = t0 + nt
@@ -323,8 +351,10 @@ const attentionBackward = (
       kern.matmulTransA(P, dOt, Lt, nt, hd, tmp)
       addInto(dVh.subarray(0, Lt * hd), tmp.subarray(0, Lt * hd))
     }
-    scatterCols(dQh, d, h * hd, 0, R, hd, dq)
-    scatterCols(dKh, d, h * hd, 0, R, hd, dk)
-    scatterCols(dVh, d, h * hd, 0, R, hd, dv)
+    scatterCols(dQh, qW, h * hd, 0, R, hd, dq)
+    if ((h + 1) % group === 0) {
+      scatterCols(dKh, kvW, g * hd, 0, R, hd, dk)
+      scatterCols(dVh, kvW, g * hd, 0, R, hd, dv)
+    }
   }
 }

@@ -1,5 +1,5 @@
 import type { Floats } from "../kernels/kernels.ts"
-import type { TinyMoeConfig } from "./config.ts"
+import { kvWidth, type TinyMoeConfig } from "./config.ts"
 import { allocFloats, type Precision } from "./params.ts"
 
 /** Positions a cache holds at first; it grows (doubling, up to its capacity) as they fill. */
@@ -27,8 +27,8 @@ export class KvCache {
     this.values = []
     this.allocated = Math.min(capacity, INITIAL_POSITIONS)
     for (let l = 0; l < config.nLayers; l++) {
-      this.keys.push(allocFloats(precision, this.allocated * config.dModel))
-      this.values.push(allocFloats(precision, this.allocated * config.dModel))
+      this.keys.push(allocFloats(precision, this.allocated * kvWidth(config)))
+      this.values.push(allocFloats(precision, this.allocated * kvWidth(config)))
     }
   }
 
@@ -38,7 +38,7 @@ export class KvCache {
     if (positions > this.capacity)
       throw new RangeError(`sequence exceeds the cache capacity of ${this.capacity} positions`)
     const next = Math.min(this.capacity, Math.max(positions, this.allocated * 2))
-    const d = this.config.dModel
+    const d = kvWidth(this.config)
     const used = this.length * d
     for (let l = 0; l < this.keys.length; l++) {
       const keys = allocFloats(this.precision, next * d)
@@ -66,7 +66,7 @@ export class KvCache {
       )
     const copy = new KvCache(this.config, this.precision, capacity)
     copy.reserve(length)
-    const n = length * this.config.dModel
+    const n = length * kvWidth(this.config)
     for (let l = 0; l < this.keys.length; l++) {
       ;(copy.keys[l] as Floats).set((this.keys[l] as Floats).subarray(0, n))
       ;(copy.values[l] as Floats).set((this.values[l] as Floats).subarray(0, n))

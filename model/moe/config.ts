@@ -6,11 +6,18 @@ export interface TinyMoeConfig {
   readonly dModel: number
   readonly nLayers: number
   readonly nHeads: number
+  /**
+   * Key/value heads (grouped-query attention: each serves nHeads / nKvHeads query heads).
+   * Default nHeads.
+   */
+  readonly nKvHeads?: number
+  /** Width of one attention head. Default dModel / nHeads. */
+  readonly headDim?: number
   /** Experts per MoE layer (E). */
   readonly nExperts: number
   /** Experts each token uses per layer (k ≤ E). */
   readonly topK: number
-  /** Hidden width of each expert. */
+  /** Hidden width of each expert (SwiGLU: gate and up projections to dFf, down back to dModel). */
   readonly dFf: number
   /** Longest sequence a KV cache holds (prompt plus generation). */
   readonly maxSeqLen: number
@@ -63,10 +70,24 @@ export const validateConfig = (config: TinyMoeConfig): ModelConfigError | undefi
     const error = positiveInt(field, config[field])
     if (error) return error
   }
-  if (config.dModel % config.nHeads !== 0 || (config.dModel / config.nHeads) % 2 !== 0) {
+  if (config.headDim === undefined && config.dModel % config.nHeads !== 0) {
     return new ModelConfigError({
       field: "nHeads",
-      message: `nHeads: dModel ${config.dModel} must split into ${config.nHeads} heads of even width (RoPE rotates pairs)`,
+      message: `nHeads: dModel ${config.dModel} does not split into ${config.nHeads} heads (give headDim)`,
+    })
+  }
+  const hd = headDim(config)
+  if (!(Number.isInteger(hd) && hd > 0 && hd % 2 === 0)) {
+    return new ModelConfigError({
+      field: "headDim",
+      message: `headDim: expected a positive even integer (RoPE rotates pairs), got ${hd}`,
+    })
+  }
+  const kv = kvHeads(config)
+  if (!(Number.isInteger(kv) && kv > 0 && config.nHeads % kv === 0)) {
+    return new ModelConfigError({
+      field: "nKvHeads",
+      message: `nKvHeads: ${kv} must be a positive integer dividing nHeads ${config.nHeads}`,
     })
   }
   if (config.topK > config.nExperts) {
@@ -90,4 +111,13 @@ export const validateConfig = (config: TinyMoeConfig): ModelConfigError | undefi
   return undefined
 }
 
-export const headDim = (config: TinyMoeConfig): number => config.dModel / config.nHeads
+export const headDim = (config: TinyMoeConfig): number =>
+  config.headDim ?? config.dModel / config.nHeads
+
+export const kvHeads = (config: TinyMoeConfig): number => config.nKvHeads ?? config.nHeads
+
+/** Width of the queries (and of the attention output): nHeads · headDim. */
+export const queryWidth = (config: TinyMoeConfig): number => config.nHeads * headDim(config)
+
+/** Width of the keys and values: nKvHeads · headDim. */
+export const kvWidth = (config: TinyMoeConfig): number => kvHeads(config) * headDim(config)

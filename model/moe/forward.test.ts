@@ -16,12 +16,26 @@ const config = {
   maxSeqLen: 200,
 }
 
+/** Grouped-query attention (2 key/value heads serve 4 query heads) with heads wider than d / H. */
+const gqa = { ...config, nKvHeads: 2, headDim: 12 }
+
 describe.each([
-  { label: "auto kernels: bit for bit", kernels: selectKernels("auto"), tolerance: 0 },
-  { label: "reference kernels: to f32 rounding", kernels: referenceKernels, tolerance: 1e-5 },
+  { label: "auto kernels: bit for bit", kernels: selectKernels("auto"), tolerance: 0, config },
+  {
+    label: "reference kernels: to f32 rounding",
+    kernels: referenceKernels,
+    tolerance: 1e-5,
+    config,
+  },
+  {
+    label: "GQA, auto kernels: bit for bit",
+    kernels: selectKernels("auto"),
+    tolerance: 0,
+    config: gqa,
+  },
 ])(
   "forward paths agree: tiled runs of rows, decode rows, chunked prefill ($label)",
-  ({ kernels, tolerance }) => {
+  ({ kernels, tolerance, config }) => {
     const model = TinyMoe.create({ config, seed: 11, kernels })
     const rng = new Rng(5)
     const ids = Array.from({ length: 150 }, () => Math.floor(rng.next() * config.vocabSize))

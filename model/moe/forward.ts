@@ -1,6 +1,7 @@
 import type { Floats, Kernels } from "../kernels/kernels.ts"
 import { jsCausalSoftmax, jsSilu } from "../kernels/reference.ts"
 import type { KvCache } from "./cache.ts"
+import { headDim, kvHeads, kvWidth, queryWidth } from "./config.ts"
 import { allocFloats } from "./params.ts"
 import { allocRouting, type Routing, selectedGates, selectTopK } from "./routing.ts"
 import type { ModelState } from "./state.ts"
@@ -28,6 +29,12 @@ export interface LayerTape {
   readonly xIn: Floats
   readonly a: Floats
   readonly inv1: Floats
+  /** Query and key projections before their per-head RMSNorm, and its inverse RMS per head. */
+  readonly qRaw: Floats
+  readonly invQ: Floats
+  readonly kRaw: Floats
+  readonly invK: Floats
+  /** Queries after norm and rotation, [rows, nHeads · headDim]. */
   readonly q: Floats
   readonly attn: Floats
   readonly xMid: Floats
@@ -39,12 +46,13 @@ export interface LayerTape {
   /** Expert outputs per (row, slot), rows of width dModel. */
   readonly y: Floats
   /**
-   * SiLU activations and sigmoid(pre-activation) of the experts' hidden layer, rows of width
+   * SiLU of the experts' gate projection, sigmoid of it, and the up projection: rows of width
    * dFf in expert order (the order of groupByExpert(experts)), so the backward pass reads each
    * expert's block as it lies and calls no exp.
    */
   readonly act1: Floats
   readonly sig1: Floats
+  readonly up1: Floats
 }
 
 export interface Tape {
@@ -174,9 +182,11 @@ const attendTiled = (
   scratch: Scratch,
 ): void => {
   const { config: c, kernels: kern } = model
-  const d = c.dModel
   const H = c.nHeads
-  const hd = d / H
+  const hd = headDim(c)
+  const qW = queryWidth(c)
+  const kvW = kvWidth(c)
+  const group = H / kvHeads(c)
   const scale = 1 / Math.sqrt(hd)
   const L = first + n
   const Kh = scratch.get("attK", L * hd)
@@ -187,25 +197,29 @@ const attendTiled = (
   const O = scratch.get("attO", tile * hd)
   const softmax = softmaxOf(kern)
   for (let h = 0; h < H; h++) {
-    gatherCols(keys, d, h * hd, 0, L, hd, Kh)
-    gatherCols(values, d, h * hd, 0, L, hd, Vh)
-    gatherCols(q, d, h * hd, r0, r0 + n, hd, Qh)
+    const g = (h / group) | 0
+    if (h % group === 0) {
+      gatherCols(keys, kvW, g * hd, 0, L, hd, Kh)
+      gatherCols(values, kvW, g * hd, 0, L, hd, Vh)
+    }
+    gatherCols(q, qW, h * hd, r0, r0 + n, hd, Qh)
     for (let t0 = 0; t0 < n; t0 += tile) {
       const nt = Math.min(tile, n - t0)
       const Lt = first + t0 + nt
       kern.matmulTransB(Qh.subarray(t0 * hd), Kh, nt, hd, Lt, S)
       softmax(S, nt, Lt, first + t0, scale)
       kern.matmul(S, Vh, nt, Lt, hd, O)
-      scatterCols(O, d, h * hd, r0 + t0, r0 + t0 + nt, hd, attn)
+      scatterCols(O, qW, h * hd, r0 + t0, r0 + t0 + nt, hd, attn)
     }
   }
 }
 
 /**
  * One row against its cache's keys 0..pos (decode), as two products over the cache's rows as
- * they lie ([pos + 1, d], every head at once): scores [heads, pos + 1] = Q · keysᵀ with Q the
- * block-diagonal [heads, d] matrix of the row's query heads, then [heads, d] = P · values, of
- * which each head keeps its own columns. The products do heads× the work a loop would, at SIMD
+ * they lie ([pos + 1, kvW], every head at once): scores [heads, pos + 1] = Q · keysᵀ with Q the
+ * [heads, kvW] matrix holding each query head in the columns of its key/value head (zeros
+ * elsewhere), then [heads, kvW] = P · values, of which each head keeps its key/value head's
+ * columns. The products do heads× the work a loop would, at SIMD
  * speed, without per-head gathers, and every score and output is summed in the same order as in
  * the tiled path (the block's zeros add exactly nothing), as is the softmax (same kernel, same
  * valid length): a decoded row equals the same row of a prefill bit for bit.
@@ -221,25 +235,27 @@ const attendRow = (
   scratch: Scratch,
 ): void => {
   const { config: c, kernels: kern } = model
-  const d = c.dModel
   const H = c.nHeads
-  const hd = d / H
+  const hd = headDim(c)
+  const qW = queryWidth(c)
+  const kvW = kvWidth(c)
+  const group = H / kvHeads(c)
   const scale = 1 / Math.sqrt(hd)
   const L = pos + 1
-  const Q = scratch.get("decQ", H * d)
-  Q.fill(0, 0, H * d)
+  const Q = scratch.get("decQ", H * kvW)
+  Q.fill(0, 0, H * kvW)
   for (let h = 0; h < H; h++) {
-    const o = h * d + h * hd
-    Q.set(q.subarray(r * d + h * hd, r * d + (h + 1) * hd), o)
+    const o = h * kvW + ((h / group) | 0) * hd
+    Q.set(q.subarray(r * qW + h * hd, r * qW + (h + 1) * hd), o)
   }
   const S = scratch.get("decS", H * L)
-  kern.matmulTransB(Q, keys, H, d, L, S)
+  kern.matmulTransB(Q, keys, H, kvW, L, S)
   softmaxOf(kern)(S, H, L, L - 1, scale)
-  const O = scratch.get("decO", H * d)
-  kern.matmul(S, values, H, L, d, O)
+  const O = scratch.get("decO", H * kvW)
+  kern.matmul(S, values, H, L, kvW, O)
   for (let h = 0; h < H; h++) {
-    const o = h * d + h * hd
-    attn.set(O.subarray(o, o + hd), r * d + h * hd)
+    const o = h * kvW + ((h / group) | 0) * hd
+    attn.set(O.subarray(o, o + hd), r * qW + h * hd)
   }
 }
 
@@ -287,6 +303,10 @@ export const forwardRows = (
   const K = c.topK
   const F = c.dFf
   const H = c.nHeads
+  const Hkv = kvHeads(c)
+  const hd = headDim(c)
+  const qW = queryWidth(c)
+  const kvW = kvWidth(c)
   const alloc = (n: number) => allocFloats(precision, n)
   const scratch = scratchFor(model)
   // Activations a tape keeps are fresh arrays; without a tape they are the model's scratch
@@ -343,22 +363,29 @@ export const forwardRows = (
     const a = buf("a", R * d)
     const inv1 = buf("inv1", R)
     kern.rmsNorm(xIn, lp.attnNorm, R, d, c.normEps, a, inv1)
-    const q = buf("q", R * d)
+    const qRaw = buf("qRaw", R * qW)
+    const kRaw = buf("kRaw", R * kvW)
     // k and v live on in the caches, proj and ffn only until the residual adds: scratch.
-    const k = scratch.view("k", R * d)
-    const v = scratch.view("v", R * d)
-    kern.matmul(a, lp.wq, R, d, d, q)
-    kern.matmul(a, lp.wk, R, d, d, k)
-    kern.matmul(a, lp.wv, R, d, d, v)
+    const v = scratch.view("v", R * kvW)
+    kern.matmul(a, lp.wq, R, d, qW, qRaw)
+    kern.matmul(a, lp.wk, R, d, kvW, kRaw)
+    kern.matmul(a, lp.wv, R, d, kvW, v)
+    // Qwen3's q_norm and k_norm: RMSNorm over each head's width, one gain shared by the heads.
+    const q = buf("q", R * qW)
+    const k = scratch.view("k", R * kvW)
+    const invQ = buf("invQ", R * H)
+    const invK = buf("invK", R * Hkv)
+    kern.rmsNorm(qRaw, lp.qNorm, R * H, hd, c.normEps, q, invQ)
+    kern.rmsNorm(kRaw, lp.kNorm, R * Hkv, hd, c.normEps, k, invK)
     for (let r = 0; r < R; r++) {
       const pos = positions[r] as number
-      model.rope.apply(q, r * d, H, pos, 1)
-      model.rope.apply(k, r * d, H, pos, 1)
+      model.rope.apply(q, r * qW, H, pos, 1)
+      model.rope.apply(k, r * kvW, Hkv, pos, 1)
       const cache = (rows[r] as Row).cache
-      ;(cache.keys[l] as Floats).set(k.subarray(r * d, (r + 1) * d), pos * d)
-      ;(cache.values[l] as Floats).set(v.subarray(r * d, (r + 1) * d), pos * d)
+      ;(cache.keys[l] as Floats).set(k.subarray(r * kvW, (r + 1) * kvW), pos * kvW)
+      ;(cache.values[l] as Floats).set(v.subarray(r * kvW, (r + 1) * kvW), pos * kvW)
     }
-    const attn = buf("attn", R * d)
+    const attn = buf("attn", R * qW)
     for (let i = 0; i + 1 < runs.length; i++) {
       const r0 = runs[i] as number
       const r1 = runs[i + 1] as number
@@ -373,7 +400,7 @@ export const forwardRows = (
       }
     }
     const proj = scratch.view("proj", R * d)
-    kern.matmul(attn, lp.wo, R, d, d, proj)
+    kern.matmul(attn, lp.wo, R, qW, d, proj)
     const xMid = buf("xMid", R * d)
     for (let i = 0; i < R * d; i++) xMid[i] = (xIn[i] as number) + (proj[i] as number)
 
@@ -405,6 +432,7 @@ export const forwardRows = (
 
     const act1 = buf("act1", R * K * F)
     const sig1 = buf("sig1", R * K * F)
+    const up1 = buf("up1", R * K * F)
     const y = buf("y", R * K * d)
     const ffn = scratch.zeros("ffn", R * d)
     const { start, members } = groupByExpert(experts, R * K, E)
@@ -418,11 +446,15 @@ export const forwardRows = (
         be.set(b.subarray(r * d, (r + 1) * d), i * d)
       }
       const he = scratch.get("he", n * F)
-      kern.matmul(be, lp.w1.subarray(e * d * F, (e + 1) * d * F), n, d, F, he)
+      kern.matmul(be, lp.wGate.subarray(e * d * F, (e + 1) * d * F), n, d, F, he)
       const act = act1.subarray(m0 * F, (m0 + n) * F)
       silu(he, n * F, act, sig1.subarray(m0 * F, (m0 + n) * F))
+      const up = up1.subarray(m0 * F, (m0 + n) * F)
+      kern.matmul(be, lp.wUp.subarray(e * d * F, (e + 1) * d * F), n, d, F, up)
+      const hidden = scratch.get("hidden", n * F)
+      for (let i = 0; i < n * F; i++) hidden[i] = (act[i] as number) * (up[i] as number)
       const ye = scratch.get("ye", n * d)
-      kern.matmul(act, lp.w2.subarray(e * F * d, (e + 1) * F * d), n, F, d, ye)
+      kern.matmul(hidden, lp.wDown.subarray(e * F * d, (e + 1) * F * d), n, F, d, ye)
       for (let i = 0; i < n; i++) {
         const m = members[m0 + i] as number
         const r = (m / K) | 0
@@ -439,6 +471,10 @@ export const forwardRows = (
         xIn,
         a,
         inv1,
+        qRaw,
+        invQ,
+        kRaw,
+        invK,
         q,
         attn,
         xMid,
@@ -450,6 +486,7 @@ export const forwardRows = (
         y,
         act1,
         sig1,
+        up1,
       })
     x = xOut
   }

@@ -42,7 +42,7 @@ const lossOf = (model: TinyMoe, replay?: Routing) => {
   const result = model.score(ids, replay ? { replay } : {})
   const tape = result.tape
   if (!tape) throw new Error("no tape")
-  const nll = weightedNll(result.logits, targets, weights, config.vocabSize, T)
+  const nll = weightedNll(result.logits, targets, weights, model.config.vocabSize, T)
   let valueTerm = 0
   for (let t = 0; t < T; t++)
     valueTerm += (valueWeights[t] as number) * (result.values[t] as number)
@@ -104,7 +104,8 @@ describe("TinyMoE gradients against central finite differences (float64)", () =>
     ["embedding", /^embed$/],
     ["attention (q, k, v, o projections)", /\.w[qkvo]$/],
     ["norms", /Norm$/],
-    ["experts", /\.w[12]$/],
+    ["SwiGLU experts (gate, up, down)", /\.w(Gate|Up|Down)$/],
+    ["per-head query and key norms", /\.[qk]Norm$/],
     ["router, routing recomputed", /\.router$/],
     ["lm head and value head", /^(lmHead|valueHead|valueBias)$/],
   ])("%s", (_name, groups) => {
@@ -152,7 +153,32 @@ describe("TinyMoE gradients against central finite differences (float64)", () =>
     }
     expect(diff("layers.1.router")).toBeGreaterThan(1e-6)
     expect(diff("lmHead")).toBe(0)
-    expect(diff("layers.1.w2")).toBe(0)
+    expect(diff("layers.1.wDown")).toBe(0)
+  })
+})
+
+describe("grouped-query attention gradients (2 key/value heads for 4 query heads, headDim ≠ dModel / nHeads)", () => {
+  const gqa = TinyMoe.create({
+    config: { ...config, nHeads: 4, nKvHeads: 2, headDim: 6 },
+    seed: 3,
+    precision: "f64",
+  })
+  const rng = new Rng(103)
+  for (const entry of gqa.entries()) {
+    const isGain = /Norm$/.test(entry.name)
+    for (let i = 0; i < entry.data.length; i++)
+      entry.data[i] = isGain ? 1 + 0.2 * rng.normal() : 0.4 * rng.normal()
+  }
+
+  it.each([
+    ["attention projections", /\.w[qkvo]$/],
+    ["query and key norms", /\.[qk]Norm$/],
+    ["embedding and experts", /^embed$|\.w(Gate|Up|Down)$/],
+  ])("%s", (_name, groups) => {
+    const { checked, flipped, worst } = check(gqa, groups)
+    expect(worst).toEqual([])
+    expect(checked).toBeGreaterThan(0)
+    expect(flipped).toBeLessThanOrEqual(checked / 10)
   })
 })
 

@@ -3,7 +3,10 @@ export { KvCache } from "./cache.ts"
 export {
   DEFAULT_CONFIG,
   headDim,
+  kvHeads,
+  kvWidth,
   ModelConfigError,
+  queryWidth,
   type TinyMoeConfig,
   validateConfig,
 } from "./config.ts"
@@ -15,6 +18,24 @@ export {
   type SamplingParams,
   type StopReason as GenerationStopReason,
 } from "./generate.ts"
+export {
+  CRITIC_TENSORS,
+  criticTensorSpecs,
+  fromHfConfig,
+  HF_ARCHITECTURE,
+  HF_MODEL_TYPE,
+  type HfSpecialTokens,
+  type HfTensorSpec,
+  hfTensorSpecs,
+  toHfConfig,
+} from "./hf.ts"
+export {
+  type HfCheckpoint,
+  INDEX_FILE,
+  type ReadHfOptions,
+  readHfCheckpoint,
+  SINGLE_FILE,
+} from "./hf-dir.ts"
 export { tokenLogprobs, weightedNll } from "./losses.ts"
 export { type CreateOptions, TinyMoe } from "./model.ts"
 export {
@@ -44,7 +65,10 @@ export {
   supervisedStep,
 } from "./train.ts"
 export {
+  checkTensor,
+  configMismatch,
   type DecodedWeights,
+  type DecodeOptions,
   decodeWeights,
   encodeWeights,
   type StoredDtype,

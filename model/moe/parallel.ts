@@ -16,7 +16,7 @@ import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "
 import type { Floats, Kernels } from "../kernels/kernels.ts"
 import { referenceKernels } from "../kernels/reference.ts"
 import { type KernelChoice, makeAutoKernels } from "../kernels/select.ts"
-import type { TinyMoeConfig } from "./config.ts"
+import { kvWidth, queryWidth, type TinyMoeConfig } from "./config.ts"
 import { addArrays, type SupervisedSequence, sequenceGradients } from "./gradients.ts"
 import type { TinyMoe } from "./model.ts"
 import { type Params, type Precision, paramEntries, paramsFromArrays } from "./params.ts"
@@ -66,11 +66,12 @@ export const kernelChoiceOf = (kernels: Kernels): KernelChoice | undefined => {
 
 /** Multiply-adds of a training pass (forward and backward, about 3× the forward). */
 const estimatedWork = (c: TinyMoeConfig, batch: ReadonlyArray<SupervisedSequence>): number => {
-  const perToken = c.nLayers * (4 * c.dModel * c.dModel + 2 * c.topK * c.dModel * c.dFf)
+  const attnWidth = 2 * queryWidth(c) + 2 * kvWidth(c)
+  const perToken = c.nLayers * (attnWidth * c.dModel + 3 * c.topK * c.dModel * c.dFf)
   let work = 0
   for (const s of batch) {
     const T = s.ids.length
-    work += 3 * (T * (perToken + c.dModel * c.vocabSize) + c.nLayers * T * T * c.dModel)
+    work += 3 * (T * (perToken + c.dModel * c.vocabSize) + c.nLayers * T * T * queryWidth(c))
   }
   return work
 }

@@ -1,22 +1,32 @@
 import type { Floats } from "../kernels/kernels.ts"
 import { Rng } from "../rng.ts"
-import type { TinyMoeConfig } from "./config.ts"
+import { headDim, kvWidth, queryWidth, type TinyMoeConfig } from "./config.ts"
 
 export type Precision = "f32" | "f64"
 
 export const allocFloats = (precision: Precision, n: number): Floats =>
   precision === "f32" ? new Float32Array(n) : new Float64Array(n)
 
+/**
+ * One decoder layer, matrices stored [in, out] (the kernels' layout; Hugging Face's Linear is
+ * [out, in], and weights.ts transposes on the way in and out). qW = nHeads · headDim, kvW =
+ * nKvHeads · headDim.
+ */
 export interface LayerParams {
   readonly attnNorm: Floats // [d]
-  readonly wq: Floats // [d, d]
-  readonly wk: Floats // [d, d]
-  readonly wv: Floats // [d, d]
-  readonly wo: Floats // [d, d]
+  readonly wq: Floats // [d, qW]
+  readonly wk: Floats // [d, kvW]
+  readonly wv: Floats // [d, kvW]
+  readonly wo: Floats // [qW, d]
+  /** RMSNorm gain over each head's query and key (Qwen3's q_norm, k_norm), before RoPE. */
+  readonly qNorm: Floats // [headDim]
+  readonly kNorm: Floats // [headDim]
   readonly ffnNorm: Floats // [d]
   readonly router: Floats // [d, E]
-  readonly w1: Floats // [E, d, F]
-  readonly w2: Floats // [E, F, d]
+  /** SwiGLU experts: down(silu(x · gate) ⊙ (x · up)). */
+  readonly wGate: Floats // [E, d, F]
+  readonly wUp: Floats // [E, d, F]
+  readonly wDown: Floats // [E, F, d]
 }
 
 export interface Params {
@@ -40,29 +50,35 @@ export interface ParamEntry {
 const layerShapes = (c: TinyMoeConfig) =>
   ({
     attnNorm: [c.dModel],
-    wq: [c.dModel, c.dModel],
-    wk: [c.dModel, c.dModel],
-    wv: [c.dModel, c.dModel],
-    wo: [c.dModel, c.dModel],
+    wq: [c.dModel, queryWidth(c)],
+    wk: [c.dModel, kvWidth(c)],
+    wv: [c.dModel, kvWidth(c)],
+    wo: [queryWidth(c), c.dModel],
+    qNorm: [headDim(c)],
+    kNorm: [headDim(c)],
     ffnNorm: [c.dModel],
     router: [c.dModel, c.nExperts],
-    w1: [c.nExperts, c.dModel, c.dFf],
-    w2: [c.nExperts, c.dFf, c.dModel],
+    wGate: [c.nExperts, c.dModel, c.dFf],
+    wUp: [c.nExperts, c.dModel, c.dFf],
+    wDown: [c.nExperts, c.dFf, c.dModel],
   }) as const satisfies Record<keyof LayerParams, ReadonlyArray<number>>
 
-const LAYER_KEYS = [
+export const LAYER_KEYS = [
   "attnNorm",
   "wq",
   "wk",
   "wv",
   "wo",
+  "qNorm",
+  "kNorm",
   "ffnNorm",
   "router",
-  "w1",
-  "w2",
+  "wGate",
+  "wUp",
+  "wDown",
 ] as const satisfies ReadonlyArray<keyof LayerParams>
 
-const NORM_KEYS = new Set<string>(["attnNorm", "ffnNorm"])
+const NORM_KEYS = new Set<string>(["attnNorm", "ffnNorm", "qNorm", "kNorm"])
 
 const size = (shape: ReadonlyArray<number>) => shape.reduce((a, b) => a * b, 1)
 
@@ -153,7 +169,7 @@ export const initParams = (
     if (NORM_KEYS.has(key) || name === "finalNorm") data.fill(1)
     else if (name === "valueHead" || name === "valueBias") data.fill(0)
     else {
-      const std = key === "wo" || key === "w2" ? 0.02 * residualScale : 0.02
+      const std = key === "wo" || key === "wDown" ? 0.02 * residualScale : 0.02
       for (let i = 0; i < data.length; i++) data[i] = rng.normal() * std
     }
   })

@@ -1,6 +1,7 @@
 /**
- * Rotary position embedding over interleaved pairs (2i, 2i+1) of each head. Tables are built
- * once per (head width, theta, length) and shared by every cache and training pass.
+ * Rotary position embedding in Hugging Face's `rotate_half` convention (Llama, Qwen3): pair i of a
+ * head is (i, i + headDim/2), turned by pos · theta^(−2i/headDim). Tables are built once per
+ * (head width, theta, length) and shared by every cache and training pass.
  */
 export class Rope {
   readonly cos: Float64Array
@@ -38,10 +39,10 @@ export class Rope {
       for (let i = 0; i < half; i++) {
         const c = this.cos[t + i] as number
         const s = sign * (this.sin[t + i] as number)
-        const a = row[base + 2 * i] as number
-        const b = row[base + 2 * i + 1] as number
-        row[base + 2 * i] = a * c - b * s
-        row[base + 2 * i + 1] = a * s + b * c
+        const a = row[base + i] as number
+        const b = row[base + half + i] as number
+        row[base + i] = a * c - b * s
+        row[base + half + i] = a * s + b * c
       }
     }
   }

@@ -1,5 +1,10 @@
 import { describe, expect, it } from "vitest"
-import { encodeSafetensors, SafetensorsError } from "../weights/index.ts"
+import {
+  decodeSafetensors,
+  encodeSafetensors,
+  SafetensorsError,
+  type Tensor,
+} from "../weights/index.ts"
 import { TinyMoe } from "./model.ts"
 import { decodeWeights, encodeWeights } from "./weights.ts"
 
@@ -48,62 +53,125 @@ describe("TinyMoE weights in safetensors", () => {
     expect(maxDiff(model, f64.model)).toBe(0)
   })
 
-  it("refuses files that are not a complete TinyMoE checkpoint, naming the tensor", () => {
+  it("holds the Hugging Face Qwen3-MoE state dict plus the critic, with config.json in the header", () => {
+    const model = TinyMoe.create({ config, seed: 1 })
+    const { tensors, metadata } = decodeSafetensors(encodeWeights(model))
+    expect(metadata.format).toBe("pt")
+    expect(JSON.parse(metadata.config ?? "{}")).toMatchObject({
+      model_type: "qwen3_moe",
+      architectures: ["Qwen3MoeForCausalLM"],
+      hidden_size: 16,
+      num_experts: 4,
+    })
+    expect(tensors.get("model.layers.1.mlp.experts.3.down_proj.weight")?.shape).toEqual([16, 24])
+    expect(tensors.get("lm_head.weight")?.shape).toEqual([32, 16])
+    expect(tensors.get("value_head.weight")?.shape).toEqual([1, 16])
+    // [out, in]: lm_head row v is the column v of t1's [d, V] matrix.
+    const lm = tensors.get("lm_head.weight")?.data as Float32Array
+    expect(lm[5 * 16 + 3]).toBe(model.params.lmHead[3 * 32 + 5])
+  })
+
+  it("reads a Hugging Face file without t1's metadata when given the config, critic zero", () => {
+    const model = TinyMoe.create({ config, seed: 1 })
+    const { tensors } = decodeSafetensors(encodeWeights(model))
+    tensors.delete("value_head.weight")
+    tensors.delete("value_head.bias")
+    const plain = encodeSafetensors(tensors, { format: "pt" })
+    expect(() => decodeWeights(plain)).toThrow(/__metadata__\.config.*missing/)
+    const back = decodeWeights(plain, "f32", undefined, { config: model.config })
+    expect(back.critic).toBe(false)
+    expect(back.model.params.valueHead.every((v) => v === 0)).toBe(true)
+    expect(
+      maxDiff(
+        TinyMoe.fromParams(
+          model.config,
+          { ...model.params, valueHead: back.model.params.valueHead },
+          "f32",
+        ),
+        back.model,
+      ),
+    ).toBe(0)
+    expect(() =>
+      decodeWeights(encodeWeights(model), "f32", undefined, {
+        config: { ...model.config, dFf: 32 },
+      }),
+    ).toThrow(/another model: dFf: 24, expected 32/)
+  })
+
+  it("refuses files that are not a complete checkpoint of the model, naming the tensor", () => {
     const model = TinyMoe.create({ config, seed: 1 })
     const foreign = encodeSafetensors(
       new Map([["x", { dtype: "F32", shape: [1], data: new Float32Array(1) }]]),
     )
-    expect(() => decodeWeights(foreign)).toThrow(/__metadata__\.format/)
-    const tensors = new Map(
-      model
-        .entries()
-        .map((e) => [
-          e.name,
-          { dtype: "F32" as const, shape: e.shape, data: Float32Array.from(e.data) },
-        ]),
+    expect(() => decodeWeights(foreign)).toThrow(/__metadata__\.config/)
+    const { tensors, metadata } = decodeSafetensors(encodeWeights(model))
+    const with_ = (edit: (m: Map<string, Tensor>) => void, meta = metadata) => {
+      const copy = new Map(tensors)
+      edit(copy)
+      return () => decodeWeights(encodeSafetensors(copy, meta))
+    }
+    expect(with_((m) => m.delete("model.layers.1.mlp.gate.weight"))).toThrow(SafetensorsError)
+    expect(with_((m) => m.delete("model.layers.1.mlp.gate.weight"))).toThrow(
+      /model\.layers\.1\.mlp\.gate\.weight.*missing/,
     )
-    const meta = { format: "t1-tinymoe", config: JSON.stringify(model.config) }
-    const missing = new Map(tensors)
-    missing.delete("layers.1.router")
-    expect(() => decodeWeights(encodeSafetensors(missing, meta))).toThrow(SafetensorsError)
-    expect(() => decodeWeights(encodeSafetensors(missing, meta))).toThrow(
-      /layers\.1\.router.*missing/,
+    expect(
+      with_((m) =>
+        m.set("lm_head.weight", { dtype: "F32", shape: [16, 32], data: new Float32Array(512) }),
+      ),
+    ).toThrow(/lm_head\.weight.*shape \[16, 32\], expected \[32, 16\]/)
+    expect(
+      with_((m) =>
+        m.set("model.norm.weight", { dtype: "I32", shape: [16], data: new Int32Array(16) }),
+      ),
+    ).toThrow(/model\.norm\.weight.*dtype I32/)
+    const nan = Float32Array.from(tensors.get("model.norm.weight")?.data as Float32Array)
+    nan[3] = Number.NaN
+    expect(
+      with_((m) => m.set("model.norm.weight", { dtype: "F32", shape: [16], data: nan })),
+    ).toThrow(/model\.norm\.weight.*NaN at flat index 3 is not finite/)
+    const inf = Float32Array.from(tensors.get("lm_head.weight")?.data as Float32Array)
+    inf[0] = Number.POSITIVE_INFINITY
+    expect(
+      with_((m) => m.set("lm_head.weight", { dtype: "F32", shape: [32, 16], data: inf })),
+    ).toThrow(/lm_head\.weight.*Infinity/)
+    expect(
+      with_((m) =>
+        m.set(
+          "model.layers.0.mlp.shared_expert.weight",
+          tensors.get("model.norm.weight") as Tensor,
+        ),
+      ),
+    ).toThrow(/shared_expert.*is not a tensor of this Qwen3-MoE config/)
+    expect(with_((m) => m.delete("value_head.bias"))).toThrow(/value_head\.bias.*missing/)
+    const mixtral = JSON.stringify({
+      ...JSON.parse(metadata.config ?? "{}"),
+      model_type: "mixtral",
+    })
+    expect(with_(() => {}, { ...metadata, config: mixtral })).toThrow(
+      /model_type.*qwen3_moe.*mixtral/,
     )
-    const wrongShape = new Map(tensors)
-    wrongShape.set("lmHead", { dtype: "F32", shape: [32, 16], data: new Float32Array(512) })
-    expect(() => decodeWeights(encodeSafetensors(wrongShape, meta))).toThrow(
-      /lmHead.*shape \[32, 16\], expected \[16, 32\]/,
-    )
-    expect(() =>
-      decodeWeights(encodeSafetensors(tensors, { ...meta, config: '{"topK": 9}' })),
-    ).toThrow(/topK/)
   })
 
   it("refuses a header config that outgrows the file before allocating for it (found by npm run test:fuzz)", () => {
     const model = TinyMoe.create({ config, seed: 1 })
-    const tensors = new Map(
-      model
-        .entries()
-        .map((e) => [
-          e.name,
-          { dtype: "F32" as const, shape: e.shape, data: Float32Array.from(e.data) },
-        ]),
-    )
+    const { tensors, metadata } = decodeSafetensors(encodeWeights(model))
     const withConfig = (patch: object) =>
       encodeSafetensors(tensors, {
-        format: "t1-tinymoe",
-        config: JSON.stringify({ ...model.config, ...patch }),
+        ...metadata,
+        config: JSON.stringify({ ...JSON.parse(metadata.config ?? "{}"), ...patch }),
       })
     // Each used to allocate first: a RangeError (invalid typed array length) or gigabytes.
-    expect(() => decodeWeights(withConfig({ vocabSize: 2 ** 40 }))).toThrow(
-      /embed.*shape \[32, 16\], expected \[1099511627776, 16\]/,
+    expect(() => decodeWeights(withConfig({ vocab_size: 2 ** 40 }))).toThrow(
+      /embed_tokens.*shape \[32, 16\], expected \[1099511627776, 16\]/,
     )
-    expect(() => decodeWeights(withConfig({ dFf: 1e9 }))).toThrow(SafetensorsError)
-    expect(() => decodeWeights(withConfig({ nLayers: 1e9 }))).toThrow(
-      /layers\.2\.attnNorm.*missing/,
+    expect(() => decodeWeights(withConfig({ moe_intermediate_size: 1e9 }))).toThrow(
+      SafetensorsError,
     )
-    expect(() => decodeWeights(withConfig({ maxSeqLen: 2 ** 31 }))).toThrow(
-      /__metadata__\.config\.maxSeqLen.*at most 1048576/,
+    expect(() => decodeWeights(withConfig({ num_hidden_layers: 1e9 }))).toThrow(
+      /model\.layers\.2\..*missing/,
+    )
+    expect(() => decodeWeights(withConfig({ max_position_embeddings: 2 ** 31 }))).toThrow(
+      /max_position_embeddings.*at most 1048576/,
     )
   })
 })

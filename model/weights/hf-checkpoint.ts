@@ -3,7 +3,14 @@ import { DTYPE_BYTES } from "./dtypes.ts"
 import { SafetensorsError } from "./errors.ts"
 import { decodeSafetensors, encodeSafetensors } from "./safetensors.ts"
 
-/** One file of a checkpoint directory. */
+/**
+ * The critic's tensors (t1's value head). They are not part of any engine's model, so an export
+ * puts them in a file of their own under `critic/` (engines read the top level's shards only).
+ */
+export const CRITIC_TENSORS = { weight: "value_head.weight", bias: "value_head.bias" } as const
+export const CRITIC_FILE = "critic/value_head.safetensors"
+
+/** One file of a checkpoint directory (`name` may hold a subfolder, e.g. the critic's). */
 export interface CheckpointFile {
   readonly name: string
   readonly bytes: Uint8Array
@@ -14,6 +21,12 @@ export interface HfCheckpointOptions {
   readonly maxShardBytes?: number
   /** config.json keys to add or override (the architecture an engine loads the weights with). */
   readonly config?: Readonly<Record<string, unknown>>
+  /**
+   * Further files of the model directory, written as given: the tokenizer (`tokenizer.json`,
+   * `tokenizer_config.json` with its chat template) and `generation_config.json`, without which
+   * an engine cannot be launched on the directory.
+   */
+  readonly extraFiles?: ReadonlyArray<CheckpointFile>
 }
 
 const DEFAULT_SHARD_BYTES = 5_000_000_000
@@ -27,8 +40,10 @@ const pad5 = (n: number) => String(n).padStart(5, "0")
  * A safetensors checkpoint (t1's weights file) as the directory Hugging Face tools and inference
  * engines load: `model-0000i-of-0000n.safetensors` shards (tensors in name order, each shard under
  * `maxShardBytes` unless one tensor alone is larger), `model.safetensors.index.json` (total size
- * and which shard holds each tensor) and `config.json` (from the weights' `config` metadata, as
- * t1 writes it, plus `options.config`).
+ * and which shard holds each tensor), `config.json` (from the weights' `config` metadata, as
+ * t1 writes it, plus `options.config`) and `options.extraFiles`. The critic's tensors, when the
+ * weights have them, go to `critic/value_head.safetensors`, outside the index and the top level
+ * that engines read.
  */
 export const hfCheckpointFiles = (
   weights: Uint8Array,
@@ -41,7 +56,8 @@ export const hfCheckpointFiles = (
       field: "maxShardBytes",
       reason: `must be a positive integer, got ${limit}`,
     })
-  const names = [...tensors.keys()].sort()
+  const criticNames = new Set<string>(Object.values(CRITIC_TENSORS))
+  const names = [...tensors.keys()].filter((n) => !criticNames.has(n)).sort()
   const groups: string[][] = []
   let current: string[] = []
   let size = 0
@@ -79,8 +95,22 @@ export const hfCheckpointFiles = (
     ...options.config,
   }
   const json = (value: unknown) => new TextEncoder().encode(`${JSON.stringify(value, null, 2)}\n`)
+  const critic = new Map(
+    [...tensors].filter(([name]) => criticNames.has(name)).map(([n, t]) => [n, t] as const),
+  )
+  const extra = options.extraFiles ?? []
+  for (const f of extra)
+    if (f.name.endsWith(".safetensors") || f.name === "config.json" || f.name.includes(".."))
+      throw new SafetensorsError({
+        field: "extraFiles",
+        reason: `${f.name}: an extra file cannot be a weights file, config.json or leave the directory`,
+      })
   return [
     ...shards,
+    ...(critic.size > 0
+      ? [{ name: CRITIC_FILE, bytes: encodeSafetensors(critic, { format: "pt", t1: "critic" }) }]
+      : []),
+    ...extra,
     {
       name: "model.safetensors.index.json",
       bytes: json({ metadata: { total_size: total }, weight_map: weightMap }),

@@ -14,6 +14,8 @@ export { SafetensorsError } from "./errors.ts"
 export { readSafetensorsFile, writeSafetensorsFile } from "./file.ts"
 export {
   type CheckpointFile,
+  CRITIC_FILE,
+  CRITIC_TENSORS as CRITIC_TENSOR_NAMES,
   type HfCheckpointOptions,
   hfCheckpointFiles,
 } from "./hf-checkpoint.ts"
