@@ -1,13 +1,24 @@
 /**
  * Regenerates the embedded default's tokenizer from the bundled training tasks (instructions,
- * reference solutions as shell-block turns, tests) and the action formats' prompts:
- * `npm run model:bundle`. Deterministic: the same inputs give the same tokenizer.json.
+ * reference solutions as shell-block turns, tests) and the action formats' prompts, with its
+ * tokenizer_config.json (chat template) and generation_config.json: `npm run model:bundle`. Deterministic: the same inputs give the same tokenizer.json.
  */
 import { readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { SHELL_BLOCK_PROMPT, shellBlock } from "../actors/sampler/index.ts"
-import { BUNDLED_TOKENIZER, DONE_TOKEN } from "../model/bundled/bundled.ts"
-import { CHAT_SPECIAL_TOKENS, saveTokenizerJson, trainTokenizer } from "../model/tokenizer/index.ts"
+import {
+  BUNDLED_GENERATION_CONFIG,
+  BUNDLED_TOKENIZER,
+  BUNDLED_TOKENIZER_CONFIG,
+  bundledTokenizerConfigs,
+  DONE_TOKEN,
+} from "../model/bundled/bundled.ts"
+import {
+  CHAT_SPECIAL_TOKENS,
+  loadTokenizerJson,
+  saveTokenizerJson,
+  trainTokenizer,
+} from "../model/tokenizer/index.ts"
 
 const TRAIN = join(import.meta.dirname, "../tasks/bundled/train")
 
@@ -40,5 +51,10 @@ export const bundledTokenizerJson = (): { json: string; vocabSize: number; texts
 if (process.argv[1] === import.meta.filename) {
   const { json, vocabSize, texts } = bundledTokenizerJson()
   writeFileSync(BUNDLED_TOKENIZER, json)
-  console.log(`wrote ${BUNDLED_TOKENIZER}: ${vocabSize} ids from ${texts} texts`)
+  const configs = bundledTokenizerConfigs(loadTokenizerJson(json))
+  writeFileSync(BUNDLED_TOKENIZER_CONFIG, configs.tokenizerConfig)
+  writeFileSync(BUNDLED_GENERATION_CONFIG, configs.generationConfig)
+  console.log(
+    `wrote ${BUNDLED_TOKENIZER}: ${vocabSize} ids from ${texts} texts, and its tokenizer_config.json and generation_config.json`,
+  )
 }
