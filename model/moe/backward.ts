@@ -121,11 +121,19 @@ export const backward = (
       fU.set(tape.f.subarray(r * d, (r + 1) * d), i * d)
     })
     const dfU = scratch.view("dfU", nU * d)
-    kern.matmulTransB(dL, p.lmHead, nU, V, d, dfU)
+    if (c.tieWordEmbeddings) {
+      // logits = f · embedᵀ: the embedding's gradient gets dLᵀ · f here, the tokens' rows below.
+      kern.matmul(dL, p.embed, nU, V, d, dfU)
+      const dE = scratch.view("dEmbedHead", V * d)
+      kern.matmulTransA(dL, fU, V, nU, d, dE)
+      addInto(g.embed, dE)
+    } else {
+      kern.matmulTransB(dL, p.lmHead, nU, V, d, dfU)
+      kern.matmulTransA(fU, dL, d, nU, V, g.lmHead)
+    }
     used.forEach((r, i) => {
       df.set(dfU.subarray(i * d, (i + 1) * d), r * d)
     })
-    kern.matmulTransA(fU, dL, d, nU, V, g.lmHead)
   }
   if (dValues) {
     const toTrunk = options.valueToTrunk !== false

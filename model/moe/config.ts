@@ -23,6 +23,8 @@ export interface TinyMoeConfig {
   readonly maxSeqLen: number
   readonly ropeTheta: number
   readonly normEps: number
+  /** The output layer is the embedding (logits = f · embedᵀ): Qwen3's tie_word_embeddings. */
+  readonly tieWordEmbeddings?: boolean
 }
 
 /**

@@ -504,12 +504,16 @@ export const forwardRows = (
   }
   const V = c.vocabSize
   let logits: Floats
+  const head = (rows: Floats, n: number, out: Floats) =>
+    c.tieWordEmbeddings
+      ? kern.matmulTransB(rows, p.embed, n, d, V, out)
+      : kern.matmul(rows, p.lmHead, n, d, V, out)
   if (options.logits === "last") {
     logits = alloc(V)
-    kern.matmul(f.subarray((R - 1) * d, R * d), p.lmHead, 1, d, V, logits)
+    head(f.subarray((R - 1) * d, R * d), 1, logits)
   } else {
     logits = alloc(R * V)
-    kern.matmul(f, p.lmHead, R, d, V, logits)
+    head(f, R, logits)
   }
   const tape = options.tape ? { rows, positions, layers, xFinal: x, f, invF } : undefined
   return tape ? { logits, values, routing, tape } : { logits, values, routing }

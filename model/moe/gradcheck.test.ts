@@ -157,6 +157,27 @@ describe("TinyMoE gradients against central finite differences (float64)", () =>
   })
 })
 
+describe("tied embeddings: the embedding gets the output layer's gradient too", () => {
+  const tied = TinyMoe.create({
+    config: { ...config, tieWordEmbeddings: true },
+    seed: 5,
+    precision: "f64",
+  })
+  const rng = new Rng(105)
+  for (const entry of tied.entries()) {
+    const isGain = /Norm$/.test(entry.name)
+    for (let i = 0; i < entry.data.length; i++)
+      entry.data[i] = isGain ? 1 + 0.2 * rng.normal() : 0.4 * rng.normal()
+  }
+  it("embedding and final norm", () => {
+    expect(tied.entries().find((e) => e.name === "lmHead")?.data.length).toBe(0)
+    const { checked, flipped, worst } = check(tied, /^embed$|^finalNorm$/)
+    expect(worst).toEqual([])
+    expect(checked).toBeGreaterThan(0)
+    expect(flipped).toBeLessThanOrEqual(checked / 10)
+  })
+})
+
 describe("grouped-query attention gradients (2 key/value heads for 4 query heads, headDim ≠ dModel / nHeads)", () => {
   const gqa = TinyMoe.create({
     config: { ...config, nHeads: 4, nKvHeads: 2, headDim: 6 },

@@ -59,7 +59,7 @@ export const toHfConfig = (
   initializer_range: 0.02,
   rms_norm_eps: c.normEps,
   use_cache: true,
-  tie_word_embeddings: false,
+  tie_word_embeddings: c.tieWordEmbeddings === true,
   rope_theta: c.ropeTheta,
   rope_scaling: null,
   rope_parameters: { rope_type: "default", rope_theta: c.ropeTheta },
@@ -117,7 +117,7 @@ const ropeTheta = (json: Record<string, unknown>): number => {
 
 /**
  * The TinyMoE a Qwen3-MoE config.json describes. Fields whose other values would change the math
- * in ways t1's model does not compute (dense MLP layers, tied embeddings, sliding windows,
+ * in ways t1's model does not compute (dense MLP layers, sliding windows,
  * attention biases, un-normalised top-k gates, another activation) are refused by name rather
  * than ignored.
  */
@@ -132,7 +132,6 @@ export const fromHfConfig = (value: unknown): TinyMoeConfig => {
     refuse("architectures", `expected ["${HF_ARCHITECTURE}"], got ${JSON.stringify(arch)}`)
   const unsupported: ReadonlyArray<readonly [string, unknown, string]> = [
     ["hidden_act", "silu", "only silu"],
-    ["tie_word_embeddings", false, "tied embeddings are not supported"],
     ["attention_bias", false, "attention biases are not supported"],
     ["use_sliding_window", false, "sliding-window attention is not supported"],
     ["decoder_sparse_step", 1, "dense MLP layers are not supported (every layer is MoE)"],
@@ -142,6 +141,11 @@ export const fromHfConfig = (value: unknown): TinyMoeConfig => {
     const v = json[field]
     if (v !== undefined && v !== expected) refuse(field, `${why}; got ${JSON.stringify(v)}`)
   }
+  if (json.tie_word_embeddings !== undefined && typeof json.tie_word_embeddings !== "boolean")
+    refuse(
+      "tie_word_embeddings",
+      `expected true or false, got ${JSON.stringify(json.tie_word_embeddings)}`,
+    )
   // Qwen3MoeConfig's own default for norm_topk_prob is false: absent means false.
   if (json.norm_topk_prob === undefined)
     refuse("norm_topk_prob", "absent (Qwen3MoeConfig's default, false); only true is supported")
@@ -164,6 +168,7 @@ export const fromHfConfig = (value: unknown): TinyMoeConfig => {
     nHeads,
     ...(nKvHeads === nHeads ? {} : { nKvHeads }),
     ...(hd * nHeads === dModel ? {} : { headDim: hd }),
+    ...(json.tie_word_embeddings === true ? { tieWordEmbeddings: true } : {}),
     nExperts: intField(json, "num_experts"),
     topK: intField(json, "num_experts_per_tok"),
     dFf: intField(json, "moe_intermediate_size"),
@@ -209,7 +214,9 @@ export function* hfTensorSpecs(c: TinyMoeConfig): Generator<HfTensorSpec> {
     yield { name: `${p}.post_attention_layernorm.weight`, shape: [d] }
   }
   yield { name: "model.norm.weight", shape: [d] }
-  yield { name: "lm_head.weight", shape: [c.vocabSize, d] }
+  // Tied: the output layer is model.embed_tokens.weight, and checkpoints (save_pretrained, and
+  // what SGLang and vLLM load) carry no lm_head.weight.
+  if (!c.tieWordEmbeddings) yield { name: "lm_head.weight", shape: [c.vocabSize, d] }
 }
 
 /** The critic's tensors: a linear value head on the final normalised state. */
@@ -315,7 +322,7 @@ export const fromHfTensors = (
   const p = buildParams(c, precision)
   p.embed.set(get("model.embed_tokens.weight"))
   p.finalNorm.set(get("model.norm.weight"))
-  transposeInto(get("lm_head.weight"), c.vocabSize, d, p.lmHead)
+  if (!c.tieWordEmbeddings) transposeInto(get("lm_head.weight"), c.vocabSize, d, p.lmHead)
   p.layers.forEach((lp, l) => {
     const n = (s: string) => get(`model.layers.${l}.${s}.weight`)
     transposeInto(n("self_attn.q_proj"), queryWidth(c), d, lp.wq)

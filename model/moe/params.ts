@@ -33,7 +33,8 @@ export interface Params {
   readonly embed: Floats // [V, d]
   readonly layers: ReadonlyArray<LayerParams>
   readonly finalNorm: Floats // [d]
-  readonly lmHead: Floats // [d, V]
+  /** [d, V]; empty when the config ties the output to the embedding (logits = f · embedᵀ). */
+  readonly lmHead: Floats
   readonly valueHead: Floats // [d]
   readonly valueBias: Floats // [1]
 }
@@ -82,6 +83,10 @@ const NORM_KEYS = new Set<string>(["attnNorm", "ffnNorm", "qNorm", "kNorm"])
 
 const size = (shape: ReadonlyArray<number>) => shape.reduce((a, b) => a * b, 1)
 
+/** A tied output layer has no tensor of its own: an empty one keeps every listing's order. */
+const lmHeadShape = (c: TinyMoeConfig): ReadonlyArray<number> =>
+  c.tieWordEmbeddings ? [0] : [c.dModel, c.vocabSize]
+
 /** Names follow `layers.<i>.<tensor>`; the order is the canonical order of every listing. */
 export const paramEntries = (c: TinyMoeConfig, p: Params): ParamEntry[] => {
   const entries: ParamEntry[] = [
@@ -100,7 +105,7 @@ export const paramEntries = (c: TinyMoeConfig, p: Params): ParamEntry[] => {
   })
   entries.push(
     { name: "finalNorm", shape: [c.dModel], data: p.finalNorm, decay: false },
-    { name: "lmHead", shape: [c.dModel, c.vocabSize], data: p.lmHead, decay: true },
+    { name: "lmHead", shape: lmHeadShape(c), data: p.lmHead, decay: true },
     { name: "valueHead", shape: [c.dModel], data: p.valueHead, decay: true },
     { name: "valueBias", shape: [1], data: p.valueBias, decay: false },
   )
@@ -119,7 +124,7 @@ export function* paramShapes(
   for (let i = 0; i < c.nLayers; i++)
     for (const key of LAYER_KEYS) yield [`layers.${i}.${key}`, shapes[key]]
   yield ["finalNorm", [c.dModel]]
-  yield ["lmHead", [c.dModel, c.vocabSize]]
+  yield ["lmHead", lmHeadShape(c)]
   yield ["valueHead", [c.dModel]]
   yield ["valueBias", [1]]
 }
@@ -146,7 +151,7 @@ export const buildParams = (
     embed: make("embed", [c.vocabSize, c.dModel]),
     layers,
     finalNorm: make("finalNorm", [c.dModel]),
-    lmHead: make("lmHead", [c.dModel, c.vocabSize]),
+    lmHead: make("lmHead", lmHeadShape(c)),
     valueHead: make("valueHead", [c.dModel]),
     valueBias: make("valueBias", [1]),
   }

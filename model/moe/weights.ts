@@ -131,6 +131,7 @@ export const configMismatch = (expected: TinyMoeConfig, got: TinyMoeConfig): str
     ],
     ["ropeTheta", expected.ropeTheta, got.ropeTheta],
     ["normEps", expected.normEps, got.normEps],
+    ["tieWordEmbeddings", expected.tieWordEmbeddings ? 1 : 0, got.tieWordEmbeddings ? 1 : 0],
   ]
   for (const [f, e, g] of pairs) if (e !== g) out.push(`${f}: ${g}, expected ${e}`)
   return out
