@@ -52,7 +52,12 @@ describe.skipIf(python === undefined)(
   "PyTorch TinyMoE (reference learner) = TypeScript TinyMoE",
   () => {
     it("same log-probs, router choices and values; under R3 the same replayed experts and outputs", () => {
-      const model = TinyMoe.create({ config: { vocabSize: 300, maxSeqLen: 256 }, seed: 5 })
+      // Grouped-query attention and a head width other than dModel / nHeads: the layouts a
+      // transposition or head-split slip would break.
+      const model = TinyMoe.create({
+        config: { vocabSize: 300, maxSeqLen: 256, nKvHeads: 2, headDim: 8 },
+        seed: 5,
+      })
       const c = model.config
       const ids = Array.from({ length: 96 }, (_, i) => (i * 37 + 11) % c.vocabSize)
       const own = model.score(ids, { tape: false })
@@ -114,7 +119,9 @@ describe.skipIf(python === undefined)(
     }
 
     it("on episodes the TypeScript sampler generated: replayed routing within 1e-4 of its log-probs, measurably further without", async () => {
-      const learner = TinyMoe.create({ config: { vocabSize: 300 }, seed: 9 })
+      // Seed 6: its bf16-rounded router flips some routing choices on these episodes (4 of 1904;
+      // seed 9, used before the Qwen3-MoE layout, flips none).
+      const learner = TinyMoe.create({ config: { vocabSize: 300 }, seed: 6 })
       // As t1's samplers run the published weights: f32.
       const f32 = await alignment(learner.withKernels(selectKernels("auto")), learner)
       // As an inference engine serves them: rounded to bfloat16.
