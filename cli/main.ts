@@ -14,6 +14,7 @@ import { tasksCommand } from "./commands/tasks.ts"
 import { trainCommand } from "./commands/train.ts"
 import { upCommand } from "./commands/up.ts"
 import { watchCommand } from "./commands/watch.ts"
+import { weightsCommand } from "./commands/weights.ts"
 import { UsageError } from "./flags.ts"
 import { runCommand } from "./run-main.ts"
 
@@ -67,6 +68,10 @@ const commands: Record<
   watch: {
     summary: "follow a job's events until it ends (t1 watch <job-id> --json)",
     run: watchCommand,
+  },
+  weights: {
+    summary: "a job's weights as a Hugging Face checkpoint (t1 weights fetch JOB --out DIR)",
+    run: weightsCommand,
   },
 }
 

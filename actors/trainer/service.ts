@@ -7,11 +7,11 @@
  * learners apart.
  */
 import { createHash } from "node:crypto"
-import { readFile, stat } from "node:fs/promises"
+import { readFile } from "node:fs/promises"
 import { isAbsolute } from "node:path"
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
-import { Clock, Effect, Option, Stream } from "effect"
+import { Clock, Effect, Option, Semaphore, Stream } from "effect"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { decodeWeights, encodeWeights, type TinyMoeConfig } from "../../model/index.ts"
 import {
@@ -46,12 +46,20 @@ import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
 import {
   latestAnnouncement,
   publishWeightBytes,
+  readVersion,
   resolvePolicyRef,
 } from "../../services/weights/index.ts"
 import { bufferNames, takeBatch } from "../buffer/index.ts"
 import { jobLearnerPlan } from "../learner/index.ts"
 import { readBatchRecord, writeBatchRecord } from "./batches.ts"
 import { checkLease, claimLease } from "./lease.ts"
+import {
+  type CheckedWeights,
+  checkWeightsDir,
+  checkWeightsFile,
+  type Published,
+  refKind,
+} from "./weights-check.ts"
 
 export interface TrainerServiceOptions {
   readonly subjects: Subjects
@@ -93,8 +101,6 @@ const externalJob = (store: JobStoreShape, jobId: string) =>
   })
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex")
-
-const sameConfig = (a: TinyMoeConfig, b: TinyMoeConfig) => JSON.stringify(a) === JSON.stringify(b)
 
 /** What the gateway records of external trainers' steps and versions (`job` label). */
 const trainerMetrics = (m: MetricsShape) => {
@@ -160,7 +166,79 @@ export const trainerService = (
         }
       })
 
-    /** Checks and announces a trainer's weights file (any failure: nothing is announced). */
+    /** One version the job published (any it keeps); NOT_FOUND when it never published it. */
+    const versionWeights = (jobId: string, version: bigint) =>
+      Effect.gen(function* () {
+        const found = yield* readVersion(bus, o.subjects, jobId, version).pipe(
+          Effect.mapError((e) =>
+            e._tag === "WeightsUnavailable"
+              ? new StatusError({
+                  code: grpc.status.DATA_LOSS,
+                  details: `job ${jobId}: ${e.message}`,
+                })
+              : e,
+          ),
+        )
+        if (found === undefined) {
+          const latest = yield* latestAnnouncement(bus, o.subjects, jobId)
+          return yield* new StatusError({
+            code: grpc.status.NOT_FOUND,
+            details: `policy_version ${version}: job ${jobId} never published it (its latest is ${latest?.policyVersion ?? "none"})`,
+          })
+        }
+        return {
+          version: found.announcement.policyVersion,
+          step: found.announcement.step,
+          bytes: found.bytes,
+        }
+      })
+
+    /**
+     * A publish must be exactly the next version and step. 0 is wrong whatever the job's state
+     * (INVALID_ARGUMENT); another value is wrong for where the job is now (FAILED_PRECONDITION:
+     * the trainer resumes from what ClaimJob says).
+     */
+    const checkNext = (
+      req: { readonly policyVersion: bigint; readonly step: bigint },
+      latest: { readonly version: bigint; readonly step: bigint },
+    ) => {
+      if (req.policyVersion === 0n)
+        return Effect.fail(
+          invalid(
+            `policy_version: must be >= 1 (0 is the starting weights), got 0; the next is ${latest.version + 1n}`,
+          ),
+        )
+      if (req.step === 0n)
+        return Effect.fail(
+          invalid(
+            `step: must be >= 1 (step 0 is the starting weights), got 0; the next is ${latest.step + 1n}`,
+          ),
+        )
+      const version = latest.version + 1n
+      const step = latest.step + 1n
+      if (req.policyVersion === version && req.step === step) return Effect.void
+      return Effect.fail(
+        precondition(
+          `policy_version ${req.policyVersion} at step ${req.step}: expected exactly the next, version ${version} at step ${step} (the job's latest is version ${latest.version} at step ${latest.step}); no jumps, no going back: ClaimJob says where the job is`,
+        ),
+      )
+    }
+
+    /** One publish at a time per job in this gateway: the next-version check holds until the announcement. */
+    const publishLocks = new Map<string, Semaphore.Semaphore>()
+    const lockOf = (jobId: string) => {
+      let lock = publishLocks.get(jobId)
+      if (lock === undefined) {
+        lock = Semaphore.makeUnsafe(1)
+        publishLocks.set(jobId, lock)
+      }
+      return lock
+    }
+
+    /**
+     * Checks and announces a trainer's weights (a file's bytes, or a checkpoint directory read by
+     * `source`); any failure: nothing is stored or announced.
+     */
     const publish = (
       req: {
         readonly jobId: string
@@ -170,7 +248,10 @@ export const trainerService = (
         readonly format: string
         readonly batchIds: ReadonlyArray<string>
       },
-      bytes: Uint8Array,
+      source: (
+        expected: TinyMoeConfig,
+        published: Published,
+      ) => Effect.Effect<CheckedWeights, StatusError>,
     ) =>
       Effect.gen(function* () {
         const { spec } = yield* externalJob(store, req.jobId)
@@ -178,19 +259,13 @@ export const trainerService = (
         if (req.format !== "safetensors")
           return yield* invalid(`format: must be "safetensors", got ${JSON.stringify(req.format)}`)
         const current = yield* currentWeights(req.jobId, spec)
-        if (req.policyVersion <= current.version)
-          return yield* invalid(
-            `policy_version: must be greater than the job's latest version ${current.version}, got ${req.policyVersion}`,
-          )
-        const decoded = yield* Effect.try({
-          try: () => decodeWeights(bytes),
-          catch: (e) => invalid(`weights: ${e instanceof Error ? e.message : String(e)}`),
-        })
+        yield* checkNext(req, current)
         const expected = decodeWeights(current.bytes).model.config
-        if (!sameConfig(decoded.model.config, expected))
-          return yield* invalid(
-            `weights: model config ${JSON.stringify(decoded.model.config)} is not the job's ${JSON.stringify(expected)}`,
-          )
+        const { bytes, reencoded } = yield* source(expected, {
+          jobId: req.jobId,
+          version: req.policyVersion,
+          step: req.step,
+        })
         // The steps this version completes become job events first: the job ends at the
         // announcement of its last step, and its events must already hold that step.
         const record = yield* readBatchRecord(batchKv, req.jobId)
@@ -242,10 +317,10 @@ export const trainerService = (
         m.published.inc({ job: req.jobId })
         m.version.set({ job: req.jobId }, Number(req.policyVersion))
         yield* Effect.logInfo(
-          `trainer: job ${req.jobId}: external weights v${req.policyVersion} (step ${req.step}, ${bytes.length} bytes) announced`,
+          `trainer: job ${req.jobId}: external weights v${req.policyVersion} (step ${req.step}, ${bytes.length} bytes${reencoded ? ", re-encoded as t1's weights file" : ""}) announced`,
         )
         return announcement
-      })
+      }).pipe(lockOf(req.jobId).withPermits(1))
 
     const handlers = (ctx: GatewayContext): ServiceHandlers<(typeof TrainerService)["method"]> => {
       const { runner, tokens } = ctx
@@ -298,16 +373,16 @@ export const trainerService = (
             const { jobId, leaseId, policyVersion } = call.request
             const { spec } = yield* externalJob(store, jobId)
             yield* checkLease(leases, jobId, leaseId)
-            const current = yield* currentWeights(jobId, spec)
-            if (policyVersion !== 0n && policyVersion !== current.version)
-              return yield* precondition(
-                `policy_version ${policyVersion}: only the job's latest version (${current.version}) is served`,
-              )
+            const current =
+              policyVersion === undefined
+                ? yield* currentWeights(jobId, spec)
+                : yield* versionWeights(jobId, policyVersion)
             const digest = sha256(current.bytes)
             for (let at = 0; at < current.bytes.length || at === 0; at += CHUNK_BYTES) {
               yield* write(
                 create(FetchWeightsResponseSchema, {
                   policyVersion: current.version,
+                  step: current.step,
                   format: "safetensors",
                   sizeBytes: BigInt(current.bytes.length),
                   sha256: digest,
@@ -467,7 +542,9 @@ export const trainerService = (
             }
             if (h.sha256 !== "" && sha256(bytes) !== h.sha256.toLowerCase())
               return yield* invalid(`sha256: the bytes hash to ${sha256(bytes)}, not ${h.sha256}`)
-            const announcement = yield* publish(h, bytes)
+            const announcement = yield* publish(h, (expected, p) =>
+              checkWeightsFile(bytes, expected, p),
+            )
             return create(PublishWeightsResponseSchema, { announcement })
           }),
         ),
@@ -478,17 +555,20 @@ export const trainerService = (
             const r = call.request
             if (!isAbsolute(r.path))
               return yield* invalid(`path: must be absolute, got ${JSON.stringify(r.path)}`)
-            const bytes = yield* Effect.tryPromise({
-              try: async () => {
-                const info = await stat(r.path)
-                if (!info.isFile()) throw new Error("not a file")
-                if (info.size > maxBytes) throw new Error(`${info.size} bytes, at most ${maxBytes}`)
-                return new Uint8Array(await readFile(r.path))
-              },
-              catch: (e) =>
-                invalid(`path ${r.path}: ${e instanceof Error ? e.message : String(e)}`),
-            })
-            const announcement = yield* publish(r, bytes)
+            const kind = yield* refKind(r.path, maxBytes)
+            const announcement = yield* publish(r, (expected, p) =>
+              kind === "directory"
+                ? checkWeightsDir(r.path, expected, p)
+                : Effect.tryPromise({
+                    try: () => readFile(r.path),
+                    catch: (e) =>
+                      invalid(`path ${r.path}: ${e instanceof Error ? e.message : String(e)}`),
+                  }).pipe(
+                    Effect.flatMap((bytes) =>
+                      checkWeightsFile(new Uint8Array(bytes), expected, p, r.path),
+                    ),
+                  ),
+            )
             return create(PublishWeightsRefResponseSchema, { announcement })
           }),
         ),

@@ -11,6 +11,7 @@
  * rejects with {@link GatewayCallError} (its gRPC code, details, and for INVALID_ARGUMENT the
  * offending field paths). `client.effect` has the same calls as Effects and WatchJob as a Stream.
  */
+import { createHash } from "node:crypto"
 import { readFileSync } from "node:fs"
 import {
   type DescMessage,
@@ -24,6 +25,7 @@ import {
   type CancelJobResponse,
   type ErrorDetail,
   ErrorDetailSchema,
+  type FetchJobWeightsResponse,
   type GetJobResponse,
   type JobEvent,
   JobService,
@@ -118,6 +120,13 @@ export interface JobServiceClient {
    * UNAVAILABLE: watch again from the last seq + 1.
    */
   readonly watchJob: (request: Init<M["watchJob"]["input"]>) => AsyncIterable<JobEvent>
+  /**
+   * The job's weights file at a version (the latest unless `policyVersion`): the first chunk as
+   * the head (version, step, size, digest) and the bytes, their size and digest checked.
+   */
+  readonly fetchJobWeights: (
+    request: Init<M["fetchJobWeights"]["input"]>,
+  ) => Promise<{ readonly head: FetchJobWeightsResponse; readonly bytes: Uint8Array }>
   readonly effect: {
     readonly submitJob: (
       request: Init<M["submitJob"]["input"]>,
@@ -134,6 +143,12 @@ export interface JobServiceClient {
     readonly watchJob: (
       request: Init<M["watchJob"]["input"]>,
     ) => Stream.Stream<JobEvent, GatewayCallError>
+    readonly fetchJobWeights: (
+      request: Init<M["fetchJobWeights"]["input"]>,
+    ) => Effect.Effect<
+      { readonly head: FetchJobWeightsResponse; readonly bytes: Uint8Array },
+      GatewayCallError
+    >
   }
   readonly close: () => void
 }
@@ -236,6 +251,47 @@ export const jobServiceClient = (
     },
   })
 
+  const fetchJobWeights = (
+    request: Init<M["fetchJobWeights"]["input"]>,
+    signal?: AbortSignal,
+  ): Promise<{ readonly head: FetchJobWeightsResponse; readonly bytes: Uint8Array }> =>
+    new Promise((resolve, reject) => {
+      const method = JobService.method.fetchJobWeights
+      const call = client.makeServerStreamRequest(
+        `/${JobService.typeName}/${method.name}`,
+        (value: Init<M["fetchJobWeights"]["input"]>) => codec(method.input).serialize(value),
+        codec(method.output).deserialize,
+        request,
+        metadata(),
+        {},
+      )
+      signal?.addEventListener("abort", () => call.cancel(), { once: true })
+      const parts: Uint8Array[] = []
+      let head: FetchJobWeightsResponse | undefined
+      call.on("data", (chunk: FetchJobWeightsResponse) => {
+        head ??= chunk
+        parts.push(chunk.data)
+      })
+      call.on("error", (e) => reject(toCallError(e)))
+      call.on("end", () => {
+        if (head === undefined) {
+          reject(toCallError(new Error("FetchJobWeights ended without a chunk")))
+          return
+        }
+        const bytes = Buffer.concat(parts)
+        const digest = createHash("sha256").update(bytes).digest("hex")
+        if (BigInt(bytes.length) !== head.sizeBytes || digest !== head.sha256)
+          reject(
+            toCallError(
+              new Error(
+                `FetchJobWeights: received ${bytes.length} bytes hashing to ${digest}; announced ${head.sizeBytes} bytes ${head.sha256}`,
+              ),
+            ),
+          )
+        else resolve({ head, bytes: new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length) })
+      })
+    })
+
   const submitJob = unary(JobService.method.submitJob)
   const getJob = unary(JobService.method.getJob)
   const cancelJob = unary(JobService.method.cancelJob)
@@ -252,12 +308,14 @@ export const jobServiceClient = (
     cancelJob: (r) => cancelJob(r),
     listJobs: (r) => listJobs(r),
     watchJob,
+    fetchJobWeights: (r) => fetchJobWeights(r),
     effect: {
       submitJob: lift(submitJob),
       getJob: lift(getJob),
       cancelJob: lift(cancelJob),
       listJobs: lift(listJobs),
       watchJob: (r) => Stream.fromAsyncIterable(watchJob(r), toCallError),
+      fetchJobWeights: lift(fetchJobWeights),
     },
     close: () => client.close(),
   }

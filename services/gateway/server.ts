@@ -157,7 +157,7 @@ export const serveGateway = (
     })
     server.addService(
       serviceDefinition(JobService),
-      jobServiceHandlers({ store, runner, metrics, tokens }),
+      jobServiceHandlers({ bus, subjects: options.subjects, store, runner, metrics, tokens }),
     )
     const extra = options.services ?? []
     for (const service of extra) service.install(server, { runner, metrics, tokens })

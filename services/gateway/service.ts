@@ -9,11 +9,13 @@ import {
   SubmitJobResponseSchema,
   WatchJobResponseSchema,
 } from "../../proto/index.ts"
+import type { BusShape, Subjects } from "../bus/index.ts"
 import type { JobStoreShape } from "../jobs/index.ts"
 import { InvalidArgument, type Violation } from "../jobs/index.ts"
 import { authorize, type Role, type Tokens } from "./auth.ts"
 import type { CallRunner } from "./calls.ts"
 import type { ServiceHandlers } from "./grpc-adapter.ts"
+import { fetchJobWeights } from "./job-weights.ts"
 import type { GatewayMetrics } from "./metrics.ts"
 import { validateJobId, validateJobSpec, validateRequestId } from "./validate.ts"
 
@@ -24,15 +26,18 @@ const check = (violations: ReadonlyArray<Violation | undefined>) => {
 
 /**
  * t1.v1.JobService over the job store. Stateless: everything lives on the bus, so any number of
- * gateways can serve the same jobs. Readers may Get, List and Watch; Submit and Cancel need admin.
+ * gateways can serve the same jobs. Readers may Get, List, Watch and fetch weights; Submit and
+ * Cancel need admin.
  */
 export const jobServiceHandlers = (options: {
+  readonly bus: BusShape
+  readonly subjects: Subjects
   readonly store: JobStoreShape
   readonly runner: CallRunner
   readonly metrics: GatewayMetrics
   readonly tokens: Tokens | undefined
 }): ServiceHandlers<(typeof JobService)["method"]> => {
-  const { store, runner, metrics, tokens } = options
+  const { bus, subjects, store, runner, metrics, tokens } = options
   const guarded = (method: string, role: Role) => (metadata: Parameters<typeof authorize>[1]) =>
     authorize(tokens, metadata, role, method)
 
@@ -103,6 +108,15 @@ export const jobServiceHandlers = (options: {
         yield* Stream.runForEach(store.watch(call.request.jobId, call.request.fromSeq), (event) =>
           write(create(WatchJobResponseSchema, { event })),
         ).pipe(Effect.ensuring(Effect.sync(() => metrics.watchStreams.dec())))
+      }),
+    ),
+
+    fetchJobWeights: runner.serverStream("JobService/FetchJobWeights", (call, write) =>
+      Effect.gen(function* () {
+        yield* guarded("FetchJobWeights", "reader")(call.metadata)
+        const { jobId, policyVersion } = call.request
+        yield* check([validateJobId(jobId)])
+        yield* fetchJobWeights({ bus, subjects, store }, jobId, policyVersion, write)
       }),
     ),
   }

@@ -16,5 +16,8 @@ export {
   latestKey,
   publishWeightBytes,
   publishWeights,
+  readVersion,
+  versionAnnouncement,
+  versionKey,
   WeightsUnavailable,
 } from "./weights.ts"

@@ -18,9 +18,16 @@ export class WeightsUnavailable extends Data.TaggedError("WeightsUnavailable")<{
 export const latestKey = (job: string): string => `${job}.latest`
 
 /**
+ * KV key of one version's announcement. Every version a job publishes is kept (its bytes under
+ * `<job>/v<version>.safetensors`, this record beside them) for as long as the weights bucket
+ * is: nothing deletes them, during the job or after it ends, so any version stays readable.
+ */
+export const versionKey = (job: string, version: bigint): string => `${job}.v${version}`
+
+/**
  * Publishes a policy version: the safetensors bytes into the object store (`<prefix>-weights`,
- * name `<job>/v<version>.safetensors`), the announcement into KV (latest per job) and on
- * `<prefix>.weights.<job>`.
+ * name `<job>/v<version>.safetensors`), the announcement into KV (per version, and as the job's
+ * latest) and on `<prefix>.weights.<job>`.
  */
 export const publishWeights = (
   bus: BusShape,
@@ -68,6 +75,8 @@ export const publishWeightBytes = (
     })
     const encoded = toBinary(WeightsAnnouncementSchema, announcement)
     const kv = yield* bus.kv(subjects.weightsBucket)
+    // The version's own record first: whoever sees it as the latest can also find it by number.
+    yield* kv.put(versionKey(job, version), encoded)
     yield* kv.put(latestKey(job), encoded)
     yield* bus.publish(subjects.weights(job), encoded)
     return announcement
@@ -85,6 +94,37 @@ export const latestAnnouncement = (
     return Option.isNone(found)
       ? undefined
       : fromBinary(WeightsAnnouncementSchema, found.value.value)
+  })
+
+/**
+ * The announcement of one of the job's versions, if it published it. A version published before
+ * versions had records of their own is found by its object (digest and size from its bytes,
+ * step unknown: 0).
+ */
+export const versionAnnouncement = (
+  bus: BusShape,
+  subjects: Subjects,
+  job: string,
+  version: bigint,
+): Effect.Effect<WeightsAnnouncement | undefined, BusError> =>
+  Effect.gen(function* () {
+    const kv = yield* bus.kv(subjects.weightsBucket)
+    const found = yield* kv.get(versionKey(job, version))
+    if (Option.isSome(found)) return fromBinary(WeightsAnnouncementSchema, found.value.value)
+    const latest = yield* latestAnnouncement(bus, subjects, job)
+    if (latest?.policyVersion === version) return latest
+    const name = `${job}/v${version}.safetensors`
+    const bytes = yield* (yield* bus.objectStore(subjects.weightsBucket)).get(name)
+    if (Option.isNone(bytes)) return undefined
+    return create(WeightsAnnouncementSchema, {
+      jobId: job,
+      policyVersion: version,
+      bucket: subjects.weightsBucket,
+      name,
+      sha256: createHash("sha256").update(bytes.value).digest("hex"),
+      sizeBytes: BigInt(bytes.value.length),
+      format: "safetensors",
+    })
   })
 
 /** The announced weights file's bytes, its digest checked. */
@@ -108,6 +148,28 @@ export const fetchWeightBytes = (
       })
     }
     return found.value
+  })
+
+/**
+ * One of the job's versions (the latest when `version` is undefined): its announcement and its
+ * bytes, digest checked; undefined when the job never published it.
+ */
+export const readVersion = (
+  bus: BusShape,
+  subjects: Subjects,
+  job: string,
+  version: bigint | undefined,
+): Effect.Effect<
+  { readonly announcement: WeightsAnnouncement; readonly bytes: Uint8Array } | undefined,
+  BusError | WeightsUnavailable
+> =>
+  Effect.gen(function* () {
+    const announcement =
+      version === undefined
+        ? yield* latestAnnouncement(bus, subjects, job)
+        : yield* versionAnnouncement(bus, subjects, job, version)
+    if (announcement === undefined) return undefined
+    return { announcement, bytes: yield* fetchWeightBytes(bus, announcement) }
   })
 
 /** Fetches announced weights and checks their digest. */

@@ -4,10 +4,12 @@
  * and a trainer written against TrainerService over gRPC. It claims the job, fetches the
  * starting weights, takes batches, publishes new weights and reports steps; the samplers follow
  * the versions it publishes and the coordinator ends the job at its step budget. Along the way:
- * the last version goes by reference (PublishWeightsRef, a file on shared storage); a job t1's
- * learner pool holds cannot be claimed, a second trainer cannot take a live lease but
- * takes a lapsed one and resumes from the last published version, stale acks and malformed
- * weights (streamed or by reference) are refused, and nothing is announced for them.
+ * the last version goes by reference (PublishWeightsRef, a file on shared storage), and once the
+ * job has ended its final weights and an old version are read through JobService and `t1 weights
+ * fetch`; a job t1's learner pool holds cannot be claimed, a second trainer cannot take a live
+ * lease but takes a lapsed one and resumes from the last published version, stale acks, malformed
+ * weights (streamed or by reference) and versions that go back are refused, and nothing is
+ * announced for them.
  */
 import { createHash } from "node:crypto"
 import { mkdtempSync, writeFileSync } from "node:fs"
@@ -16,9 +18,17 @@ import { join } from "node:path"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { type TrainerServiceClient, trainerServiceClient } from "../../actors/trainer/index.ts"
+import { weightsCommand } from "../../cli/commands/weights.ts"
 import { startUpSystem } from "../../cli/up/system.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
-import { decodeWeights, encodeSafetensors, encodeWeights, type TinyMoe } from "../../model/index.ts"
+import {
+  decodeSafetensors,
+  decodeWeights,
+  encodeSafetensors,
+  encodeWeights,
+  readHfCheckpoint,
+  type TinyMoe,
+} from "../../model/index.ts"
 import { type Batch, JobState } from "../../proto/index.ts"
 import { subjectsFor } from "../../services/bus/index.ts"
 import { type JobServiceClient, jobServiceClient } from "../../services/gateway/index.ts"
@@ -81,6 +91,7 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
             expected: string
           }> = []
           const batches: Batch[] = []
+          const v1Sha = { value: "" }
 
           const take = async (leaseId: string, ack: string) => {
             for (;;) {
@@ -131,8 +142,10 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
               batchIds: [batch.batchId],
             }
             const bytes = encodeWeights(model, "F32", { version })
-            if (via === "stream") await trainer.publishWeights(header, bytes)
-            else {
+            if (via === "stream") {
+              const { announcement } = await trainer.publishWeights(header, bytes)
+              if (n === 1) v1Sha.value = announcement?.sha256 ?? ""
+            } else {
               // A checkpoint the trainer wrote to storage the gateway reads.
               const path = join(checkpoints, `v${version}.safetensors`)
               writeFileSync(path, bytes)
@@ -161,25 +174,23 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
           )
           const header = { jobId, leaseId: lease, policyVersion: version + 1n, step: 2n }
           const good = encodeWeights(model, "F32", { version: version + 1n })
-          // Safetensors files of the model's tensors, with one added or one reshaped.
-          const tensorsOf = (m: TinyMoe) =>
-            new Map(
-              m
-                .entries()
-                .map((e) => [
-                  e.name,
-                  { dtype: "F32" as const, shape: e.shape, data: Float32Array.from(e.data) },
-                ]),
-            )
+          // The model's Hugging Face tensors, with one added or one reshaped.
+          const tensorsOf = () => decodeSafetensors(good).tensors
           const metadata = decodeWeights(good).metadata
-          const extra = tensorsOf(model)
-          extra.set("layers.9.mystery", { dtype: "F32", shape: [2], data: Float32Array.of(1, 2) })
+          const extra = tensorsOf()
+          extra.set("model.layers.9.mystery", {
+            dtype: "F32",
+            shape: [2],
+            data: Float32Array.of(1, 2),
+          })
           const unknownName = await grpcCode(
             trainer.publishWeights(header, encodeSafetensors(extra, metadata)),
           )
-          const reshaped = tensorsOf(model)
-          const [name, first] = [...reshaped.entries()][0] ?? []
-          if (name === undefined || first === undefined) throw new Error("no tensors")
+          const reshaped = tensorsOf()
+          const name = "model.embed_tokens.weight"
+          const first = reshaped.get(name)
+          if (first === undefined || !(first.data instanceof Float32Array))
+            throw new Error("no embedding")
           const rows = (first.shape[0] ?? 1) - 1
           const rest = first.shape.slice(1).reduce((a, b) => a * b, 1)
           reshaped.set(name, {
@@ -271,6 +282,16 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
           const events = []
           for await (const e of jobs.watchJob({ jobId })) events.push(e)
           const { status } = await jobs.getJob({ jobId })
+          // The job has ended: its final weights and an old version stay readable.
+          const final = await jobs.fetchJobWeights({ jobId })
+          const firstVersion = await jobs.fetchJobWeights({ jobId, policyVersion: 1n })
+          const finalDir = join(checkpoints, "final")
+          const cli = await Effect.runPromiseExit(
+            weightsCommand(["fetch", jobId, "--out", finalDir, "--gateway", gateway.address], {
+              out: () => undefined,
+              err: () => undefined,
+            }) as Effect.Effect<void, unknown>,
+          )
           trainer.close()
           jobs.close()
           return {
@@ -292,6 +313,7 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
             oldVersion,
             badRefs,
             byRef,
+            v1Sha: v1Sha.value,
             claimB,
             leaseB,
             oldLease,
@@ -300,6 +322,11 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
             trained,
             batches,
             status,
+            final,
+            firstVersion,
+            finalModel: model,
+            cliOk: cli._tag === "Success",
+            finalDir,
             steps: events.flatMap((e) => (e.event.case === "learnerStep" ? [e.event.value] : [])),
           }
         })
@@ -323,7 +350,7 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
       wrongShape: "INVALID_ARGUMENT",
       undecodable: "INVALID_ARGUMENT",
       truncated: "INVALID_ARGUMENT",
-      oldVersion: "INVALID_ARGUMENT",
+      oldVersion: "FAILED_PRECONDITION",
     })
     expect(result.badRefs).toEqual({
       relative: "INVALID_ARGUMENT",
@@ -331,7 +358,7 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
       folder: "INVALID_ARGUMENT",
       truncated: "INVALID_ARGUMENT",
       format: "INVALID_ARGUMENT",
-      oldVersion: "INVALID_ARGUMENT",
+      oldVersion: "FAILED_PRECONDITION",
     })
     expect(result.after).toBe(result.before)
     // Step 3 was published by reference: announced as v3 with the file's digest.
@@ -355,6 +382,19 @@ describe("TrainerService: an external trainer trains a t1 job", () => {
     // Step 2 as torch-b trained and published it, not torch-a's held report.
     expect(result.steps[1]?.episodeIds).toEqual(result.trained[1])
     expect(result.steps[1]?.episodeIds).not.toEqual(result.orphanEpisodes)
+    // After the job ended: the final version (v3, step 3) and v1 through JobService, and the
+    // final weights as a Hugging Face checkpoint directory through the CLI.
+    expect([result.final.head.policyVersion, result.final.head.step]).toEqual([3n, 3n])
+    expect(result.final.head.sha256).toBe(result.byRef[0]?.expected)
+    expect(result.firstVersion.head.policyVersion).toBe(1n)
+    expect(result.firstVersion.head.sha256).toBe(result.v1Sha)
+    expect(result.cliOk).toBe(true)
+    const exported = readHfCheckpoint(result.finalDir)
+    expect(
+      exported.model
+        .entries()
+        .every((e, k) => e.data.every((v, i) => v === result.finalModel.entries()[k]?.data[i])),
+    ).toBe(true)
     // The samplers switched to the published versions: later batches were sampled on them.
     const sampledOn = result.batches.flatMap((b) => b.trajectories.map((t) => t.policyVersionEnd))
     expect(sampledOn.some((v) => v >= 1n)).toBe(true)

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file t1/v1/trainer.proto.
  */
 export const file_t1_v1_trainer: GenFile = /*@__PURE__*/
-  fileDesc("ChN0MS92MS90cmFpbmVyLnByb3RvEgV0MS52MSJLCg9DbGFpbUpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhIKCnRyYWluZXJfaWQYAiABKAkSFAoMbGVhc2VfdHRsX21zGAMgASgNIl0KDFRyYWluZXJMZWFzZRIOCgZqb2JfaWQYASABKAkSEgoKdHJhaW5lcl9pZBgCIAEoCRIQCghsZWFzZV9pZBgDIAEoCRIXCg9leHBpcmVzX3VuaXhfbXMYBCABKAMilAEKEENsYWltSm9iUmVzcG9uc2USIgoFbGVhc2UYASABKAsyEy50MS52MS5UcmFpbmVyTGVhc2USHAoEc3BlYxgCIAEoCzIOLnQxLnYxLkpvYlNwZWMSFgoOcG9saWN5X3ZlcnNpb24YAyABKAQSDAoEc3RlcBgEIAEoBBIYChBwZW5kaW5nX2JhdGNoX2lkGAUgASgJIk8KE0ZldGNoV2VpZ2h0c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEhYKDnBvbGljeV92ZXJzaW9uGAMgASgEInAKFEZldGNoV2VpZ2h0c1Jlc3BvbnNlEhYKDnBvbGljeV92ZXJzaW9uGAEgASgEEg4KBmZvcm1hdBgCIAEoCRISCgpzaXplX2J5dGVzGAMgASgEEg4KBnNoYTI1NhgEIAEoCRIMCgRkYXRhGAUgASgMIpcBCh5UcmFpbmVyU2VydmljZVRha2VCYXRjaFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEhQKDGFja19iYXRjaF9pZBgDIAEoCRIYChBtYXhfdHJhamVjdG9yaWVzGAQgASgNEhIKCm1heF90b2tlbnMYBSABKA0SDwoHd2FpdF9tcxgGIAEoDSI+Ch9UcmFpbmVyU2VydmljZVRha2VCYXRjaFJlc3BvbnNlEhsKBWJhdGNoGAEgASgLMgwudDEudjEuQmF0Y2giWQoWRmV0Y2hUcmFqZWN0b3J5UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSHQoDcmVmGAMgASgLMhAudDEudjEuT2JqZWN0UmVmIksKF0ZldGNoVHJhamVjdG9yeVJlc3BvbnNlEhIKCnNpemVfYnl0ZXMYASABKAQSDgoGc2hhMjU2GAIgASgJEgwKBGRhdGEYAyABKAwiXgoVUHVibGlzaFdlaWdodHNSZXF1ZXN0Ei0KBmhlYWRlchgBIAEoCzIbLnQxLnYxLlB1Ymxpc2hXZWlnaHRzSGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBHBhcnQipQEKFFB1Ymxpc2hXZWlnaHRzSGVhZGVyEg4KBmpvYl9pZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgDIAEoBBIMCgRzdGVwGAQgASgEEg4KBmZvcm1hdBgFIAEoCRISCgpzaXplX2J5dGVzGAYgASgEEg4KBnNoYTI1NhgHIAEoCRIRCgliYXRjaF9pZHMYCCADKAkikwEKGFB1Ymxpc2hXZWlnaHRzUmVmUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSFgoOcG9saWN5X3ZlcnNpb24YAyABKAQSDAoEc3RlcBgEIAEoBBIOCgZmb3JtYXQYBSABKAkSDAoEcGF0aBgGIAEoCRIRCgliYXRjaF9pZHMYByADKAkiSgoWUHVibGlzaFdlaWdodHNSZXNwb25zZRIwCgxhbm5vdW5jZW1lbnQYASABKAsyGi50MS52MS5XZWlnaHRzQW5ub3VuY2VtZW50Ik0KGVB1Ymxpc2hXZWlnaHRzUmVmUmVzcG9uc2USMAoMYW5ub3VuY2VtZW50GAEgASgLMhoudDEudjEuV2VpZ2h0c0Fubm91bmNlbWVudCJdChFSZXBvcnRTdGVwUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSJgoGcmVwb3J0GAMgASgLMhYudDEudjEuVHJhaW5TdGVwUmVwb3J0IhQKElJlcG9ydFN0ZXBSZXNwb25zZTK0BAoOVHJhaW5lclNlcnZpY2USOwoIQ2xhaW1Kb2ISFi50MS52MS5DbGFpbUpvYlJlcXVlc3QaFy50MS52MS5DbGFpbUpvYlJlc3BvbnNlEkkKDEZldGNoV2VpZ2h0cxIaLnQxLnYxLkZldGNoV2VpZ2h0c1JlcXVlc3QaGy50MS52MS5GZXRjaFdlaWdodHNSZXNwb25zZTABEloKCVRha2VCYXRjaBIlLnQxLnYxLlRyYWluZXJTZXJ2aWNlVGFrZUJhdGNoUmVxdWVzdBomLnQxLnYxLlRyYWluZXJTZXJ2aWNlVGFrZUJhdGNoUmVzcG9uc2USUgoPRmV0Y2hUcmFqZWN0b3J5Eh0udDEudjEuRmV0Y2hUcmFqZWN0b3J5UmVxdWVzdBoeLnQxLnYxLkZldGNoVHJhamVjdG9yeVJlc3BvbnNlMAESTwoOUHVibGlzaFdlaWdodHMSHC50MS52MS5QdWJsaXNoV2VpZ2h0c1JlcXVlc3QaHS50MS52MS5QdWJsaXNoV2VpZ2h0c1Jlc3BvbnNlKAESVgoRUHVibGlzaFdlaWdodHNSZWYSHy50MS52MS5QdWJsaXNoV2VpZ2h0c1JlZlJlcXVlc3QaIC50MS52MS5QdWJsaXNoV2VpZ2h0c1JlZlJlc3BvbnNlEkEKClJlcG9ydFN0ZXASGC50MS52MS5SZXBvcnRTdGVwUmVxdWVzdBoZLnQxLnYxLlJlcG9ydFN0ZXBSZXNwb25zZWIGcHJvdG8z", [file_t1_v1_common, file_t1_v1_job, file_t1_v1_learner]);
+  fileDesc("ChN0MS92MS90cmFpbmVyLnByb3RvEgV0MS52MSJLCg9DbGFpbUpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhIKCnRyYWluZXJfaWQYAiABKAkSFAoMbGVhc2VfdHRsX21zGAMgASgNIl0KDFRyYWluZXJMZWFzZRIOCgZqb2JfaWQYASABKAkSEgoKdHJhaW5lcl9pZBgCIAEoCRIQCghsZWFzZV9pZBgDIAEoCRIXCg9leHBpcmVzX3VuaXhfbXMYBCABKAMilAEKEENsYWltSm9iUmVzcG9uc2USIgoFbGVhc2UYASABKAsyEy50MS52MS5UcmFpbmVyTGVhc2USHAoEc3BlYxgCIAEoCzIOLnQxLnYxLkpvYlNwZWMSFgoOcG9saWN5X3ZlcnNpb24YAyABKAQSDAoEc3RlcBgEIAEoBBIYChBwZW5kaW5nX2JhdGNoX2lkGAUgASgJImcKE0ZldGNoV2VpZ2h0c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEhsKDnBvbGljeV92ZXJzaW9uGAMgASgESACIAQFCEQoPX3BvbGljeV92ZXJzaW9uIn4KFEZldGNoV2VpZ2h0c1Jlc3BvbnNlEhYKDnBvbGljeV92ZXJzaW9uGAEgASgEEg4KBmZvcm1hdBgCIAEoCRISCgpzaXplX2J5dGVzGAMgASgEEg4KBnNoYTI1NhgEIAEoCRIMCgRkYXRhGAUgASgMEgwKBHN0ZXAYBiABKAQilwEKHlRyYWluZXJTZXJ2aWNlVGFrZUJhdGNoUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSFAoMYWNrX2JhdGNoX2lkGAMgASgJEhgKEG1heF90cmFqZWN0b3JpZXMYBCABKA0SEgoKbWF4X3Rva2VucxgFIAEoDRIPCgd3YWl0X21zGAYgASgNIj4KH1RyYWluZXJTZXJ2aWNlVGFrZUJhdGNoUmVzcG9uc2USGwoFYmF0Y2gYASABKAsyDC50MS52MS5CYXRjaCJZChZGZXRjaFRyYWplY3RvcnlSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIdCgNyZWYYAyABKAsyEC50MS52MS5PYmplY3RSZWYiSwoXRmV0Y2hUcmFqZWN0b3J5UmVzcG9uc2USEgoKc2l6ZV9ieXRlcxgBIAEoBBIOCgZzaGEyNTYYAiABKAkSDAoEZGF0YRgDIAEoDCJeChVQdWJsaXNoV2VpZ2h0c1JlcXVlc3QSLQoGaGVhZGVyGAEgASgLMhsudDEudjEuUHVibGlzaFdlaWdodHNIZWFkZXJIABIOCgRkYXRhGAIgASgMSABCBgoEcGFydCKlAQoUUHVibGlzaFdlaWdodHNIZWFkZXISDgoGam9iX2lkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEhYKDnBvbGljeV92ZXJzaW9uGAMgASgEEgwKBHN0ZXAYBCABKAQSDgoGZm9ybWF0GAUgASgJEhIKCnNpemVfYnl0ZXMYBiABKAQSDgoGc2hhMjU2GAcgASgJEhEKCWJhdGNoX2lkcxgIIAMoCSKTAQoYUHVibGlzaFdlaWdodHNSZWZSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIWCg5wb2xpY3lfdmVyc2lvbhgDIAEoBBIMCgRzdGVwGAQgASgEEg4KBmZvcm1hdBgFIAEoCRIMCgRwYXRoGAYgASgJEhEKCWJhdGNoX2lkcxgHIAMoCSJKChZQdWJsaXNoV2VpZ2h0c1Jlc3BvbnNlEjAKDGFubm91bmNlbWVudBgBIAEoCzIaLnQxLnYxLldlaWdodHNBbm5vdW5jZW1lbnQiTQoZUHVibGlzaFdlaWdodHNSZWZSZXNwb25zZRIwCgxhbm5vdW5jZW1lbnQYASABKAsyGi50MS52MS5XZWlnaHRzQW5ub3VuY2VtZW50Il0KEVJlcG9ydFN0ZXBSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRImCgZyZXBvcnQYAyABKAsyFi50MS52MS5UcmFpblN0ZXBSZXBvcnQiFAoSUmVwb3J0U3RlcFJlc3BvbnNlMrQECg5UcmFpbmVyU2VydmljZRI7CghDbGFpbUpvYhIWLnQxLnYxLkNsYWltSm9iUmVxdWVzdBoXLnQxLnYxLkNsYWltSm9iUmVzcG9uc2USSQoMRmV0Y2hXZWlnaHRzEhoudDEudjEuRmV0Y2hXZWlnaHRzUmVxdWVzdBobLnQxLnYxLkZldGNoV2VpZ2h0c1Jlc3BvbnNlMAESWgoJVGFrZUJhdGNoEiUudDEudjEuVHJhaW5lclNlcnZpY2VUYWtlQmF0Y2hSZXF1ZXN0GiYudDEudjEuVHJhaW5lclNlcnZpY2VUYWtlQmF0Y2hSZXNwb25zZRJSCg9GZXRjaFRyYWplY3RvcnkSHS50MS52MS5GZXRjaFRyYWplY3RvcnlSZXF1ZXN0Gh4udDEudjEuRmV0Y2hUcmFqZWN0b3J5UmVzcG9uc2UwARJPCg5QdWJsaXNoV2VpZ2h0cxIcLnQxLnYxLlB1Ymxpc2hXZWlnaHRzUmVxdWVzdBodLnQxLnYxLlB1Ymxpc2hXZWlnaHRzUmVzcG9uc2UoARJWChFQdWJsaXNoV2VpZ2h0c1JlZhIfLnQxLnYxLlB1Ymxpc2hXZWlnaHRzUmVmUmVxdWVzdBogLnQxLnYxLlB1Ymxpc2hXZWlnaHRzUmVmUmVzcG9uc2USQQoKUmVwb3J0U3RlcBIYLnQxLnYxLlJlcG9ydFN0ZXBSZXF1ZXN0GhkudDEudjEuUmVwb3J0U3RlcFJlc3BvbnNlYgZwcm90bzM", [file_t1_v1_common, file_t1_v1_job, file_t1_v1_learner]);
 
 /**
  * @generated from message t1.v1.ClaimJobRequest
@@ -145,11 +145,12 @@ export type FetchWeightsRequest = Message<"t1.v1.FetchWeightsRequest"> & {
   leaseId: string;
 
   /**
-   * A published version of the job; 0 means the latest (the starting weights when none).
+   * A version the job published (0: its starting weights); unset means the latest. A version
+   * the job never published is NOT_FOUND.
    *
-   * @generated from field: uint64 policy_version = 3;
+   * @generated from field: optional uint64 policy_version = 3;
    */
-  policyVersion: bigint;
+  policyVersion?: bigint | undefined;
 };
 
 /**
@@ -171,14 +172,14 @@ export type FetchWeightsResponse = Message<"t1.v1.FetchWeightsResponse"> & {
   policyVersion: bigint;
 
   /**
-   * "safetensors" (t1's TinyMoE layout: tensor names and shapes as model/weights writes them).
+   * "safetensors": t1's weights file (see "Weights" above).
    *
    * @generated from field: string format = 2;
    */
   format: string;
 
   /**
-   * Total bytes of the file, and its lowercase hex SHA-256.
+   * Total bytes of the file, and its lowercase hex SHA-256 (the announcement's).
    *
    * @generated from field: uint64 size_bytes = 3;
    */
@@ -193,6 +194,13 @@ export type FetchWeightsResponse = Message<"t1.v1.FetchWeightsResponse"> & {
    * @generated from field: bytes data = 5;
    */
   data: Uint8Array;
+
+  /**
+   * The learner step that produced the version (0: the starting weights).
+   *
+   * @generated from field: uint64 step = 6;
+   */
+  step: bigint;
 };
 
 /**
@@ -379,7 +387,10 @@ export type PublishWeightsHeader = Message<"t1.v1.PublishWeightsHeader"> & {
   leaseId: string;
 
   /**
-   * Must be greater than the job's latest published version.
+   * Exactly the job's latest published version + 1, and `step` exactly the latest's step + 1:
+   * no jumps, no going back. 0 (either) is INVALID_ARGUMENT; any other value that is not the
+   * next is FAILED_PRECONDITION (the job is elsewhere than the trainer thinks: ClaimJob says
+   * where, resume from there), naming the expected and the given values.
    *
    * @generated from field: uint64 policy_version = 3;
    */
@@ -393,7 +404,7 @@ export type PublishWeightsHeader = Message<"t1.v1.PublishWeightsHeader"> & {
   step: bigint;
 
   /**
-   * "safetensors".
+   * "safetensors" (one file; see "Weights" above).
    *
    * @generated from field: string format = 5;
    */
@@ -445,6 +456,8 @@ export type PublishWeightsRefRequest = Message<"t1.v1.PublishWeightsRefRequest">
   leaseId: string;
 
   /**
+   * As PublishWeightsHeader.policy_version and step: exactly the next of each.
+   *
    * @generated from field: uint64 policy_version = 3;
    */
   policyVersion: bigint;
@@ -455,12 +468,16 @@ export type PublishWeightsRefRequest = Message<"t1.v1.PublishWeightsRefRequest">
   step: bigint;
 
   /**
+   * "safetensors".
+   *
    * @generated from field: string format = 5;
    */
   format: string;
 
   /**
-   * Absolute path of the file on storage the gateway reads.
+   * Absolute path, on storage the gateway reads, of a safetensors file or of a Hugging Face
+   * checkpoint directory (`model.safetensors.index.json` + shards, or `model.safetensors`, and
+   * `config.json`).
    *
    * @generated from field: string path = 6;
    */
@@ -566,6 +583,37 @@ export const ReportStepResponseSchema: GenMessage<ReportStepResponse> = /*@__PUR
  * PublishWeights (or PublishWeightsRef), until the job's step budget is reached: the job ends
  * (SUCCEEDED) when the version of its last step is announced.
  *
+ * Weights. The model is a Qwen3-MoE (Hugging Face's `Qwen3MoeForCausalLM`, config.json
+ * `model_type: "qwen3_moe"`) of the job's model config. What a trainer publishes is checked
+ * against that config before anything is stored or announced: every tensor of the model's state
+ * dict present under its Hugging Face name (`model.embed_tokens.weight`,
+ * `model.layers.N.self_attn.{q,k,v,o}_proj.weight`, `model.layers.N.self_attn.{q,k}_norm.weight`,
+ * `model.layers.N.mlp.gate.weight`, `model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight`,
+ * `model.layers.N.{input,post_attention}_layernorm.weight`, `model.norm.weight`,
+ * `lm_head.weight`) with its Hugging Face shape ([out, in] for matrices), dtype F32, BF16 or F16,
+ * every value finite; no other tensor, except t1's critic (`value_head.weight` [1, hidden],
+ * `value_head.bias` [1]), which is optional (zeros when absent). Accepted as:
+ *   - one safetensors file (PublishWeights' bytes, or PublishWeightsRef's path to a file): a
+ *     plain Hugging Face `model.safetensors` (no `__metadata__` needed), or t1's own weights file
+ *     (the same tensors plus the critic, config.json in `__metadata__.config`);
+ *   - a Hugging Face checkpoint directory (PublishWeightsRef's path to a directory):
+ *     `model.safetensors.index.json` and the shards it names, or one `model.safetensors`, with
+ *     its `config.json` (a Qwen3-MoE config equal to the job's; another architecture is refused)
+ *     and optionally the critic in `critic/value_head.safetensors`.
+ * A refusal is INVALID_ARGUMENT naming the file and tensor (missing, unknown, wrong shape or
+ * dtype, NaN/Inf), and nothing is stored or announced. Every version is stored and served as
+ * t1's weights file (a file t1 wrote or a trainer sent in t1's format is kept byte for byte;
+ * others are re-encoded as t1's F32 file, so the announcement's sha256 is that of the stored
+ * bytes): one safetensors file, Hugging Face names and layouts, the critic's two tensors, and
+ * the config in `__metadata__.config`. FetchWeights and JobService.FetchJobWeights serve it;
+ * `t1 weights fetch` writes it out as a Hugging Face checkpoint directory.
+ *
+ * Versions. A job's versions are contiguous: its starting weights (version 0, or the version
+ * of a `job:<id>` policy_ref) at step 0, announced at the first ClaimJob, then one version per
+ * publish, each exactly one more than the latest in both policy_version and step. Every version
+ * is kept (nothing deletes them, during the job or after it) and served by FetchWeights and
+ * JobService.FetchJobWeights.
+ *
  * @generated from service t1.v1.TrainerService
  */
 export const TrainerService: GenService<{
@@ -581,7 +629,8 @@ export const TrainerService: GenService<{
     output: typeof ClaimJobResponseSchema;
   },
   /**
-   * The job's weights at a published version (the latest by default), as chunks.
+   * The job's weights at a published version (the latest by default; any version the job
+   * published), as chunks. An ended job's weights are read with JobService.FetchJobWeights.
    *
    * @generated from rpc t1.v1.TrainerService.FetchWeights
    */
@@ -613,9 +662,11 @@ export const TrainerService: GenService<{
     output: typeof FetchTrajectoryResponseSchema;
   },
   /**
-   * New weights as a stream: a header first, then the bytes. Stored in the weights object store
-   * and announced as the TypeScript learner announces them only once every byte arrived and the
-   * weights decode to the job's model; anything else is INVALID_ARGUMENT and nothing is announced.
+   * New weights as a stream: a header first, then the bytes of one safetensors file (see
+   * "Weights" above). Stored in the weights object store and announced as the TypeScript learner
+   * announces them only once every byte arrived and the weights check against the job's model;
+   * anything else is INVALID_ARGUMENT (or FAILED_PRECONDITION for a version or step that is not
+   * the next, see PublishWeightsHeader) and nothing is announced.
    *
    * @generated from rpc t1.v1.TrainerService.PublishWeights
    */
@@ -625,7 +676,9 @@ export const TrainerService: GenService<{
     output: typeof PublishWeightsResponseSchema;
   },
   /**
-   * New weights written by the trainer to storage the gateway reads (a safetensors file).
+   * New weights written by the trainer to storage the gateway reads: a safetensors file or a
+   * Hugging Face checkpoint directory (see "Weights" above); checked and announced as
+   * PublishWeights does.
    *
    * @generated from rpc t1.v1.TrainerService.PublishWeightsRef
    */
