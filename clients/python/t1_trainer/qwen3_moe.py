@@ -399,8 +399,8 @@ class Qwen3Moe(nn.Module):
         values = self.value_head(f)[:, 0] if self.value_head is not None else None
         if used:
             return logits, values, torch.stack(used, dim=1), torch.stack(routers, dim=1)
-        E = c["num_experts"]
-        return logits, values, torch.zeros(T, 0, 0, dtype=torch.long), torch.zeros(T, 0, E, dtype=logits.dtype)
+        k, E = c["num_experts_per_tok"], c["num_experts"]
+        return logits, values, torch.zeros(T, 0, k, dtype=torch.long), torch.zeros(T, 0, E, dtype=logits.dtype)
 
     def _check_replay(self, replay, T):
         replay = torch.as_tensor(replay).long()
