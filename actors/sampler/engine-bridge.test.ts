@@ -1,14 +1,15 @@
-import { existsSync, mkdtempSync, readdirSync } from "node:fs"
+import { mkdtempSync, readdirSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect, Fiber } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { TinyMoe } from "../../model/index.ts"
+import { encodeWeights, TinyMoe } from "../../model/index.ts"
 import { Bus, MemoryBusLive, subjectsFor } from "../../services/bus/index.ts"
 import { publishWeights } from "../../services/weights/index.ts"
-import { Rotation, runEngineBridge } from "./engine-bridge.ts"
+import { exportCheckpoint, Rotation, runEngineBridge } from "./engine-bridge.ts"
 import {
   type SglangDouble,
+  type SglangDoubleOptions,
   sglangDouble,
   type VllmDouble,
   vllmDouble,
@@ -17,23 +18,36 @@ import { replicatedBackend } from "./policy/replicas.ts"
 import { sglangBackend } from "./policy/sglang.ts"
 import { startTestServer, type TestServer } from "./policy/test-server.ts"
 import { vllmBackend } from "./policy/vllm.ts"
-import { sglangWeightSync, vllmWeightSync } from "./policy/weight-sync.ts"
+import { type EngineWeightSync, sglangWeightSync, vllmWeightSync } from "./policy/weight-sync.ts"
 
 /**
- * The engine bridge against two SGLang doubles: each announced version is exported as a Hugging
- * Face checkpoint and loaded into every replica by pause → update (path, version) → continue; a
- * refused or timed-out load keeps the replica out of rotation until a retry loads it; the engine
- * then reports the new version in its answers, which is what turns record.
+ * The engine bridge against two SGLang doubles launched on a TinyMoE model directory (Hugging
+ * Face names): each announced version is exported and loaded into every replica by pause (mode
+ * from the server's version) → update (path, version) → confirm (`/get_weight_version`, one
+ * tensor read back) → continue; a refused (HTTP 400 or 200 + success false) or timed-out load
+ * keeps the replica out of rotation until a retry loads it; an engine that reports success but
+ * changed nothing stays out; a restarted engine is found and reloaded.
  */
-const doubles: SglangDouble[] = [
-  sglangDouble(() => ({ tokens: [5, 6] })),
-  sglangDouble(() => ({ tokens: [5, 6] })),
-]
-const servers: TestServer[] = []
-beforeAll(async () => {
-  for (const d of doubles) servers.push(await startTestServer(d.handler))
-})
-afterAll(() => Promise.all(servers.map((s) => s.close())))
+/** A TinyMoE of `seed` whose norm gains differ from every other seed's too (all 1 at init). */
+const distinctModel = (seed: number) => {
+  const model = TinyMoe.create({ config: { vocabSize: 300 }, seed })
+  const gain = 1 + seed / 64
+  for (const layer of model.params.layers)
+    for (const norm of [layer.attnNorm, layer.ffnNorm, layer.qNorm, layer.kNorm]) norm.fill(gain)
+  model.params.finalNorm.fill(gain)
+  return model
+}
+const launch = (() => {
+  const dir = mkdtempSync(join(tmpdir(), "t1-launch-"))
+  const model = distinctModel(7)
+  return {
+    dir,
+    ready: Effect.runPromise(exportCheckpoint(dir, "launch", 0n, encodeWeights(model))).then(
+      (c) => c.path,
+    ),
+  }
+})()
+const modelAt = (v: bigint) => distinctModel(Number(v))
 
 const until = async (what: string, ok: () => boolean, ms = 20_000) => {
   const deadline = Date.now() + ms
@@ -42,96 +56,319 @@ const until = async (what: string, ok: () => boolean, ms = 20_000) => {
     await new Promise((r) => setTimeout(r, 20))
   }
 }
+const wait = (what: string, ok: () => boolean, ms?: number) =>
+  Effect.promise(() => until(what, ok, ms))
 
-describe("engine bridge (SGLang double)", () => {
-  it("loads each version into every replica in order, keeps a failing one out of rotation and retries it", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "t1-bridge-"))
-    const subjects = subjectsFor("bridge")
-    const rotation = new Rotation()
-    const [a, b] = doubles as [SglangDouble, SglangDouble]
-    const [sa, sb] = servers as [TestServer, TestServer]
-    const replicas = [sa, sb].map((s) => sglangWeightSync({ baseUrl: s.url, timeoutMs: 500 }))
-    const model = TinyMoe.create({ config: { vocabSize: 300 }, seed: 1 })
-    await Effect.runPromise(
-      Effect.scoped(
-        Effect.gen(function* () {
-          const bus = yield* Bus
-          const bridge = yield* Effect.forkScoped(
-            runEngineBridge({
-              bus,
-              subjects,
-              job: "job-e",
-              checkpointDir: dir,
-              replicas,
-              rotation,
-              retryDelayMs: 50,
-            }),
-          )
-          yield* Effect.sleep("100 millis")
-          yield* publishWeights(bus, subjects, "job-e", model, 1n, 1n)
-          yield* Effect.promise(() =>
-            until(
-              "v1 on both",
-              () => rotation.versions.get(sa.url) === 1n && rotation.versions.get(sb.url) === 1n,
-            ),
-          )
-          const v1 = join(dir, "job-e", "v1")
-          expect(a.refits).toEqual(["pause retract", `update ${v1} 1`, "continue"])
-          expect(b.refits).toEqual(["pause retract", `update ${v1} 1`, "continue"])
-          expect(readdirSync(v1).sort()).toEqual([
-            "config.json",
-            "model-00001-of-00001.safetensors",
-            "model.safetensors.index.json",
-          ])
+/** Two SGLang doubles on the launch directory, their servers and weight syncs. */
+const sglangPair = async (options: Omit<SglangDoubleOptions, "launchDir"> = {}) => {
+  const launchDir = await launch.ready
+  const doubles = [0, 1].map(() =>
+    sglangDouble(() => ({ tokens: [5, 6, 7, 8] }), { ...options, launchDir }),
+  )
+  const servers = await Promise.all(doubles.map((d) => startTestServer(d.handler)))
+  return {
+    doubles: doubles as [SglangDouble, SglangDouble],
+    servers: servers as [TestServer, TestServer],
+  }
+}
+const closing: TestServer[] = []
+afterAll(() => Promise.all(closing.map((s) => s.close())))
 
-          // v2: replica b refuses twice and times out once before it loads.
-          b.failUpdates = 2
-          b.hangUpdates = 1
-          yield* publishWeights(bus, subjects, "job-e", model, 2n, 2n)
-          yield* Effect.promise(() => until("b out of rotation", () => !rotation.isIn(sb.url)))
-          yield* Effect.promise(() =>
-            until("v2 on both", () => rotation.versions.get(sb.url) === 2n),
-          )
-          const v2 = join(dir, "job-e", "v2")
-          // Every attempt is pause → update → continue; the hung one and the refused ones failed.
-          expect(b.refits.slice(3)).toEqual([
-            "pause retract",
-            `hang ${v2} 2`,
-            "continue",
-            "pause retract",
-            `refused ${v2} 2`,
-            "continue",
-            "pause retract",
-            `refused ${v2} 2`,
-            "continue",
-            "pause retract",
-            `update ${v2} 2`,
-            "continue",
-          ])
-          expect(a.refits.slice(3)).toEqual(["pause retract", `update ${v2} 2`, "continue"])
-          expect(rotation.isIn(sa.url) && rotation.isIn(sb.url)).toBe(true)
-          expect(b.paused).toBe(false)
-          expect(existsSync(join(v2, "config.json"))).toBe(true)
-          yield* Fiber.interrupt(bridge)
-        }),
-      ).pipe(Effect.provide(MemoryBusLive())),
-    )
-
-    // The engine reports the version it holds; the sampler's turns carry it.
-    const versionNow = async () =>
-      (
-        await Effect.runPromise(
-          sglangBackend({ baseUrl: sb.url, contextLength: 64 }).generate({
-            sessionId: "s",
-            ids: Uint32Array.of(1, 2, 3),
-            sampling: { temperature: 1, topP: 1, maxTokens: 4, stopTokenIds: [] },
+/** Runs the bridge over `syncs` for `job` on an in-memory bus while `body` publishes versions. */
+const withBridge = (
+  job: string,
+  syncs: ReadonlyArray<EngineWeightSync>,
+  rotation: Rotation,
+  body: (
+    publish: (version: bigint) => Effect.Effect<unknown, unknown>,
+  ) => Effect.Effect<void, unknown>,
+  extra: { readonly checkEveryMs?: number } = {},
+) => {
+  const dir = mkdtempSync(join(tmpdir(), "t1-bridge-"))
+  const subjects = subjectsFor(`b${Math.random().toString(36).slice(2, 7)}`)
+  return Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const bus = yield* Bus
+        const bridge = yield* Effect.forkScoped(
+          runEngineBridge({
+            bus,
+            subjects,
+            job,
+            checkpointDir: dir,
+            replicas: syncs,
+            rotation,
+            retryDelayMs: 50,
+            checkEveryMs: extra.checkEveryMs ?? 0,
           }),
         )
-      ).policyVersion
-    expect(await versionNow()).toBe(2n)
+        yield* Effect.sleep("100 millis")
+        yield* body((v) => publishWeights(bus, subjects, job, modelAt(v), v, v))
+        yield* Fiber.interrupt(bridge)
+      }),
+    ).pipe(Effect.provide(MemoryBusLive())),
+  ).then(() => dir)
+}
+
+/** The paths of requests of `server` other than generation, in order. */
+const calls = (server: TestServer) =>
+  server.received.filter((r) => r.path !== "/generate").map((r) => `${r.method} ${r.path}`)
+
+const turnOn = (url: string, rotation: Rotation) =>
+  sglangBackend({
+    baseUrl: url,
+    contextLength: 64,
+    policyVersion: () => rotation.versions.get(url) ?? 0n,
+    confirmWeights: {
+      loaded: () => rotation.versions.get(url),
+      onMismatch: () => rotation.stale(url),
+    },
+  }).generate({
+    sessionId: "s",
+    ids: Uint32Array.of(1, 2, 3),
+    sampling: { temperature: 1, topP: 1, maxTokens: 4, stopTokenIds: [] },
+  })
+
+describe("engine bridge (SGLang double)", () => {
+  it("loads and confirms each version in every replica (every served tensor changed); refusals (400, 200 + success false) and a timeout keep the replica out until a retry loads it", async () => {
+    const {
+      doubles: [a, b],
+      servers: [sa, sb],
+    } = await sglangPair()
+    closing.push(sa, sb)
+    const rotation = new Rotation()
+    const syncs = [sa, sb].map((s) => sglangWeightSync({ baseUrl: s.url, timeoutMs: 500 }))
+    const dir = await withBridge("job-e", syncs, rotation, (publish) =>
+      Effect.gen(function* () {
+        yield* publish(1n)
+        yield* wait(
+          "v1 on both",
+          () => rotation.versions.get(sa.url) === 1n && rotation.versions.get(sb.url) === 1n,
+        )
+        for (const [d, s] of [
+          [a, sa],
+          [b, sb],
+        ] as const) {
+          expect(d.refits).toEqual(["pause retract", `update ${d.loads[0]?.path} 1`, "continue"])
+          // The server's version picks the pause mode; the load is confirmed while paused.
+          expect(calls(s)).toEqual([
+            "GET /get_server_info",
+            "POST /pause_generation",
+            "POST /update_weights_from_disk",
+            "GET /get_weight_version",
+            "POST /get_weights_by_name",
+            "POST /continue_generation",
+          ])
+          expect(s.sent(4)).toEqual({ name: "model.layers.0.mlp.gate.weight", truncate_size: 8 })
+          expect(d.loads[0]?.changed).toBe(d.weights.size)
+          expect(d.loads[0]?.skipped).toEqual([])
+        }
+        console.log(`v1: ${a.loads[0]?.changed} of ${a.weights.size} served tensors changed`)
+
+        // v2: b refuses twice (HTTP 400) and times out once before it loads.
+        b.failUpdates = 2
+        b.hangUpdates = 1
+        yield* publish(2n)
+        yield* wait("b out of rotation", () => !rotation.isIn(sb.url))
+        yield* wait("v2 on b", () => rotation.versions.get(sb.url) === 2n)
+        const v2 = b.loads[1]?.path
+        expect(b.refits.slice(3)).toEqual([
+          "pause retract",
+          `hang ${v2} 2`,
+          "continue",
+          "pause retract",
+          `refused ${v2} 2`,
+          "continue",
+          "pause retract",
+          `refused ${v2} 2`,
+          "continue",
+          "pause retract",
+          `update ${v2} 2`,
+          "continue",
+        ])
+        yield* wait("v2 on a", () => rotation.versions.get(sa.url) === 2n)
+
+        // v3: a refuses once as servers that answer 200 with success false do.
+        a.refusalStatus = 200
+        a.failUpdates = 1
+        yield* publish(3n)
+        yield* wait(
+          "v3 on both",
+          () => rotation.versions.get(sa.url) === 3n && rotation.versions.get(sb.url) === 3n,
+        )
+        expect(a.refits.filter((r) => r.endsWith(" 3"))).toEqual([
+          `refused ${a.loads[2]?.path} 3`,
+          `update ${a.loads[2]?.path} 3`,
+        ])
+        for (const d of [a, b]) {
+          expect(d.loads.map((l) => l.changed)).toEqual([
+            d.weights.size,
+            d.weights.size,
+            d.weights.size,
+          ])
+          expect(d.errors).toEqual([])
+        }
+        expect(rotation.isIn(sa.url) && rotation.isIn(sb.url)).toBe(true)
+        expect(b.paused).toBe(false)
+      }),
+    )
+    expect(readdirSync(join(dir, "job-e", "v1")).sort()).toEqual([
+      "config.json",
+      "critic",
+      "model-00001-of-00001.safetensors",
+      "model.safetensors.index.json",
+    ])
+    // The engine reports the version it holds; the sampler's turns carry it.
+    const plain = (url: string) =>
+      sglangBackend({ baseUrl: url, contextLength: 64 }).generate({
+        sessionId: "s",
+        ids: Uint32Array.of(1, 2, 3),
+        sampling: { temperature: 1, topP: 1, maxTokens: 4, stopTokenIds: [] },
+      })
+    expect((await Effect.runPromise(plain(sb.url))).policyVersion).toBe(3n)
     b.restart()
-    // An engine restarted with its initial weights says so ("default": no version), never v2.
-    expect(await versionNow()).toBe(0n)
+    expect((await Effect.runPromise(plain(sb.url))).policyVersion).toBe(0n)
+  }, 60_000)
+
+  it("an engine that reports success but changes nothing: WeightsNotLoaded naming /get_weights_by_name, not retried, the replica out of rotation until a later version confirms", async () => {
+    const {
+      doubles: [, b],
+      servers: [sa, sb],
+    } = await sglangPair()
+    closing.push(sa, sb)
+    const rotation = new Rotation()
+    const syncs = [sa, sb].map((s) => sglangWeightSync({ baseUrl: s.url, timeoutMs: 2000 }))
+    const failures: string[] = []
+    const watched: EngineWeightSync[] = syncs.map((sync) => ({
+      ...sync,
+      update: (c) =>
+        sync
+          .update(c)
+          .pipe(
+            Effect.tapError((e) => Effect.sync(() => failures.push(`${e._tag}: ${e.message}`))),
+          ),
+    }))
+    await withBridge("job-n", watched, rotation, (publish) =>
+      Effect.gen(function* () {
+        b.ignoreLoads = true
+        yield* publish(1n)
+        yield* wait("v1 on a", () => rotation.versions.get(sa.url) === 1n)
+        yield* wait("b's load answered", () => failures.length === 1)
+        yield* Effect.sleep("300 millis")
+        expect(failures).toHaveLength(1)
+        expect(failures[0]).toMatch(
+          /^WeightsNotLoaded: .*the engine reported success but \/get_weights_by_name shows it did not load them: model\.layers\.0\.mlp\.gate\.weight holds /,
+        )
+        expect(b.refits.filter((r) => r.startsWith("update"))).toHaveLength(1)
+        expect(b.errors).toHaveLength(1)
+        expect(rotation.isIn(sb.url)).toBe(false)
+        expect(rotation.versions.get(sb.url)).toBeUndefined()
+        // Turns go to a only.
+        expect((yield* turnOn(sa.url, rotation)).policyVersion).toBe(1n)
+
+        b.ignoreLoads = false
+        yield* publish(2n)
+        yield* wait("v2 on b", () => rotation.versions.get(sb.url) === 2n && rotation.isIn(sb.url))
+        expect(b.loads.at(-1)?.changed).toBe(b.weights.size)
+      }),
+    )
+  }, 60_000)
+
+  it("on SGLang before pause modes (0.5.5) does not pause (its pause aborts): the load waits for the running turn, which keeps one version", async () => {
+    const {
+      doubles: [a],
+      servers: [sa, sb],
+    } = await sglangPair({ serverVersion: "0.5.5", pauseModes: false, tokenMs: 60 })
+    closing.push(sa, sb)
+    const rotation = new Rotation()
+    await withBridge("job-o", [sglangWeightSync({ baseUrl: sa.url })], rotation, (publish) =>
+      Effect.gen(function* () {
+        yield* publish(1n)
+        yield* wait("v1", () => rotation.versions.get(sa.url) === 1n)
+        const turn = yield* Effect.forkChild(turnOn(sa.url, rotation))
+        yield* wait("the turn running", () => a.running === 1)
+        yield* publish(2n)
+        const result = yield* Fiber.join(turn)
+        expect(result.policyVersion).toBe(1n)
+        yield* wait("v2", () => rotation.versions.get(sa.url) === 2n)
+        expect(a.refits).toEqual([`update ${a.loads[0]?.path} 1`, `update ${a.loads[1]?.path} 2`])
+        expect(a.calls.map((c) => c.weightVersions)).toEqual([[{ version: "1", start: 0, end: 4 }]])
+      }),
+    )
+  }, 60_000)
+
+  it("a turn retracted by the pause and resumed on the new weights carries the oldest version", async () => {
+    const {
+      doubles: [a],
+      servers: [sa, sb],
+    } = await sglangPair({ tokenMs: 80, loadMs: 300 })
+    closing.push(sa, sb)
+    const rotation = new Rotation()
+    await withBridge("job-r", [sglangWeightSync({ baseUrl: sa.url })], rotation, (publish) =>
+      Effect.gen(function* () {
+        yield* publish(1n)
+        yield* wait("v1", () => rotation.versions.get(sa.url) === 1n)
+        const turn = yield* Effect.forkChild(turnOn(sa.url, rotation))
+        yield* wait("a token generated", () => a.running === 1)
+        yield* Effect.sleep("100 millis")
+        yield* publish(2n)
+        const result = yield* Fiber.join(turn)
+        const spans = a.calls[0]?.weightVersions ?? []
+        expect(spans.map((s) => s.version)).toEqual(["1", "2"])
+        expect(result.policyVersion).toBe(1n)
+      }),
+    )
+  }, 60_000)
+
+  it("a turn that reaches a replica restarted on its launch weights fails retryably and the replica is reloaded before it takes another", async () => {
+    const {
+      doubles: [a],
+      servers: [sa, sb],
+    } = await sglangPair({ loadMs: 200 })
+    closing.push(sa, sb)
+    const rotation = new Rotation()
+    await withBridge("job-s", [sglangWeightSync({ baseUrl: sa.url })], rotation, (publish) =>
+      Effect.gen(function* () {
+        yield* publish(1n)
+        yield* wait("v1", () => rotation.versions.get(sa.url) === 1n)
+        a.restart()
+        const first = yield* Effect.result(turnOn(sa.url, rotation))
+        expect(first._tag).toBe("Failure")
+        if (first._tag === "Failure") {
+          expect(first.failure.retryable).toBe(true)
+          expect(first.failure.message).toMatch(/weights "default" where v1 was loaded/)
+        }
+        yield* wait("reloaded", () => a.loads.length === 2 && rotation.isIn(sa.url))
+        expect(a.loads[1]?.changed).toBe(a.weights.size)
+        expect((yield* turnOn(sa.url, rotation)).policyVersion).toBe(1n)
+      }),
+    )
+  }, 60_000)
+
+  it("checks the replicas in rotation every checkEveryMs: one restarted on its launch weights is taken out and reloaded with no turn sent to it", async () => {
+    const {
+      doubles: [a],
+      servers: [sa, sb],
+    } = await sglangPair({ loadMs: 200 })
+    closing.push(sa, sb)
+    const rotation = new Rotation()
+    await withBridge(
+      "job-c",
+      [sglangWeightSync({ baseUrl: sa.url })],
+      rotation,
+      (publish) =>
+        Effect.gen(function* () {
+          yield* publish(1n)
+          yield* wait("v1", () => rotation.versions.get(sa.url) === 1n)
+          a.restart()
+          yield* wait("out", () => !rotation.isIn(sa.url), 5000)
+          yield* wait("reloaded", () => a.loads.length === 2 && rotation.isIn(sa.url))
+          expect(a.weightVersion).toBe("1")
+          expect(a.loads[1]?.changed).toBe(a.weights.size)
+          expect(a.calls).toEqual([])
+        }),
+      { checkEveryMs: 100 },
+    )
   }, 60_000)
 })
 

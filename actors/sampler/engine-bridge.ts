@@ -5,22 +5,36 @@
  * it fetches the weights (digest checked), writes them as a Hugging Face checkpoint directory
  * (`DIR/<job>/v<version>/`: safetensors shards, index, config.json; written under a temporary
  * name and renamed, so an engine never reads half a checkpoint) on storage the engines read,
- * then loads it into every replica. A replica is out of rotation while it loads; one whose load
- * fails or times out stays out and is retried, and rejoins when it holds the new version. Turns
- * carry the version the engine reports (SGLang `weight_version`), or for vLLM, whose answers name
- * no weights, the version loaded into the replica (no load runs under a turn: the replica drains
- * first) confirmed by `GET /weight_info` after the turn; so nothing is ever sampled on old weights
- * under a new version number.
+ * then loads it into every replica. A replica is out of rotation while it loads (turns wait for a
+ * replica in rotation, see replicas.ts); it rejoins only once the load is confirmed (the engine
+ * reports the version, and SGLang reads one tensor back equal to the export). One whose load
+ * fails or times out stays out and is retried; one that reported success without loading
+ * (WeightsNotLoaded) stays out until a later version confirms. Every `checkEveryMs` the replicas
+ * in rotation are asked which version they hold; one found at another (an engine restarted on its
+ * launch weights, "default") is taken out and loaded again before it takes another turn.
+ *
+ * Versions of turns: SGLang names the weights of every run of output tokens
+ * (`meta_info.weight_versions`) and a turn carries the oldest, so a turn retracted by a pause and
+ * resumed on the new weights is only as fresh as its oldest tokens. vLLM's answers name no
+ * weights, so its replica drains before a load (the bridge waits until no turn of ours is in
+ * flight there, and the pause is `mode=wait`): no turn straddles a load, and a turn carries the
+ * version loaded into its replica, confirmed by `GET /weight_info` after the turn. Either way
+ * nothing is sampled on old weights under a new version number.
  */
 import { mkdir, rename, rm, writeFile } from "node:fs/promises"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { fromBinary } from "@bufbuild/protobuf"
 import { Data, Duration, Effect, Option, Queue, Schedule, Semaphore, Stream } from "effect"
 import { hfCheckpointFiles } from "../../model/index.ts"
 import { type WeightsAnnouncement, WeightsAnnouncementSchema } from "../../proto/index.ts"
 import type { BusShape, Subjects } from "../../services/bus/index.ts"
 import { fetchWeightBytes, latestKey } from "../../services/weights/index.ts"
-import type { CheckpointRef, EngineWeightSync, WeightSyncFailed } from "./policy/weight-sync.ts"
+import type {
+  CheckpointRef,
+  EngineWeightSync,
+  WeightSyncFailed,
+  WeightsNotLoaded,
+} from "./policy/weight-sync.ts"
 
 /**
  * Which replicas take turns: the bridge takes them out while they load and after failures. It
@@ -98,6 +112,11 @@ export interface EngineBridgeOptions {
   readonly retryDelayMs?: number
   /** Largest shard of an exported checkpoint. Default 5 GB. */
   readonly maxShardBytes?: number
+  /**
+   * How often the replicas in rotation are asked which version they hold (an engine restarted
+   * on its launch weights is reloaded before it takes another turn). Default 30 s; 0: never.
+   */
+  readonly checkEveryMs?: number
 }
 
 /** A version could not be written as a checkpoint under the configured directory. */
@@ -125,8 +144,11 @@ export const exportCheckpoint = (
       const staging = `${path}.partial-${process.pid}`
       await rm(staging, { recursive: true, force: true })
       await mkdir(staging, { recursive: true })
-      for (const file of hfCheckpointFiles(bytes, maxShardBytes ? { maxShardBytes } : {}))
+      for (const file of hfCheckpointFiles(bytes, maxShardBytes ? { maxShardBytes } : {})) {
+        // The critic goes to a subfolder engines do not read.
+        await mkdir(dirname(join(staging, file.name)), { recursive: true })
         await writeFile(join(staging, file.name), file.bytes)
+      }
       await rm(path, { recursive: true, force: true })
       await rename(staging, path)
       return { path, version }
@@ -151,10 +173,17 @@ const load = (o: EngineBridgeOptions, replica: EngineWeightSync, checkpoint: Che
     o.rotation.take(replica.replica)
     if (replica.drains) yield* o.rotation.drained(replica.replica)
     yield* replica.update(checkpoint).pipe(
-      Effect.tapError((e: WeightSyncFailed) =>
-        Effect.logWarning(`engine bridge: ${e.message}; replica out of rotation, retrying`),
+      Effect.tapError((e) =>
+        e._tag === "WeightSyncFailed"
+          ? Effect.logWarning(`engine bridge: ${e.message}; replica out of rotation, retrying`)
+          : Effect.void,
       ),
-      Effect.retry({ schedule, times: attempts - 1 }),
+      // The same load into an engine that ignored it would be ignored again.
+      Effect.retry({
+        schedule,
+        times: attempts - 1,
+        while: (e: WeightSyncFailed | WeightsNotLoaded) => e._tag === "WeightSyncFailed",
+      }),
     )
     o.rotation.versions.set(replica.replica, checkpoint.version)
     o.rotation.restore(replica.replica)
@@ -162,13 +191,38 @@ const load = (o: EngineBridgeOptions, replica: EngineWeightSync, checkpoint: Che
       `engine bridge: ${replica.replica} holds weights v${checkpoint.version} (${checkpoint.path})`,
     )
   }).pipe(
-    Effect.catch((e: WeightSyncFailed) =>
+    Effect.catch((e: WeightSyncFailed | WeightsNotLoaded) =>
       Effect.logError(
-        `engine bridge: ${replica.replica} did not take v${checkpoint.version} after ${attempts} attempts (${e.message}); it stays out of rotation until a later version loads`,
+        e._tag === "WeightsNotLoaded"
+          ? `engine bridge: ${e.message}; ${replica.replica} stays out of rotation until a later version loads and is confirmed`
+          : `engine bridge: ${replica.replica} did not take v${checkpoint.version} after ${attempts} attempts (${e.message}); it stays out of rotation until a later version loads`,
       ),
     ),
   )
 }
+
+/**
+ * Asks every replica in rotation which version it holds; one that names another than the bridge
+ * loaded is stale (taken out and reloaded). An answer that raced a load is ignored.
+ */
+const checkReplicas = (o: EngineBridgeOptions) =>
+  Effect.forEach(
+    o.replicas,
+    (replica) =>
+      Effect.gen(function* () {
+        const name = replica.replica
+        const loaded = o.rotation.versions.get(name)
+        if (loaded === undefined || !o.rotation.isIn(name)) return
+        const reported = yield* replica.reported
+        if (!o.rotation.isIn(name) || o.rotation.versions.get(name) !== loaded) return
+        if (reported === loaded.toString()) return
+        yield* Effect.logWarning(
+          `engine bridge: ${name} reports weights ${JSON.stringify(reported)} where v${loaded} was loaded (restarted?)`,
+        )
+        o.rotation.stale(name)
+      }).pipe(Effect.catch(() => Effect.void)),
+    { concurrency: "unbounded", discard: true },
+  )
 
 /**
  * Follows the job's announcements (the latest in KV at start, then `<prefix>.weights.<job>`)
@@ -236,6 +290,11 @@ export const runEngineBridge = (o: EngineBridgeOptions) =>
         }),
       ),
     )
+    const every = o.checkEveryMs ?? 30_000
+    if (every > 0)
+      yield* Effect.forkScoped(
+        Effect.repeat(checkReplicas(o), Schedule.spaced(Duration.millis(every))),
+      )
     const decode = (bytes: Uint8Array) =>
       Effect.try({
         try: () => fromBinary(WeightsAnnouncementSchema, bytes),

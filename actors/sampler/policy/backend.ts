@@ -61,6 +61,8 @@ export class PolicyError extends Data.TaggedError("PolicyError")<{
   readonly message: string
   /** Transient (timeout, engine restarting, overload): the episode may retry the turn. */
   readonly retryable: boolean
+  /** The HTTP status the engine answered, when it answered one. */
+  readonly status?: number
 }> {}
 
 /** Something that turns a context into the policy's next turn: the embedded TinyMoE or an engine. */

@@ -94,6 +94,7 @@ const decodeAnswer = (post: JsonPost, answer: Answer): Effect.Effect<unknown, Po
       backend: post.backend,
       message: `${post.backend}: ${verb(post)} ${post.url} answered ${status}: ${errorMessage(text)}`,
       retryable: isTransientStatus(status),
+      status,
     }),
   )
 }

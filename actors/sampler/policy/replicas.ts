@@ -5,8 +5,11 @@
  * circuit breaker: consecutive infra failures (transport errors, timeouts, 408/429/5xx — the
  * retryable PolicyErrors) open it, and while it is open no turn is sent there; the episode's
  * retry of the failed turn goes to another replica. After the cool-down one turn probes it.
+ * A turn that finds no replica in rotation because the engine bridge has them out (loading new
+ * weights, as an SGLang server holds requests during its own load) waits for one to rejoin,
+ * up to `rotationWaitMs`, instead of failing its episode.
  */
-import { Clock, Effect } from "effect"
+import { Clock, Duration, Effect } from "effect"
 import {
   type BreakerMetrics,
   type BreakerOptions,
@@ -30,6 +33,12 @@ export interface ReplicaOptions {
    */
   readonly inRotation?: (name: string) => boolean
   /**
+   * How long a turn waits for a replica to rejoin the rotation when none takes turns because
+   * the bridge has them out; then it fails (retryable). Default 10 minutes (loads of real
+   * checkpoints take tens of seconds, and failed ones are retried with back-off).
+   */
+  readonly rotationWaitMs?: number
+  /**
    * Told when a turn is sent to a replica and when it ends, however it ends (the engine bridge
    * waits for a replica to drain before a load that must not run under a turn).
    */
@@ -52,10 +61,13 @@ export const replicatedBackend = (
     replicas.length === 1 &&
     options.breaker === undefined &&
     options.inRotation === undefined &&
+    options.rotationWaitMs === undefined &&
     options.turns === undefined
   )
     return first.backend
   const inRotation = options.inRotation ?? (() => true)
+  const rotationWaitMs = options.rotationWaitMs ?? 600_000
+  const someOut = () => members.some((x) => !inRotation(x.name))
   const members = replicas.map((r) => ({
     ...r,
     breaker: new CircuitBreaker(options.breaker ?? DEFAULT_BREAKER_OPTIONS),
@@ -82,14 +94,21 @@ export const replicatedBackend = (
 
   const generate = (request: GenerateRequest) =>
     Effect.gen(function* () {
-      const now = yield* Clock.currentTimeMillis
-      const m = pick(request.sessionId, now)
+      const start = yield* Clock.currentTimeMillis
+      let now = start
+      let m = pick(request.sessionId, now)
+      // Replicas the bridge has out rejoin when their load is confirmed: wait for one.
+      while (m === undefined && someOut() && now - start < rotationWaitMs) {
+        yield* Effect.sleep(Duration.millis(Math.min(50, rotationWaitMs - (now - start))))
+        now = yield* Clock.currentTimeMillis
+        m = pick(request.sessionId, now)
+      }
       if (m === undefined) {
         const reopen = Math.min(...members.map((x) => x.breaker.reopensAtMs() ?? now))
         return yield* new PolicyError({
           backend: first.backend.name,
-          message: members.some((x) => !inRotation(x.name))
-            ? `${first.backend.name}: no engine replica in rotation (loading new weights, or their last load failed and is being retried)`
+          message: someOut()
+            ? `${first.backend.name}: no engine replica in rotation after waiting ${now - start} ms (loading new weights, or their last load failed and is being retried)`
             : `${first.backend.name}: every engine replica is out of service (circuit breakers open after infra failures); the first probe is in ${Math.max(0, reopen - now)} ms`,
           retryable: true,
         })

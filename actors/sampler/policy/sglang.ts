@@ -11,7 +11,10 @@
  *   `docs/basic_usage/sampling_params.md`;
  * - answer: `python/sglang/srt/managers/tokenizer_manager.py` (`{"text", "output_ids",
  *   "meta_info": {"id", "finish_reason", "prompt_tokens", "completion_tokens", "weight_version",
- *   "output_token_logprobs": [(logprob, token_id, None), ...], "routed_experts"}}`) and
+ *   "weight_versions", "output_token_logprobs": [(logprob, token_id, None), ...],
+ *   "routed_experts"}}`), `python/sglang/srt/utils/weight_versions.py` (`weight_versions`: the
+ *   runs of output tokens each weight version generated, `[{"version", "start", "end"}]`, in
+ *   order; `weight_version` is the last run's, the newest) and
  *   `python/sglang/srt/managers/schedule_batch.py` (finish_reason `{"type": "stop", "matched"}`,
  *   `{"type": "length", "length"}`, `{"type": "abort", "message", "status_code"}`);
  * - routing: `python/sglang/srt/layers/moe/routed_experts_capturer.py` (rows of the first
@@ -54,7 +57,20 @@ import {
 } from "./routing.ts"
 import { type EngineOptions, lengthFinish } from "./turn.ts"
 
-export type SglangOptions = EngineOptions
+export interface SglangOptions extends EngineOptions {
+  /**
+   * With an engine bridge: the version the bridge loaded into this replica (undefined before its
+   * first load). An answer naming weights that are not a job version (the launch weights,
+   * "default") after a load means the engine restarted: the turn fails (retryable, it is sampled
+   * again elsewhere or after the reload) and `onMismatch` tells the bridge to load it again. An
+   * answer without `weight_versions` is also held to the version loaded when the turn was sent,
+   * so a turn the engine resumed on newer weights never carries only the newer number.
+   */
+  readonly confirmWeights?: {
+    readonly loaded: () => bigint | undefined
+    readonly onMismatch: (reported: string) => void
+  }
+}
 
 const NAME = "sglang"
 
@@ -148,8 +164,79 @@ const readAnswer = (
     logprobs,
     ...(routing === undefined ? {} : { routing }),
     finishReason: finish,
-    policyVersion: engineVersion(meta.weight_version) ?? fallbackVersion,
+    policyVersion: turnVersion(meta, tokens.length, options, fallbackVersion),
   }
+}
+
+/**
+ * The oldest weights that generated any token of the turn: a turn that was retracted by a pause
+ * and resumed after a load has runs under two versions, and its tokens are only as fresh as the
+ * oldest. Labels that are not integers are the launch weights (the fallback version), unless a
+ * bridge has loaded a version since: then the engine restarted and the turn is refused.
+ */
+const turnVersion = (
+  meta: Readonly<Record<string, unknown>>,
+  generated: number,
+  options: SglangOptions,
+  fallbackVersion: bigint,
+): bigint => {
+  const spans =
+    meta.weight_versions === undefined || meta.weight_versions === null
+      ? undefined
+      : readSpans(meta.weight_versions, generated)
+  const labels =
+    spans ??
+    (meta.weight_version === undefined || meta.weight_version === null
+      ? []
+      : [String(meta.weight_version)])
+  if (labels.length === 0) return fallbackVersion
+  const check = options.confirmWeights
+  const loaded = check?.loaded()
+  let oldest: bigint | undefined
+  for (const label of labels) {
+    let v = engineVersion(label)
+    if (v === undefined) {
+      if (check !== undefined && loaded !== undefined) {
+        check.onMismatch(label)
+        throw new PolicyError({
+          backend: NAME,
+          message: `${NAME}: the engine generated with weights ${JSON.stringify(label)} where v${loaded} was loaded (the engine restarted?); the turn is sampled again once the replica is reloaded`,
+          retryable: true,
+        })
+      }
+      v = fallbackVersion
+    }
+    if (oldest === undefined || v < oldest) oldest = v
+  }
+  const version = oldest ?? fallbackVersion
+  // Without the per-token history, the version loaded when the turn was sent bounds it.
+  if (spans === undefined && check !== undefined && fallbackVersion < version)
+    return fallbackVersion
+  return version
+}
+
+/** The versions of the runs that hold output tokens (the only run when there are none). */
+const readSpans = (value: unknown, generated: number): ReadonlyArray<string> => {
+  const path = "meta_info.weight_versions"
+  const items = asArray(value, path)
+  const labels: string[] = []
+  let last: string | undefined
+  let covered = 0
+  items.forEach((item, i) => {
+    const span = asRecord(item, child(path, i))
+    const label = String(span.version)
+    const start = asCount(span.start, child(child(path, i), "start"))
+    const end = asCount(span.end, child(child(path, i), "end"))
+    if (end < start || start !== covered)
+      throw new ShapeError(child(path, i), `run [${start}, ${end}) does not follow [0, ${covered})`)
+    covered = end
+    last = label
+    if (end > start) labels.push(label)
+  })
+  if (covered !== generated)
+    throw new ShapeError(path, `the runs cover ${covered} tokens, output_ids holds ${generated}`)
+  if (labels.length === 0 && last !== undefined) labels.push(last)
+  return labels
 }
 
 /** "stop" or "length"; an aborted request fails the turn (retryable unless SGLang blamed the request). */

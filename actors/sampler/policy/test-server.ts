@@ -12,6 +12,9 @@ export interface Received {
 /** What the server does with one request: answer (a string body is sent as is) or never answer. */
 export type Reply = { readonly status: number; readonly body: unknown } | "hang"
 
+/** A handler answers now or later (an engine double that generates or loads over time). */
+export type Handler = (request: Received) => Reply | Promise<Reply>
+
 export interface TestServer {
   readonly url: string
   /** Every request so far, oldest first. */
@@ -19,13 +22,11 @@ export interface TestServer {
   /** The JSON object body of request `index`; throws when there is none. */
   sent(index: number): Readonly<Record<string, unknown>>
   /** Replaces the handler; clears `received`. */
-  reset(handler: (request: Received) => Reply): void
+  reset(handler: Handler): void
   close(): Promise<void>
 }
 
-export const startTestServer = async (
-  handler: (request: Received) => Reply,
-): Promise<TestServer> => {
+export const startTestServer = async (handler: Handler): Promise<TestServer> => {
   let handle = handler
   const received: Received[] = []
   const server: Server = createServer((req, res) => {
@@ -46,11 +47,17 @@ export const startTestServer = async (
         body,
       }
       received.push(request)
-      const reply = handle(request)
-      if (reply === "hang") return
-      const payload = typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body)
-      res.writeHead(reply.status, { "content-type": "application/json" })
-      res.end(payload)
+      const answer = (reply: Reply) => {
+        if (reply === "hang" || res.writableEnded || res.destroyed) return
+        const payload = typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body)
+        res.writeHead(reply.status, { "content-type": "application/json" })
+        res.end(payload)
+      }
+      Promise.resolve()
+        .then(() => handle(request))
+        .then(answer, (error: unknown) =>
+          answer({ status: 500, body: { error: { message: String(error) } } }),
+        )
     })
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
