@@ -128,4 +128,38 @@ describe("replicatedBackend", () => {
     expect(await stateOf(metrics, 0)).toBe(0)
     expect(hits()).toEqual([3, 3])
   })
+
+  it("a turn that finds every replica out of rotation (loading) waits for one to rejoin, up to rotationWaitMs", async () => {
+    const out = new Set(servers.map((s) => s.url))
+    const policy = replicatedBackend(
+      servers.map((s) => ({
+        name: s.url,
+        backend: sglangBackend({ baseUrl: s.url, contextLength: 64 }),
+      })),
+      { inRotation: (name) => !out.has(name), rotationWaitMs: 2000 },
+    )
+    const started = Date.now()
+    setTimeout(() => out.delete(servers[1]?.url ?? ""), 400)
+    const r = await run(policy, "a")
+    expect(r._tag).toBe("Success")
+    expect(Date.now() - started).toBeGreaterThanOrEqual(350)
+    expect(hits()).toEqual([0, 1])
+
+    // The bound: nobody rejoins, the turn fails (retryable) after rotationWaitMs.
+    const short = replicatedBackend(
+      servers.map((s) => ({
+        name: s.url,
+        backend: sglangBackend({ baseUrl: s.url, contextLength: 64 }),
+      })),
+      { inRotation: () => false, rotationWaitMs: 300 },
+    )
+    const t0 = Date.now()
+    const f = await run(short, "b")
+    const waited = Date.now() - t0
+    if (f._tag !== "Failure") throw new Error("expected a failure")
+    expect(f.failure.retryable).toBe(true)
+    expect(f.failure.message).toMatch(/no engine replica in rotation after waiting \d+ ms/)
+    expect(waited).toBeGreaterThanOrEqual(280)
+    expect(waited).toBeLessThan(1500)
+  })
 })

@@ -453,6 +453,67 @@ describe("sglangBackend", () => {
     expect((await generate(policy, turn([1]))).policyVersion).toBe(12n)
   })
 
+  it("takes the oldest run of meta_info.weight_versions as the turn's version (a turn resumed on newer weights)", async () => {
+    server.reset(
+      fakeSglang((answer) => {
+        answer.meta_info.weight_version = "4"
+        answer.meta_info.weight_versions = [
+          { version: "3", start: 0, end: 2 },
+          { version: "4", start: 2, end: 8 },
+        ]
+      }),
+    )
+    expect((await generate(backend(), turn([1]))).policyVersion).toBe(3n)
+  })
+
+  it("without weight_versions, holds a bridged turn to the version loaded when it was sent", async () => {
+    server.reset(
+      fakeSglang((answer) => {
+        answer.meta_info.weight_version = "3"
+      }),
+    )
+    const bridged = backend({
+      policyVersion: () => 2n,
+      confirmWeights: { loaded: () => 2n, onMismatch: () => {} },
+    })
+    expect((await generate(bridged, turn([1]))).policyVersion).toBe(2n)
+    expect((await generate(backend(), turn([1]))).policyVersion).toBe(3n)
+  })
+
+  it('after a load, refuses a turn generated on the launch weights ("default") as retryable and reports it; before any load they are the fallback version', async () => {
+    server.reset(
+      fakeSglang((answer) => {
+        answer.meta_info.weight_version = "default"
+        answer.meta_info.weight_versions = [{ version: "default", start: 0, end: 8 }]
+      }),
+    )
+    const reported: string[] = []
+    let loaded: bigint | undefined
+    const bridged = backend({
+      policyVersion: () => loaded ?? 0n,
+      confirmWeights: { loaded: () => loaded, onMismatch: (r) => reported.push(r) },
+    })
+    expect((await generate(bridged, turn([1]))).policyVersion).toBe(0n)
+    loaded = 2n
+    const error = await failure(bridged, turn([1]))
+    expect(error.retryable).toBe(true)
+    expect(error.message).toMatch(/weights "default" where v2 was loaded/)
+    expect(reported).toEqual(["default"])
+  })
+
+  it("fails weight_versions runs that do not tile the output, naming the field", async () => {
+    server.reset(
+      fakeSglang((answer) => {
+        answer.meta_info.weight_versions = [{ version: "3", start: 0, end: 5 }]
+      }),
+    )
+    const error = await failure(backend(), turn([1]))
+    expect(error.retryable).toBe(false)
+    expect(error.message).toMatch(
+      /meta_info\.weight_versions: the runs cover 5 tokens, output_ids holds 8/,
+    )
+  })
+
   it("neither asks for nor reports routing without a routing layout", async () => {
     const result = await generate(backend({ routing: undefined }), turn([1, 2]))
     expect(result.routing).toBeUndefined()
