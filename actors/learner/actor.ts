@@ -322,6 +322,10 @@ export const runLearner = (
           `learner: step ${trainer.step} v${version} skipped (${metrics.skipReason}): ${metrics.sequences} trajectories, ${metrics.droppedZeroVariance + batch.droppedZeroVariance} in zero-variance groups, ${metrics.droppedInvalid} unusable; weights unchanged`,
         )
       }
+      if (metrics.droppedOutOfVocab > 0)
+        yield* Effect.logWarning(
+          `learner: step ${trainer.step}: ${metrics.droppedOutOfVocab} of ${metrics.sequences} trajectories dropped: token ids beyond the model's ${trainer.model.config.vocabSize}-id vocabulary (the samplers' policy has a larger one)`,
+        )
       m.reward.set(metrics.rewardMean)
       m.resolved.set(metrics.resolvedRate)
       m.tokensPerSecond.set(metrics.tokens / Math.max(1e-3, metrics.seconds))

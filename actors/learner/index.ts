@@ -7,7 +7,7 @@ export {
   trainingSequences,
 } from "./decode.ts"
 export { EMBEDDED_MODEL_CONFIG, EMBEDDED_RL_CONFIG } from "./embedded.ts"
-export { runLearnerPool } from "./job-pool.ts"
+export { type LearnerPoolOptions, runLearnerPool } from "./job-pool.ts"
 export { jobLearnerPlan } from "./job-spec.ts"
 export { trainInferLogprobAbsDiff } from "./ppo/index.ts"
 export { messagesOf } from "./retokenize.ts"
@@ -18,3 +18,9 @@ export {
   type LearnerConfig,
   Trainer,
 } from "./trainer.ts"
+export {
+  type PolicyVocabulary,
+  policyVocabulary,
+  refuseVocabulary,
+  vocabularyMismatch,
+} from "./vocab-check.ts"

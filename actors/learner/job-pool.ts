@@ -26,6 +26,7 @@ import { type ActionFormat, shellBlock } from "../sampler/index.ts"
 import { runLearner } from "./actor.ts"
 import { jobLearnerPlan, sftStepReport, trainStepReport } from "./job-spec.ts"
 import { goldenSequences } from "./sft.ts"
+import { type PolicyVocabulary, refuseVocabulary } from "./vocab-check.ts"
 
 /** Golden transcripts longer than this are cut for the SFT warm start (attention cost). */
 const SFT_MAX_TOKENS = 1536
@@ -51,6 +52,13 @@ export interface LearnerPoolOptions extends PoolOptions {
   readonly toWire?: (task: Task) => Effect.Effect<TaskMessage, GoldenToWireError>
   /** Golden episodes run at once (default 4). */
   readonly goldenConcurrency?: number
+  /**
+   * The vocabulary of the policy the samplers run (an engine's model: `policyVocabulary(dir)`).
+   * A train job whose model has fewer ids is refused when this learner admits it (FAILED, naming
+   * both sizes) instead of having every trajectory with a larger id dropped. Unset: the
+   * samplers run the job's own model (the embedded TinyMoE), whose ids it always covers.
+   */
+  readonly policyVocabulary?: PolicyVocabulary
 }
 
 /** Trains every train job (and runs every SFT job), one at a time per process by default. */
@@ -100,6 +108,16 @@ export const runLearnerPool = (
             tokenizer.vocabSize,
             o.kernels,
           )
+          if (
+            spec.kind === JobKind.TRAIN &&
+            (yield* refuseVocabulary(
+              store,
+              job.jobId,
+              o.policyVocabulary,
+              initial.model.config.vocabSize,
+            ))
+          )
+            return
           if (!plan.config.tito || plan.config.sftSteps > 0)
             template ??= new ChatTemplate(tokenizer)
           const chat = template

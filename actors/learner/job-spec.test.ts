@@ -248,6 +248,7 @@ describe("jobLearnerPlan", () => {
       advantageStd: 0.2,
       droppedZeroVariance: 2,
       droppedInvalid: 0,
+      droppedOutOfVocab: 0,
       ungrouped: 0,
       trainedEpisodeIds: ["e1", "e2", "e3"],
       skipped: false,

@@ -172,6 +172,7 @@ export const stepMetricsMap = (r: StepReport): Record<string, number> => {
     advantage_std: r.advantageStd,
     dropped_zero_variance: r.droppedZeroVariance,
     dropped_invalid: r.droppedInvalid,
+    dropped_out_of_vocab: r.droppedOutOfVocab,
     ungrouped: r.ungrouped,
     skipped: r.skipped ? 1 : 0,
     buffer_dropped_zero_variance: r.bufferDroppedZeroVariance,

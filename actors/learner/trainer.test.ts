@@ -620,6 +620,11 @@ describe("PPO update on bad input", () => {
       { ...bad, ids: Uint32Array.from([...PROMPT, config.vocabSize]) },
       { ...bad, reward: Number.NaN },
     ])
-    expect(worse).toMatchObject({ skipped: false, droppedInvalid: 2, actionTokens: 1 })
+    expect(worse).toMatchObject({
+      skipped: false,
+      droppedInvalid: 2,
+      droppedOutOfVocab: 1,
+      actionTokens: 1,
+    })
   })
 })

@@ -260,6 +260,12 @@ export interface StepMetrics {
   readonly droppedZeroVariance: number
   /** Trajectories dropped as unusable (non-finite sampler log-probs, nothing left after re-tokenising). */
   readonly droppedInvalid: number
+  /**
+   * Of droppedInvalid: trajectories holding a token id the model has no row for (a policy with a
+   * larger vocabulary; the learner pool refuses such a job at admission when it knows the
+   * policy's vocabulary).
+   */
+  readonly droppedOutOfVocab: number
   /** Trajectories without a group-mate (no group baseline; advantage 0 in `group` mode). */
   readonly ungrouped: number
   /** Episodes whose trajectories the update trained on (none when skipped). */
@@ -481,8 +487,11 @@ export class Trainer {
     return max > 0 && norm > max ? max / norm : 1
   }
 
-  /** Rows, reward and weight of a sequence; undefined when it cannot be trained on. */
-  private prepare(original: TrainingSequence): Prepared | undefined {
+  /**
+   * Rows, reward and weight of a sequence; undefined when it cannot be trained on,
+   * "out_of_vocab" when a token id is outside the model's vocabulary.
+   */
+  private prepare(original: TrainingSequence): Prepared | "out_of_vocab" | undefined {
     const c = this.config
     let s = original
     let behaviourKnown: Uint8Array | undefined
@@ -502,7 +511,7 @@ export class Trainer {
     }
     if (s.ids.length < 2) return undefined
     const vocab = this.model.config.vocabSize
-    for (const id of s.ids) if (id >= vocab) return undefined
+    for (const id of s.ids) if (id >= vocab) return "out_of_vocab"
     if (!Number.isFinite(s.reward)) return undefined
     const reward = trainedReward(s, c.rewardKind) * c.rewardScale
     const rows = trajectoryRows({
@@ -590,6 +599,7 @@ export class Trainer {
       advantageStd: 0,
       droppedZeroVariance: 0,
       droppedInvalid: 0,
+      droppedOutOfVocab: 0,
       ungrouped: 0,
       seconds: 0,
       ...extra,
@@ -622,10 +632,12 @@ export class Trainer {
 
     // 1. What can be trained on.
     let droppedInvalid = 0
+    let droppedOutOfVocab = 0
     let prepared: Prepared[] = []
     for (const s of batch) {
       const p = this.prepare(s)
-      if (p) prepared.push(p)
+      if (p === "out_of_vocab") droppedOutOfVocab++
+      if (p !== undefined && p !== "out_of_vocab") prepared.push(p)
       else droppedInvalid++
     }
     let droppedZeroVariance = 0
@@ -647,6 +659,7 @@ export class Trainer {
         trainRewardMean: trainReward,
         droppedZeroVariance,
         droppedInvalid,
+        droppedOutOfVocab,
         seconds: elapsed(),
       })
     const actionTokens = prepared.reduce((a, p) => a + p.actionCount, 0)
@@ -771,6 +784,7 @@ export class Trainer {
       advantageStd: adv.std,
       droppedZeroVariance,
       droppedInvalid,
+      droppedOutOfVocab,
       ungrouped: c.advantageMode === "critic" ? 0 : adv.alone.reduce((a, b) => a + b, 0),
       trainedEpisodeIds: prepared.map((p) => p.source.episodeId),
       skipped: false,
