@@ -14,9 +14,11 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 import {
+  bf16Round,
   encodeWeights,
   hfCheckpointFiles,
   optimizerFor,
+  readHfCheckpoint,
   type SupervisedSequence,
   supervisedStep,
   TinyMoe,
@@ -26,6 +28,7 @@ import { torchPython } from "../support/python.ts"
 import { sampleEpisodes } from "../support/sampled-episodes.ts"
 
 const ALIGNMENT = fileURLToPath(new URL("../../clients/python/tests/alignment.py", import.meta.url))
+const RESAVE = fileURLToPath(new URL("../../clients/python/tests/resave.py", import.meta.url))
 
 interface Alignment {
   readonly replay: number
@@ -108,5 +111,56 @@ describe.skipIf(torchPython === undefined)(
       expect(a.no_replay).toBeGreaterThanOrEqual(a.replay)
       rmSync(dir, { recursive: true, force: true })
     }, 180_000)
+
+    it("a directory the PyTorch side writes (f32 and bf16 shards, the critic beside them) is read back by t1 by name, tensor for tensor", () => {
+      const model = TinyMoe.create({
+        config: { vocabSize: 300, nHeads: 4, nKvHeads: 2, maxSeqLen: 512 },
+        seed: 22,
+      })
+      // A critic that is not zero, so its trip is checked too.
+      model.params.valueHead.forEach((_, i, a) => {
+        a[i] = Math.sin(i) / 10
+      })
+      model.params.valueBias[0] = 0.25
+      const dir = mkdtempSync(join(tmpdir(), "t1-qwen3-resave-"))
+      for (const f of hfCheckpointFiles(encodeWeights(model, "F32"))) {
+        mkdirSync(dirname(join(dir, "t1", f.name)), { recursive: true })
+        writeFileSync(join(dir, "t1", f.name), f.bytes)
+      }
+      for (const [dtype, round] of [
+        ["f32", (x: number) => x],
+        ["bf16", (x: number) => bf16Round(Float32Array.of(x))[0] as number],
+      ] as const) {
+        const out = join(dir, dtype)
+        const run = spawnSync(
+          torchPython as string,
+          [RESAVE, join(dir, "t1"), out, "300000", dtype],
+          {
+            encoding: "utf8",
+          },
+        )
+        expect(run.stderr).toBe("")
+        expect(run.status).toBe(0)
+        const read = readHfCheckpoint(out, { expected: model.config })
+        expect(read.critic).toBe(true)
+        expect(read.files.filter((f) => f.startsWith("model-")).length).toBeGreaterThan(1)
+        const got = new Map(read.model.entries().map((e) => [e.name, e.data]))
+        let gap = 0
+        for (const e of model.entries()) {
+          const g = got.get(e.name)
+          expect(g, e.name).toBeDefined()
+          for (let i = 0; i < e.data.length; i++)
+            gap = Math.max(
+              gap,
+              Math.abs(round(e.data[i] as number) - ((g as ArrayLike<number>)[i] as number)),
+            )
+        }
+        console.log(
+          `qwen3 resave (${dtype}): ${read.files.length} files read by t1, max |Δ| ${gap} against the ${dtype === "f32" ? "original" : "bf16-rounded"} parameters`,
+        )
+        expect(gap).toBe(0)
+      }
+      rmSync(dir, { recursive: true, force: true })
+    }, 120_000)
   },
 )
