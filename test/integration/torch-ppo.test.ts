@@ -70,7 +70,9 @@ describe.skipIf(torchPython === undefined)(
   "PyTorch reference learner update = TypeScript learner update",
   () => {
     it("same step statistics and the same weights after two PPO updates on one batch", async () => {
-      const start = TinyMoe.create({ config: { vocabSize: 300 }, seed: 11 })
+      // Grouped-query attention (2 key/value heads for 4 query heads): the backward through shared
+      // key/value heads is compared too.
+      const start = TinyMoe.create({ config: { vocabSize: 300, nKvHeads: 2 }, seed: 11 })
       const c = start.config
       const episodes = await sampleEpisodes(start.withKernels(selectKernels("auto")), {
         episodes: 8,
