@@ -38,6 +38,7 @@ interface HfFixture {
     readonly dense_mlp: Spec[]
     readonly layer_norms: Spec[]
     readonly after_layers: Spec[]
+    readonly tied_weights: Record<string, string>
   }
 }
 
@@ -96,6 +97,9 @@ const hfStateDict = (json: Json): Map<string, number[]> => {
     add(p, s.layer_norms)
   }
   add("", s.after_layers)
+  // Tied: the head is the embedding's tensor, held once in a checkpoint.
+  if (c.tie_word_embeddings === true)
+    for (const name of Object.keys(s.tied_weights)) if (name !== "rule") out.delete(name)
   return out
 }
 
@@ -107,7 +111,11 @@ const hfStateDict = (json: Json): Map<string, number[]> => {
 const expectedFields = (t: TinyMoeConfig): Record<string, unknown> => ({
   vocab_size: t.vocabSize,
   hidden_size: t.dModel,
-  intermediate_size: (v: unknown) => Number.isInteger(v) && (v as number) > 0,
+  // The dense layers' width; no tensor has it when every layer is sparse.
+  intermediate_size:
+    denseLayers(t).length > 0
+      ? (t.denseFf ?? t.dFf * t.topK)
+      : (v: unknown) => Number.isInteger(v) && (v as number) > 0,
   num_hidden_layers: t.nLayers,
   num_attention_heads: t.nHeads,
   num_key_value_heads: t.nKvHeads ?? t.nHeads,
@@ -116,7 +124,7 @@ const expectedFields = (t: TinyMoeConfig): Record<string, unknown> => ({
   initializer_range: (v: unknown) => typeof v === "number" && v > 0,
   rms_norm_eps: t.normEps,
   use_cache: (v: unknown) => typeof v === "boolean",
-  tie_word_embeddings: false,
+  tie_word_embeddings: t.tieWordEmbeddings === true,
   rope_theta: t.ropeTheta,
   rope_scaling: null,
   attention_bias: false,
@@ -124,18 +132,24 @@ const expectedFields = (t: TinyMoeConfig): Record<string, unknown> => ({
   // The class stores None when use_sliding_window is false, so that is what it saves.
   sliding_window: null,
   attention_dropout: 0,
-  decoder_sparse_step: 1,
+  decoder_sparse_step: t.decoderSparseStep ?? 1,
   moe_intermediate_size: t.dFf,
   num_experts_per_tok: t.topK,
   num_experts: t.nExperts,
   norm_topk_prob: true,
   output_router_logits: (v: unknown) => typeof v === "boolean",
   router_aux_loss_coef: (v: unknown) => typeof v === "number" && Number.isFinite(v),
-  mlp_only_layers: [],
+  mlp_only_layers: t.mlpOnlyLayers ?? [],
   // Not a class field, but read by Qwen3MoeAttention when present; needed whenever
   // hidden_size / num_attention_heads is not the head width.
   head_dim: t.headDim ?? t.dModel / t.nHeads,
 })
+
+/** Layers with a dense MLP: TinyMoE's own fields, read here as Qwen3-MoE defines them. */
+const denseLayers = (t: TinyMoeConfig): number[] =>
+  Array.from({ length: t.nLayers }, (_, l) => l).filter(
+    (l) => (t.mlpOnlyLayers ?? []).includes(l) || (l + 1) % (t.decoderSparseStep ?? 1) !== 0,
+  )
 
 const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
 
@@ -209,8 +223,10 @@ const conformance = (dir: string, t: TinyMoeConfig): string[] => {
     head_dim: t.headDim ?? t.dModel / t.nHeads,
     num_experts: t.nExperts,
     moe_intermediate_size: t.dFf,
-    mlp_only_layers: [],
-    decoder_sparse_step: 1,
+    intermediate_size: t.denseFf ?? t.dFf * t.topK,
+    mlp_only_layers: t.mlpOnlyLayers ?? [],
+    decoder_sparse_step: t.decoderSparseStep ?? 1,
+    tie_word_embeddings: t.tieWordEmbeddings === true,
   })
   if (!same([...fromModel], [...expected]))
     problems.push("config.json describes another state dict than the model's")
@@ -249,6 +265,7 @@ const exportTo = (model: TinyMoe, maxShardBytes: number): string => {
 const CONFIGS: ReadonlyArray<readonly [string, Partial<TinyMoeConfig>]> = [
   ["TinyMoE's defaults", {}],
   ["grouped-query attention, head_dim ≠ hidden / heads", { nHeads: 4, nKvHeads: 2, headDim: 8 }],
+  ["tied embeddings", { tieWordEmbeddings: true }],
 ]
 
 describe("exported TinyMoE = Hugging Face's Qwen3-MoE (config fields and state dict)", () => {
