@@ -221,7 +221,21 @@ export const samplerActor: HostedActor = {
         name: baseUrl,
         backend:
           policyName === "sglang"
-            ? sglangBackend({ baseUrl, contextLength, ...(routing ? { routing } : {}) })
+            ? sglangBackend({
+                baseUrl,
+                contextLength,
+                ...(routing ? { routing } : {}),
+                // A turn answered from launch weights after a load: the engine restarted.
+                ...(bridged
+                  ? {
+                      policyVersion: () => rotation.versions.get(baseUrl) ?? 0n,
+                      confirmWeights: {
+                        loaded: () => rotation.versions.get(baseUrl),
+                        onMismatch: () => rotation.stale(baseUrl),
+                      },
+                    }
+                  : {}),
+              })
             : vllmBackend({
                 baseUrl,
                 model: model ?? "",
