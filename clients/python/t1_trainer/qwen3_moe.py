@@ -372,7 +372,8 @@ class Qwen3Moe(nn.Module):
         [T, routed layers, k] and the router logits [T, routed layers, E] (for the
         load-balancing loss; empty without routed layers).
 
-        `replay`: expert ids [T, routed layers, k] to use instead of the router's top-k (R3).
+        `replay`: expert ids [T, routed layers, k] (or [T, layers, k], dense layers' rows unused)
+        to use instead of the router's top-k (R3).
         """
         c = self.config
         T = ids.shape[0]
@@ -402,11 +403,21 @@ class Qwen3Moe(nn.Module):
         k, E = c["num_experts_per_tok"], c["num_experts"]
         return logits, values, torch.zeros(T, 0, k, dtype=torch.long), torch.zeros(T, 0, E, dtype=logits.dtype)
 
+    def routed_rows(self, table):
+        """A routing table as the routed layers' rows [T, routed layers, k]: t1's samplers record
+        one row per layer ([T, num_hidden_layers, k]; a dense layer's row is unused), which is
+        the same when every layer routes."""
+        table = torch.as_tensor(table).long()
+        layers = self.config["num_hidden_layers"]
+        if table.dim() == 3 and table.shape[1] == layers != self.routed_layers:
+            table = table[:, self.config["sparse_layers"], :]
+        return table
+
     def _check_replay(self, replay, T):
-        replay = torch.as_tensor(replay).long()
+        replay = self.routed_rows(replay)
         want = [T, self.routed_layers, self.config["num_experts_per_tok"]]
         if list(replay.shape) != want:
-            raise ValueError(f"replay: shape {list(replay.shape)}, expected {want} (positions, routed layers, top-k)")
+            raise ValueError(f"replay: shape {list(replay.shape)}, expected {want} (positions, routed layers, top-k) or one row per layer")
         if replay.numel() and (int(replay.min()) < 0 or int(replay.max()) >= self.config["num_experts"]):
             raise ValueError(f"replay: expert ids must lie in [0, {self.config['num_experts']})")
         ordered = replay.sort(-1).values

@@ -32,13 +32,14 @@ def main(folder, checkpoint=None):
         model = hf_checkpoint.load(checkpoint, critic=False)
     with open(os.path.join(folder, "sequences.json")) as f:
         sequences = json.load(f)
-    layers, k = model.routed_layers, model.config["num_experts_per_tok"]
+    k = model.config["num_experts_per_tok"]
     out = {"replay": [], "no_replay": [], "routing_differs": 0, "routing_choices": 0, "tokens": 0}
     with torch.no_grad():
         for s in sequences:
             ids = torch.tensor(s["ids"], dtype=torch.long)
             n = ids.numel()
-            replay = torch.tensor(s["routing"], dtype=torch.long).reshape(n - 1, layers, k)
+            # The sampler's table: one row per layer (a dense layer's unused).
+            replay = model.routed_rows(torch.tensor(s["routing"], dtype=torch.long).reshape(n - 1, -1, k))
             action = torch.tensor(s["mask"][1:], dtype=torch.bool)
             behaviour = torch.tensor(s["logprobs"][1:], dtype=torch.float64)
             out["tokens"] += int(action.sum())

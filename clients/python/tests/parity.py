@@ -23,7 +23,7 @@ def main(folder):
         ids = torch.tensor(json.load(f), dtype=torch.long)
     with open(os.path.join(folder, "replay.bin"), "rb") as f:
         raw = bytearray(f.read())
-    replay = torch.frombuffer(raw, dtype=torch.uint8).long().reshape(len(ids), model.routed_layers, model.config["num_experts_per_tok"])
+    replay = torch.frombuffer(raw, dtype=torch.uint8).long().reshape(len(ids), -1, model.config["num_experts_per_tok"])
     with torch.no_grad():
         logits, values, routing, _ = model(ids)
         replayed, _, used, _ = model(ids, replay=replay)

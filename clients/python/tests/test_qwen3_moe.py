@@ -249,3 +249,18 @@ def test_fields_left_out_take_qwen3moeconfig_defaults():
     assert c["rms_norm_eps"] == 1e-6 and c["sparse_layers"] == list(range(24))
     # transformers 5's rope_parameters spelling is read too.
     assert parse_config(config_of(rope_theta=None, rope_parameters={"rope_type": "default", "rope_theta": 500.0}))["rope_theta"] == 500.0
+
+
+def test_a_routing_table_with_one_row_per_layer_replays_the_routed_layers_rows():
+    config = config_of(num_hidden_layers=3, mlp_only_layers=[1])
+    model = model_of(config, 5)
+    ids = torch.tensor([3, 1, 4, 1, 5])
+    with torch.no_grad():
+        _, _, routing, _ = model(ids)
+        other = torch.stack([routing[..., 1], routing[..., 0]], dim=-1)
+        other = (other + 2) % config["num_experts"]
+        table = torch.zeros(5, 3, 2, dtype=torch.long)  # t1's layout: the dense layer's row unused
+        table[:, 0], table[:, 2] = other[:, 0], other[:, 1]
+        a = model(ids, replay=other)
+        b = model(ids, replay=table)
+    assert torch.equal(a[0], b[0]) and torch.equal(b[2], other)
