@@ -194,32 +194,41 @@ export const trainerService = (
       })
 
     /**
-     * A publish must be exactly the next version and step. 0 is wrong whatever the job's state
-     * (INVALID_ARGUMENT); another value is wrong for where the job is now (FAILED_PRECONDITION:
-     * the trainer resumes from what ClaimJob says).
+     * A publish must be exactly the next version and step: the step `publish_every_steps` after
+     * the latest (the step budget's last one at most), the version advanced by as many steps, as
+     * t1's learner numbers them. 0 is wrong whatever the job's state (INVALID_ARGUMENT); another
+     * value is wrong for where the job is now (FAILED_PRECONDITION: the trainer resumes from
+     * what ClaimJob says).
      */
     const checkNext = (
+      spec: JobSpec,
       req: { readonly policyVersion: bigint; readonly step: bigint },
       latest: { readonly version: bigint; readonly step: bigint },
     ) => {
+      const plan = jobLearnerPlan(spec)
+      const every = BigInt(plan.config.publishEverySteps)
+      const budget = plan.maxSteps === undefined ? undefined : BigInt(plan.maxSteps)
+      const step =
+        budget !== undefined && latest.step < budget && latest.step + every > budget
+          ? budget
+          : latest.step + every
+      const version = latest.version + (step - latest.step)
       if (req.policyVersion === 0n)
         return Effect.fail(
           invalid(
-            `policy_version: must be >= 1 (0 is the starting weights), got 0; the next is ${latest.version + 1n}`,
+            `policy_version: must be >= 1 (0 is the starting weights), got 0; the next is ${version}`,
           ),
         )
       if (req.step === 0n)
         return Effect.fail(
           invalid(
-            `step: must be >= 1 (step 0 is the starting weights), got 0; the next is ${latest.step + 1n}`,
+            `step: must be >= 1 (step 0 is the starting weights), got 0; the next is ${step}`,
           ),
         )
-      const version = latest.version + 1n
-      const step = latest.step + 1n
       if (req.policyVersion === version && req.step === step) return Effect.void
       return Effect.fail(
         precondition(
-          `policy_version ${req.policyVersion} at step ${req.step}: expected exactly the next, version ${version} at step ${step} (the job's latest is version ${latest.version} at step ${latest.step}); no jumps, no going back: ClaimJob says where the job is`,
+          `policy_version ${req.policyVersion} at step ${req.step}: expected exactly the next, version ${version} at step ${step} (the job's latest is version ${latest.version} at step ${latest.step}${every > 1n ? `, publishing every ${every} steps` : ""}); no jumps, no going back: ClaimJob says where the job is`,
         ),
       )
     }
@@ -259,7 +268,7 @@ export const trainerService = (
         if (req.format !== "safetensors")
           return yield* invalid(`format: must be "safetensors", got ${JSON.stringify(req.format)}`)
         const current = yield* currentWeights(req.jobId, spec)
-        yield* checkNext(req, current)
+        yield* checkNext(spec, req, current)
         const expected = decodeWeights(current.bytes).model.config
         const { bytes, reencoded } = yield* source(expected, {
           jobId: req.jobId,

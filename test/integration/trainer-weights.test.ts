@@ -309,6 +309,27 @@ describe("TrainerService: weights from any trainer", () => {
           const old0 = await trainer.fetchWeights({ jobId, leaseId, policyVersion: 0n })
           const never = await refusal(trainer.fetchWeights({ jobId, leaseId, policyVersion: 9n }))
 
+          // A job publishing every 2 steps of 3: v2 at step 2, then the budget's last, v3 at 3.
+          const { jobId: every2 } = await jobs.submitJob({
+            spec: smallTrainSpec("every 2", { ppoSteps: 3, publishEverySteps: 2, external: true }),
+          })
+          const lease2 =
+            (await trainer.claimJob({ jobId: every2, trainerId: "hf-trainer" })).lease?.leaseId ??
+            ""
+          const at = (policyVersion: bigint, step: bigint) =>
+            refusal(
+              trainer.publishWeights(
+                { jobId: every2, leaseId: lease2, policyVersion, step },
+                plainFile(hfTensors(model3)),
+              ),
+            )
+          const cadence = {
+            everyStep: await at(1n, 1n),
+            second: await at(2n, 2n),
+            pastBudget: await at(4n, 4n),
+            last: await at(3n, 3n),
+          }
+
           // The job ends; its weights stay readable through JobService and the CLI.
           await jobs.cancelJob({ jobId, reason: "trained enough" })
           const trainerAfterEnd = await refusal(trainer.fetchWeights({ jobId, leaseId }))
@@ -355,6 +376,7 @@ describe("TrainerService: weights from any trainer", () => {
             pub2: pub2.announcement,
             served2,
             refused,
+            cadence,
             afterRefusals,
             t1FileSha: createHash("sha256").update(t1File).digest("hex"),
             pub3: pub3.announcement,
@@ -426,6 +448,15 @@ describe("TrainerService: weights from any trainer", () => {
     expect(refused.back.details).toContain("latest is version 2 at step 2")
     expect(refused.version0.details).toContain("policy_version")
     expect(refused.step0.details).toContain("step")
+    // With publish_every_steps 2 and 3 steps: steps 2 and 3 only.
+    expect(Object.fromEntries(Object.entries(r.cadence).map(([k, v]) => [k, v.code]))).toEqual({
+      everyStep: "FAILED_PRECONDITION",
+      second: "OK",
+      pastBudget: "FAILED_PRECONDITION",
+      last: "OK",
+    })
+    expect(r.cadence.everyStep.details).toContain("version 2 at step 2")
+    expect(r.cadence.pastBudget.details).toContain("version 3 at step 3")
     // Nothing of it announced or stored.
     expect(r.afterRefusals).toEqual({ latest: 2n, claimed: 2n, v3Stored: false })
     // v3 (t1's file) is stored byte for byte.

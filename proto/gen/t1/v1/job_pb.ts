@@ -266,7 +266,8 @@ export type LearnerConfig = Message<"t1.v1.LearnerConfig"> & {
    * The learner role is taken by an external trainer through t1.v1.TrainerService (ClaimJob,
    * TakeBatch, PublishWeights, ReportStep); the TypeScript learner pool leaves the job alone.
    * The trainer reads the other fields from the spec it claims; t1 checks only
-   * batch_trajectories, ppo_steps and max_staleness, which the buffer and coordinator use.
+   * batch_trajectories, ppo_steps and max_staleness, which the buffer and coordinator use, and
+   * publish_every_steps, the cadence of the versions it must publish (TrainerService).
    *
    * @generated from field: bool external = 32;
    */

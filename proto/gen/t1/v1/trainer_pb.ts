@@ -387,10 +387,12 @@ export type PublishWeightsHeader = Message<"t1.v1.PublishWeightsHeader"> & {
   leaseId: string;
 
   /**
-   * Exactly the job's latest published version + 1, and `step` exactly the latest's step + 1:
-   * no jumps, no going back. 0 (either) is INVALID_ARGUMENT; any other value that is not the
-   * next is FAILED_PRECONDITION (the job is elsewhere than the trainer thinks: ClaimJob says
-   * where, resume from there), naming the expected and the given values.
+   * Exactly the next: `step` is the latest published step + learner.publish_every_steps (1 by
+   * default; the step budget's last step at most), and policy_version the latest published
+   * version advanced by as many steps (see "Versions" above): no jumps, no going back. 0 (either)
+   * is INVALID_ARGUMENT; any other value that is not the next is FAILED_PRECONDITION (the job is
+   * elsewhere than the trainer thinks: ClaimJob says where, resume from there), naming the
+   * expected and the given values.
    *
    * @generated from field: uint64 policy_version = 3;
    */
@@ -608,11 +610,13 @@ export const ReportStepResponseSchema: GenMessage<ReportStepResponse> = /*@__PUR
  * the config in `__metadata__.config`. FetchWeights and JobService.FetchJobWeights serve it;
  * `t1 weights fetch` writes it out as a Hugging Face checkpoint directory.
  *
- * Versions. A job's versions are contiguous: its starting weights (version 0, or the version
- * of a `job:<id>` policy_ref) at step 0, announced at the first ClaimJob, then one version per
- * publish, each exactly one more than the latest in both policy_version and step. Every version
- * is kept (nothing deletes them, during the job or after it) and served by FetchWeights and
- * JobService.FetchJobWeights.
+ * Versions. A job's starting weights (version 0, or the version of a `job:<id>` policy_ref) are
+ * step 0, announced at the first ClaimJob. The version advances with every learner step, as t1's
+ * learner numbers them, and a trainer publishes every `learner.publish_every_steps` steps (1 by
+ * default) and at the step budget's last step: each publish is exactly the next such step, its
+ * version the latest's plus as many steps (with the default, one more in both). Every version
+ * published is kept (nothing deletes them, during the job or after it) and served by
+ * FetchWeights and JobService.FetchJobWeights.
  *
  * @generated from service t1.v1.TrainerService
  */
