@@ -552,7 +552,7 @@ export const trainerService = (
             if (h.sha256 !== "" && sha256(bytes) !== h.sha256.toLowerCase())
               return yield* invalid(`sha256: the bytes hash to ${sha256(bytes)}, not ${h.sha256}`)
             const announcement = yield* publish(h, (expected, p) =>
-              checkWeightsFile(bytes, expected, p),
+              checkWeightsFile(bytes, expected, p, "PublishWeights data"),
             )
             return create(PublishWeightsResponseSchema, { announcement })
           }),
