@@ -1,6 +1,6 @@
 import type { Floats } from "../kernels/kernels.ts"
 import { addLoadBalancingGrad } from "./aux.ts"
-import { headDim, kvHeads, kvWidth, queryWidth } from "./config.ts"
+import { headDim, kvHeads, kvWidth, layerFfn, queryWidth } from "./config.ts"
 import {
   ATTENTION_TILE,
   gatherCols,
@@ -80,7 +80,6 @@ export const backward = (
   const d = c.dModel
   const E = c.nExperts
   const K = c.topK
-  const F = c.dFf
   const H = c.nHeads
   const Hkv = kvHeads(c)
   const V = c.vocabSize
@@ -156,21 +155,26 @@ export const backward = (
     const gl = g.layers[l] as Params["layers"][number]
 
     // Mixture of experts: out = xMid + Σ_s gate_s · down(silu(b · gate) ⊙ (b · up)).
+    // A dense layer is one expert of gate 1 (forward.ts): the same algebra, no router.
+    const mlp = layerFfn(c, l)
+    const El = mlp.experts
+    const Kl = mlp.topK
+    const Fl = mlp.width
     const db = scratch.zeros("db", R * d)
-    const dGate = new Float64Array(R * K)
-    const { start, members } = groupByExpert(t.experts, R * K, E)
-    for (let e = 0; e < E; e++) {
+    const dGate = new Float64Array(R * Kl)
+    const { start, members } = groupByExpert(t.experts, R * Kl, El)
+    for (let e = 0; e < El; e++) {
       const m0 = start[e] as number
       const n = (start[e + 1] as number) - m0
       if (n === 0) continue
       const be = scratch.get("be", n * d)
-      const act = t.act1.subarray(m0 * F, (m0 + n) * F)
-      const sig = t.sig1.subarray(m0 * F, (m0 + n) * F)
-      const up = t.up1.subarray(m0 * F, (m0 + n) * F)
+      const act = t.act1.subarray(m0 * Fl, (m0 + n) * Fl)
+      const sig = t.sig1.subarray(m0 * Fl, (m0 + n) * Fl)
+      const up = t.up1.subarray(m0 * Fl, (m0 + n) * Fl)
       const dYe = scratch.get("dYe", n * d)
       for (let i = 0; i < n; i++) {
         const m = members[m0 + i] as number
-        const r = (m / K) | 0
+        const r = (m / Kl) | 0
         be.set(t.b.subarray(r * d, (r + 1) * d), i * d)
         const gate = t.gates[m] as number
         let dg = 0
@@ -181,56 +185,58 @@ export const backward = (
         }
         dGate[m] = dg
       }
-      const gateE = lp.wGate.subarray(e * d * F, (e + 1) * d * F)
-      const upE = lp.wUp.subarray(e * d * F, (e + 1) * d * F)
-      const downE = lp.wDown.subarray(e * F * d, (e + 1) * F * d)
-      const hidden = scratch.get("hidden", n * F)
-      for (let i = 0; i < n * F; i++) hidden[i] = (act[i] as number) * (up[i] as number)
-      const dHidden = scratch.get("dHidden", n * F)
-      kern.matmulTransB(dYe, downE, n, d, F, dHidden)
-      kern.matmulTransA(hidden, dYe, F, n, d, gl.wDown.subarray(e * F * d, (e + 1) * F * d))
+      const gateE = lp.wGate.subarray(e * d * Fl, (e + 1) * d * Fl)
+      const upE = lp.wUp.subarray(e * d * Fl, (e + 1) * d * Fl)
+      const downE = lp.wDown.subarray(e * Fl * d, (e + 1) * Fl * d)
+      const hidden = scratch.get("hidden", n * Fl)
+      for (let i = 0; i < n * Fl; i++) hidden[i] = (act[i] as number) * (up[i] as number)
+      const dHidden = scratch.get("dHidden", n * Fl)
+      kern.matmulTransB(dYe, downE, n, d, Fl, dHidden)
+      kern.matmulTransA(hidden, dYe, Fl, n, d, gl.wDown.subarray(e * Fl * d, (e + 1) * Fl * d))
       // hidden = silu(g) ⊙ u: dU = dHidden ⊙ silu(g), dG = dHidden ⊙ u ⊙ silu'(g), with
       // silu'(g) = s · (1 + g · (1 − s)) = s + silu(g) · (1 − s).
-      const dU = scratch.get("dU", n * F)
-      const dG = scratch.get("dG", n * F)
-      for (let i = 0; i < n * F; i++) {
+      const dU = scratch.get("dU", n * Fl)
+      const dG = scratch.get("dG", n * Fl)
+      for (let i = 0; i < n * Fl; i++) {
         const sv = sig[i] as number
         const dh = dHidden[i] as number
         dU[i] = dh * (act[i] as number)
         dG[i] = dh * (up[i] as number) * (sv + (act[i] as number) * (1 - sv))
       }
-      kern.matmulTransA(be, dG, d, n, F, gl.wGate.subarray(e * d * F, (e + 1) * d * F))
-      kern.matmulTransA(be, dU, d, n, F, gl.wUp.subarray(e * d * F, (e + 1) * d * F))
+      kern.matmulTransA(be, dG, d, n, Fl, gl.wGate.subarray(e * d * Fl, (e + 1) * d * Fl))
+      kern.matmulTransA(be, dU, d, n, Fl, gl.wUp.subarray(e * d * Fl, (e + 1) * d * Fl))
       const dBe = scratch.get("dBe", n * d)
-      kern.matmulTransB(dG, gateE, n, F, d, dBe)
+      kern.matmulTransB(dG, gateE, n, Fl, d, dBe)
       const dBeUp = scratch.get("dBeUp", n * d)
-      kern.matmulTransB(dU, upE, n, F, d, dBeUp)
+      kern.matmulTransB(dU, upE, n, Fl, d, dBeUp)
       for (let i = 0; i < n * d; i++) dBe[i] = (dBe[i] as number) + (dBeUp[i] as number)
       for (let i = 0; i < n; i++) {
-        const r = ((members[m0 + i] as number) / K) | 0
+        const r = ((members[m0 + i] as number) / Kl) | 0
         for (let j = 0; j < d; j++)
           db[r * d + j] = (db[r * d + j] as number) + (dBe[i * d + j] as number)
       }
     }
     // Gates are a softmax over the chosen experts' logits.
-    const dRouterLogits = scratch.zeros("dRouterLogits", R * E)
-    for (let r = 0; r < R; r++) {
-      let dot = 0
-      for (let s = 0; s < K; s++)
-        dot += (t.gates[r * K + s] as number) * (dGate[r * K + s] as number)
-      for (let s = 0; s < K; s++) {
-        const i = r * E + (t.experts[r * K + s] as number)
-        const gate = t.gates[r * K + s] as number
-        dRouterLogits[i] =
-          (dRouterLogits[i] as number) + gate * ((dGate[r * K + s] as number) - dot)
+    if (mlp.moe) {
+      const dRouterLogits = scratch.zeros("dRouterLogits", R * E)
+      for (let r = 0; r < R; r++) {
+        let dot = 0
+        for (let s = 0; s < K; s++)
+          dot += (t.gates[r * K + s] as number) * (dGate[r * K + s] as number)
+        for (let s = 0; s < K; s++) {
+          const i = r * E + (t.experts[r * K + s] as number)
+          const gate = t.gates[r * K + s] as number
+          dRouterLogits[i] =
+            (dRouterLogits[i] as number) + gate * ((dGate[r * K + s] as number) - dot)
+        }
       }
+      if (options.auxLossCoef)
+        addLoadBalancingGrad(t.routerLogits, t.experts, R, E, K, options.auxLossCoef, dRouterLogits)
+      kern.matmulTransA(t.b, dRouterLogits, d, R, E, gl.router)
+      const dbRouter = scratch.view("dbRouter", R * d)
+      kern.matmulTransB(dRouterLogits, lp.router, R, E, d, dbRouter)
+      addInto(db, dbRouter)
     }
-    if (options.auxLossCoef)
-      addLoadBalancingGrad(t.routerLogits, t.experts, R, E, K, options.auxLossCoef, dRouterLogits)
-    kern.matmulTransA(t.b, dRouterLogits, d, R, E, gl.router)
-    const dbRouter = scratch.view("dbRouter", R * d)
-    kern.matmulTransB(dRouterLogits, lp.router, R, E, d, dbRouter)
-    addInto(db, dbRouter)
     const dxMid = dx
     rmsNormBackward(db, t.xMid, t.inv2, lp.ffnNorm, R, d, dxMid, gl.ffnNorm)
 

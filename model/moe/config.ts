@@ -25,6 +25,14 @@ export interface TinyMoeConfig {
   readonly normEps: number
   /** The output layer is the embedding (logits = f · embedᵀ): Qwen3's tie_word_embeddings. */
   readonly tieWordEmbeddings?: boolean
+  /**
+   * Layers with a dense SwiGLU MLP instead of experts (Qwen3's mlp_only_layers). With
+   * decoderSparseStep s, layer l is sparse only when (l + 1) % s == 0, as in Qwen3-MoE.
+   */
+  readonly mlpOnlyLayers?: ReadonlyArray<number>
+  readonly decoderSparseStep?: number
+  /** Hidden width of a dense MLP layer (Qwen3's intermediate_size). Default dFf · topK. */
+  readonly denseFf?: number
 }
 
 /**
@@ -85,6 +93,24 @@ export const validateConfig = (config: TinyMoeConfig): ModelConfigError | undefi
       message: `headDim: expected a positive even integer (RoPE rotates pairs), got ${hd}`,
     })
   }
+  const step = config.decoderSparseStep ?? 1
+  if (!(Number.isInteger(step) && step > 0))
+    return new ModelConfigError({
+      field: "decoderSparseStep",
+      message: `decoderSparseStep: expected a positive integer, got ${step}`,
+    })
+  for (const l of config.mlpOnlyLayers ?? [])
+    if (!(Number.isInteger(l) && l >= 0 && l < config.nLayers))
+      return new ModelConfigError({
+        field: "mlpOnlyLayers",
+        message: `mlpOnlyLayers: ${l} is not a layer of ${config.nLayers}`,
+      })
+  const dense = denseWidth(config)
+  if (!(Number.isInteger(dense) && dense > 0))
+    return new ModelConfigError({
+      field: "denseFf",
+      message: `denseFf: expected a positive integer, got ${dense}`,
+    })
   const kv = kvHeads(config)
   if (!(Number.isInteger(kv) && kv > 0 && config.nHeads % kv === 0)) {
     return new ModelConfigError({
@@ -123,3 +149,27 @@ export const queryWidth = (config: TinyMoeConfig): number => config.nHeads * hea
 
 /** Width of the keys and values: nKvHeads · headDim. */
 export const kvWidth = (config: TinyMoeConfig): number => kvHeads(config) * headDim(config)
+
+/** Whether layer l has experts (else a dense MLP): Qwen3-MoE's rule. */
+export const isMoeLayer = (config: TinyMoeConfig, l: number): boolean =>
+  !(config.mlpOnlyLayers ?? []).includes(l) && (l + 1) % (config.decoderSparseStep ?? 1) === 0
+
+export const denseWidth = (config: TinyMoeConfig): number =>
+  config.denseFf ?? config.dFf * config.topK
+
+/**
+ * A layer's feed-forward as experts: a dense MLP is one expert of width denseFf that every row
+ * uses with gate 1 (and no router).
+ */
+export const layerFfn = (
+  config: TinyMoeConfig,
+  l: number,
+): {
+  readonly experts: number
+  readonly topK: number
+  readonly width: number
+  readonly moe: boolean
+} =>
+  isMoeLayer(config, l)
+    ? { experts: config.nExperts, topK: config.topK, width: config.dFf, moe: true }
+    : { experts: 1, topK: 1, width: denseWidth(config), moe: false }

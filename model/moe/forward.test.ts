@@ -28,6 +28,12 @@ describe.each([
     config,
   },
   {
+    label: "a dense layer and tied embeddings, auto kernels: bit for bit",
+    kernels: selectKernels("auto"),
+    tolerance: 0,
+    config: { ...config, mlpOnlyLayers: [0], tieWordEmbeddings: true },
+  },
+  {
     label: "GQA, auto kernels: bit for bit",
     kernels: selectKernels("auto"),
     tolerance: 0,

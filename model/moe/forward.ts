@@ -1,7 +1,7 @@
 import type { Floats, Kernels } from "../kernels/kernels.ts"
 import { jsCausalSoftmax, jsSilu } from "../kernels/reference.ts"
 import type { KvCache } from "./cache.ts"
-import { headDim, kvHeads, kvWidth, queryWidth } from "./config.ts"
+import { headDim, kvHeads, kvWidth, layerFfn, queryWidth } from "./config.ts"
 import { allocFloats } from "./params.ts"
 import { allocRouting, type Routing, selectedGates, selectTopK } from "./routing.ts"
 import type { ModelState } from "./state.ts"
@@ -40,6 +40,8 @@ export interface LayerTape {
   readonly xMid: Floats
   readonly b: Floats
   readonly inv2: Floats
+  /** Whether the layer has experts; a dense layer's routerLogits are empty, its gates 1. */
+  readonly moe: boolean
   readonly routerLogits: Floats
   readonly experts: Int32Array
   readonly gates: Float64Array
@@ -301,7 +303,6 @@ export const forwardRows = (
   const d = c.dModel
   const E = c.nExperts
   const K = c.topK
-  const F = c.dFf
   const H = c.nHeads
   const Hkv = kvHeads(c)
   const hd = headDim(c)
@@ -407,57 +408,64 @@ export const forwardRows = (
     const b = buf("b", R * d)
     const inv2 = buf("inv2", R)
     kern.rmsNorm(xMid, lp.ffnNorm, R, d, c.normEps, b, inv2)
-    const routerLogits = buf("router", R * E)
-    kern.matmul(b, lp.router, R, d, E, routerLogits)
-    const experts = new Int32Array(R * K)
-    const gates = new Float64Array(R * K)
-    for (let r = 0; r < R; r++) {
-      if (options.replay) {
+    // A dense layer is one expert every row uses with gate 1; its routing entries stay 0.
+    const mlp = layerFfn(c, l)
+    const El = mlp.experts
+    const Kl = mlp.topK
+    const Fl = mlp.width
+    const routerLogits = buf("router", R * (mlp.moe ? E : 0))
+    const experts = new Int32Array(R * Kl)
+    const gates = new Float64Array(R * Kl)
+    if (mlp.moe) {
+      kern.matmul(b, lp.router, R, d, E, routerLogits)
+      for (let r = 0; r < R; r++) {
+        if (options.replay) {
+          for (let s = 0; s < K; s++) {
+            const e = options.replay[(r * c.nLayers + l) * K + s] as number
+            if (e >= E)
+              throw new RangeError(
+                `replayed expert ${e} at row ${r}, layer ${l} does not exist (${E} experts)`,
+              )
+            slot[s] = e
+          }
+        } else selectTopK(routerLogits, r * E, E, K, slot)
+        selectedGates(routerLogits, r * E, slot, K, gate)
         for (let s = 0; s < K; s++) {
-          const e = options.replay[(r * c.nLayers + l) * K + s] as number
-          if (e >= E)
-            throw new RangeError(
-              `replayed expert ${e} at row ${r}, layer ${l} does not exist (${E} experts)`,
-            )
-          slot[s] = e
+          experts[r * K + s] = slot[s] as number
+          gates[r * K + s] = gate[s] as number
+          routing[(r * c.nLayers + l) * K + s] = slot[s] as number
         }
-      } else selectTopK(routerLogits, r * E, E, K, slot)
-      selectedGates(routerLogits, r * E, slot, K, gate)
-      for (let s = 0; s < K; s++) {
-        experts[r * K + s] = slot[s] as number
-        gates[r * K + s] = gate[s] as number
-        routing[(r * c.nLayers + l) * K + s] = slot[s] as number
       }
-    }
+    } else gates.fill(1)
 
-    const act1 = buf("act1", R * K * F)
-    const sig1 = buf("sig1", R * K * F)
-    const up1 = buf("up1", R * K * F)
-    const y = buf("y", R * K * d)
+    const act1 = buf("act1", R * Kl * Fl)
+    const sig1 = buf("sig1", R * Kl * Fl)
+    const up1 = buf("up1", R * Kl * Fl)
+    const y = buf("y", R * Kl * d)
     const ffn = scratch.zeros("ffn", R * d)
-    const { start, members } = groupByExpert(experts, R * K, E)
-    for (let e = 0; e < E; e++) {
+    const { start, members } = groupByExpert(experts, R * Kl, El)
+    for (let e = 0; e < El; e++) {
       const m0 = start[e] as number
       const n = (start[e + 1] as number) - m0
       if (n === 0) continue
       const be = scratch.get("be", n * d)
       for (let i = 0; i < n; i++) {
-        const r = ((members[m0 + i] as number) / K) | 0
+        const r = ((members[m0 + i] as number) / Kl) | 0
         be.set(b.subarray(r * d, (r + 1) * d), i * d)
       }
-      const he = scratch.get("he", n * F)
-      kern.matmul(be, lp.wGate.subarray(e * d * F, (e + 1) * d * F), n, d, F, he)
-      const act = act1.subarray(m0 * F, (m0 + n) * F)
-      silu(he, n * F, act, sig1.subarray(m0 * F, (m0 + n) * F))
-      const up = up1.subarray(m0 * F, (m0 + n) * F)
-      kern.matmul(be, lp.wUp.subarray(e * d * F, (e + 1) * d * F), n, d, F, up)
-      const hidden = scratch.get("hidden", n * F)
-      for (let i = 0; i < n * F; i++) hidden[i] = (act[i] as number) * (up[i] as number)
+      const he = scratch.get("he", n * Fl)
+      kern.matmul(be, lp.wGate.subarray(e * d * Fl, (e + 1) * d * Fl), n, d, Fl, he)
+      const act = act1.subarray(m0 * Fl, (m0 + n) * Fl)
+      silu(he, n * Fl, act, sig1.subarray(m0 * Fl, (m0 + n) * Fl))
+      const up = up1.subarray(m0 * Fl, (m0 + n) * Fl)
+      kern.matmul(be, lp.wUp.subarray(e * d * Fl, (e + 1) * d * Fl), n, d, Fl, up)
+      const hidden = scratch.get("hidden", n * Fl)
+      for (let i = 0; i < n * Fl; i++) hidden[i] = (act[i] as number) * (up[i] as number)
       const ye = scratch.get("ye", n * d)
-      kern.matmul(hidden, lp.wDown.subarray(e * F * d, (e + 1) * F * d), n, F, d, ye)
+      kern.matmul(hidden, lp.wDown.subarray(e * Fl * d, (e + 1) * Fl * d), n, Fl, d, ye)
       for (let i = 0; i < n; i++) {
         const m = members[m0 + i] as number
-        const r = (m / K) | 0
+        const r = (m / Kl) | 0
         y.set(ye.subarray(i * d, (i + 1) * d), m * d)
         const g = gates[m] as number
         for (let j = 0; j < d; j++)
@@ -480,6 +488,7 @@ export const forwardRows = (
         xMid,
         b,
         inv2,
+        moe: mlp.moe,
         routerLogits,
         experts,
         gates,

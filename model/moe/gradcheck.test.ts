@@ -178,6 +178,33 @@ describe("tied embeddings: the embedding gets the output layer's gradient too", 
   })
 })
 
+describe("a dense MLP layer among MoE layers (Qwen3's mlp_only_layers)", () => {
+  const mixed = TinyMoe.create({
+    config: { ...config, nLayers: 3, mlpOnlyLayers: [1], denseFf: 10 },
+    seed: 6,
+    precision: "f64",
+  })
+  const rng = new Rng(106)
+  for (const entry of mixed.entries()) {
+    const isGain = /Norm$/.test(entry.name)
+    for (let i = 0; i < entry.data.length; i++)
+      entry.data[i] = isGain ? 1 + 0.2 * rng.normal() : 0.4 * rng.normal()
+  }
+  it("dense and sparse feed-forwards and routers, routing recomputed", () => {
+    expect(mixed.entries().find((e) => e.name === "layers.1.wGate")?.shape).toEqual([1, 8, 10])
+    expect(mixed.entries().find((e) => e.name === "layers.1.router")?.data.length).toBe(0)
+    const { checked, flipped, worst } = check(mixed, /\.(w(Gate|Up|Down)|router)$/)
+    expect(worst).toEqual([])
+    expect(checked).toBeGreaterThan(0)
+    expect(flipped).toBeLessThanOrEqual(checked / 10)
+  })
+  it("records no expert for the dense layer", () => {
+    const { routing } = mixed.score(ids, {})
+    for (let r = 0; r < T; r++)
+      expect([routing[(r * 3 + 1) * 2], routing[(r * 3 + 1) * 2 + 1]]).toEqual([0, 0])
+  })
+})
+
 describe("grouped-query attention gradients (2 key/value heads for 4 query heads, headDim ≠ dModel / nHeads)", () => {
   const gqa = TinyMoe.create({
     config: { ...config, nHeads: 4, nKvHeads: 2, headDim: 6 },

@@ -37,6 +37,28 @@ const sameParams = (a: TinyMoe, b: TinyMoe) =>
   a.entries().every((e, k) => e.data.every((v, i) => v === b.entries()[k]?.data[i]))
 
 describe("readHfCheckpoint", () => {
+  it("reads a model with dense MLP layers (mlp_only_layers, intermediate_size) under Qwen3MoeMLP's names", () => {
+    const mixed = TinyMoe.create({
+      config: { ...config, nLayers: 3, mlpOnlyLayers: [0], denseFf: 12 },
+      seed: 4,
+    })
+    const files = hfCheckpointFiles(encodeWeights(mixed))
+    const index = JSON.parse(
+      new TextDecoder().decode(files.find((f) => f.name === "model.safetensors.index.json")?.bytes),
+    ) as { weight_map: Record<string, string> }
+    const names = Object.keys(index.weight_map)
+    expect(names).toContain("model.layers.0.mlp.gate_proj.weight")
+    expect(names).not.toContain("model.layers.0.mlp.gate.weight")
+    expect(names).toContain("model.layers.1.mlp.experts.3.up_proj.weight")
+    const configJson = JSON.parse(
+      new TextDecoder().decode(files.find((f) => f.name === "config.json")?.bytes),
+    ) as Record<string, unknown>
+    expect(configJson).toMatchObject({ mlp_only_layers: [0], intermediate_size: 12 })
+    const back = readHfCheckpoint(writeDir(files))
+    expect(back.config).toEqual(mixed.config)
+    expect(sameParams(mixed, back.model)).toBe(true)
+  })
+
   it("reads a model with tied embeddings (no lm_head.weight, logits from the embedding)", () => {
     const tied = TinyMoe.create({ config: { ...config, tieWordEmbeddings: true }, seed: 4 })
     const files = hfCheckpointFiles(encodeWeights(tied))

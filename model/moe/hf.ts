@@ -1,7 +1,9 @@
 import type { Floats } from "../kernels/kernels.ts"
 import { CRITIC_TENSORS } from "../weights/hf-checkpoint.ts"
 import {
+  denseWidth,
   headDim,
+  isMoeLayer,
   kvHeads,
   kvWidth,
   ModelConfigError,
@@ -47,9 +49,7 @@ export const toHfConfig = (
   model_type: HF_MODEL_TYPE,
   vocab_size: c.vocabSize,
   hidden_size: c.dModel,
-  // Width of a dense MLP layer; every layer of TinyMoE is sparse (mlp_only_layers is empty), so
-  // no tensor has it, but the field is part of the config class.
-  intermediate_size: c.dFf * c.topK,
+  intermediate_size: denseWidth(c),
   num_hidden_layers: c.nLayers,
   num_attention_heads: c.nHeads,
   num_key_value_heads: kvHeads(c),
@@ -68,14 +68,14 @@ export const toHfConfig = (
   sliding_window: null,
   max_window_layers: c.nLayers,
   attention_dropout: 0,
-  decoder_sparse_step: 1,
+  decoder_sparse_step: c.decoderSparseStep ?? 1,
   moe_intermediate_size: c.dFf,
   num_experts_per_tok: c.topK,
   num_experts: c.nExperts,
   norm_topk_prob: true,
   output_router_logits: false,
   router_aux_loss_coef: HF_ROUTER_AUX_LOSS_COEF,
-  mlp_only_layers: [],
+  mlp_only_layers: [...(c.mlpOnlyLayers ?? [])],
   pad_token_id: tokens.padTokenId ?? null,
   bos_token_id: tokens.bosTokenId ?? null,
   eos_token_id: tokens.eosTokenId ?? null,
@@ -117,7 +117,7 @@ const ropeTheta = (json: Record<string, unknown>): number => {
 
 /**
  * The TinyMoE a Qwen3-MoE config.json describes. Fields whose other values would change the math
- * in ways t1's model does not compute (dense MLP layers, sliding windows,
+ * in ways t1's model does not compute (sliding windows,
  * attention biases, un-normalised top-k gates, another activation) are refused by name rather
  * than ignored.
  */
@@ -134,7 +134,6 @@ export const fromHfConfig = (value: unknown): TinyMoeConfig => {
     ["hidden_act", "silu", "only silu"],
     ["attention_bias", false, "attention biases are not supported"],
     ["use_sliding_window", false, "sliding-window attention is not supported"],
-    ["decoder_sparse_step", 1, "dense MLP layers are not supported (every layer is MoE)"],
     ["norm_topk_prob", true, "only normalised top-k gates (norm_topk_prob: true)"],
   ]
   for (const [field, expected, why] of unsupported) {
@@ -149,13 +148,12 @@ export const fromHfConfig = (value: unknown): TinyMoeConfig => {
   // Qwen3MoeConfig's own default for norm_topk_prob is false: absent means false.
   if (json.norm_topk_prob === undefined)
     refuse("norm_topk_prob", "absent (Qwen3MoeConfig's default, false); only true is supported")
-  const mlpOnly = json.mlp_only_layers
+  const mlpOnly = json.mlp_only_layers ?? []
   if (
-    mlpOnly !== undefined &&
-    mlpOnly !== null &&
-    !(Array.isArray(mlpOnly) && mlpOnly.length === 0)
+    !(Array.isArray(mlpOnly) && mlpOnly.every((l) => typeof l === "number" && Number.isInteger(l)))
   )
-    refuse("mlp_only_layers", `dense MLP layers are not supported; got ${JSON.stringify(mlpOnly)}`)
+    refuse("mlp_only_layers", `expected a list of layer indices, got ${JSON.stringify(mlpOnly)}`)
+  const sparseStep = intField(json, "decoder_sparse_step", 1)
   const dModel = intField(json, "hidden_size")
   const nHeads = intField(json, "num_attention_heads")
   const nKvHeads = intField(json, "num_key_value_heads", nHeads)
@@ -169,6 +167,8 @@ export const fromHfConfig = (value: unknown): TinyMoeConfig => {
     ...(nKvHeads === nHeads ? {} : { nKvHeads }),
     ...(hd * nHeads === dModel ? {} : { headDim: hd }),
     ...(json.tie_word_embeddings === true ? { tieWordEmbeddings: true } : {}),
+    ...((mlpOnly as number[]).length > 0 ? { mlpOnlyLayers: [...(mlpOnly as number[])] } : {}),
+    ...(sparseStep === 1 ? {} : { decoderSparseStep: sparseStep }),
     nExperts: intField(json, "num_experts"),
     topK: intField(json, "num_experts_per_tok"),
     dFf: intField(json, "moe_intermediate_size"),
@@ -176,9 +176,12 @@ export const fromHfConfig = (value: unknown): TinyMoeConfig => {
     ropeTheta: ropeTheta(json),
     normEps: numberField(json, "rms_norm_eps", 1e-6),
   }
-  const error = validateConfig(config)
+  const dense = intField(json, "intermediate_size", config.dFf * config.topK)
+  const withDense: TinyMoeConfig =
+    dense === config.dFf * config.topK ? config : { ...config, denseFf: dense }
+  const error = validateConfig(withDense)
   if (error) refuse(error.field, error.message)
-  return config
+  return withDense
 }
 
 /** One tensor of the Hugging Face state dict. */
@@ -204,11 +207,19 @@ export function* hfTensorSpecs(c: TinyMoeConfig): Generator<HfTensorSpec> {
     yield { name: `${p}.self_attn.o_proj.weight`, shape: [d, queryWidth(c)] }
     yield { name: `${p}.self_attn.q_norm.weight`, shape: [hd] }
     yield { name: `${p}.self_attn.k_norm.weight`, shape: [hd] }
-    yield { name: `${p}.mlp.gate.weight`, shape: [c.nExperts, d] }
-    for (let e = 0; e < c.nExperts; e++) {
-      yield { name: `${p}.mlp.experts.${e}.gate_proj.weight`, shape: [c.dFf, d] }
-      yield { name: `${p}.mlp.experts.${e}.up_proj.weight`, shape: [c.dFf, d] }
-      yield { name: `${p}.mlp.experts.${e}.down_proj.weight`, shape: [d, c.dFf] }
+    if (isMoeLayer(c, l)) {
+      yield { name: `${p}.mlp.gate.weight`, shape: [c.nExperts, d] }
+      for (let e = 0; e < c.nExperts; e++) {
+        yield { name: `${p}.mlp.experts.${e}.gate_proj.weight`, shape: [c.dFf, d] }
+        yield { name: `${p}.mlp.experts.${e}.up_proj.weight`, shape: [c.dFf, d] }
+        yield { name: `${p}.mlp.experts.${e}.down_proj.weight`, shape: [d, c.dFf] }
+      }
+    } else {
+      // Qwen3MoeMLP: a dense SwiGLU of width intermediate_size.
+      const w = denseWidth(c)
+      yield { name: `${p}.mlp.gate_proj.weight`, shape: [w, d] }
+      yield { name: `${p}.mlp.up_proj.weight`, shape: [w, d] }
+      yield { name: `${p}.mlp.down_proj.weight`, shape: [d, w] }
     }
     yield { name: `${p}.input_layernorm.weight`, shape: [d] }
     yield { name: `${p}.post_attention_layernorm.weight`, shape: [d] }
@@ -292,12 +303,16 @@ export const toHfTensors = (c: TinyMoeConfig, p: Params): HfTensor[] => {
           take(spec, f32(lp.ffnNorm))
           break
         default: {
-          const e = Number(parts[5])
-          const which = parts[6]
-          if (which === "down_proj") take(spec, transposed(lp.wDown.subarray(e * F * d), F, d))
+          // mlp.experts.<e>.<proj> of a sparse layer, or mlp.<proj> of a dense one (expert 0).
+          const dense = parts[4] !== "experts"
+          const e = dense ? 0 : Number(parts[5])
+          const which = dense ? parts[4] : parts[6]
+          const Fl = dense ? denseWidth(c) : F
+          if (which === "down_proj")
+            take(spec, transposed(lp.wDown.subarray(e * Fl * d, (e + 1) * Fl * d), Fl, d))
           else {
             const w = which === "gate_proj" ? lp.wGate : lp.wUp
-            take(spec, transposed(w.subarray(e * d * F), d, F))
+            take(spec, transposed(w.subarray(e * d * Fl, (e + 1) * d * Fl), d, Fl))
           }
         }
       }
@@ -331,11 +346,18 @@ export const fromHfTensors = (
     transposeInto(n("self_attn.o_proj"), d, queryWidth(c), lp.wo)
     lp.qNorm.set(n("self_attn.q_norm"))
     lp.kNorm.set(n("self_attn.k_norm"))
-    transposeInto(n("mlp.gate"), c.nExperts, d, lp.router)
-    for (let e = 0; e < c.nExperts; e++) {
-      transposeInto(n(`mlp.experts.${e}.gate_proj`), F, d, lp.wGate.subarray(e * d * F))
-      transposeInto(n(`mlp.experts.${e}.up_proj`), F, d, lp.wUp.subarray(e * d * F))
-      transposeInto(n(`mlp.experts.${e}.down_proj`), d, F, lp.wDown.subarray(e * F * d))
+    if (isMoeLayer(c, l)) {
+      transposeInto(n("mlp.gate"), c.nExperts, d, lp.router)
+      for (let e = 0; e < c.nExperts; e++) {
+        transposeInto(n(`mlp.experts.${e}.gate_proj`), F, d, lp.wGate.subarray(e * d * F))
+        transposeInto(n(`mlp.experts.${e}.up_proj`), F, d, lp.wUp.subarray(e * d * F))
+        transposeInto(n(`mlp.experts.${e}.down_proj`), d, F, lp.wDown.subarray(e * F * d))
+      }
+    } else {
+      const w = denseWidth(c)
+      transposeInto(n("mlp.gate_proj"), w, d, lp.wGate)
+      transposeInto(n("mlp.up_proj"), w, d, lp.wUp)
+      transposeInto(n("mlp.down_proj"), d, w, lp.wDown)
     }
     lp.attnNorm.set(n("input_layernorm"))
     lp.ffnNorm.set(n("post_attention_layernorm"))

@@ -112,9 +112,16 @@ export class TinyMoe implements ModelState {
     const c = this.config
     return tape.layers.reduce(
       (sum, layer) =>
-        sum +
-        loadBalancingLoss(layer.routerLogits, layer.experts, tape.rows.length, c.nExperts, c.topK)
-          .loss,
+        layer.moe
+          ? sum +
+            loadBalancingLoss(
+              layer.routerLogits,
+              layer.experts,
+              tape.rows.length,
+              c.nExperts,
+              c.topK,
+            ).loss
+          : sum,
       0,
     )
   }

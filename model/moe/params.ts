@@ -1,6 +1,6 @@
 import type { Floats } from "../kernels/kernels.ts"
 import { Rng } from "../rng.ts"
-import { headDim, kvWidth, queryWidth, type TinyMoeConfig } from "./config.ts"
+import { headDim, kvWidth, layerFfn, queryWidth, type TinyMoeConfig } from "./config.ts"
 
 export type Precision = "f32" | "f64"
 
@@ -48,8 +48,10 @@ export interface ParamEntry {
   readonly decay: boolean
 }
 
-const layerShapes = (c: TinyMoeConfig) =>
-  ({
+/** Layer l's shapes: a dense layer is one expert of width denseFf and an empty router. */
+const layerShapes = (c: TinyMoeConfig, l: number) => {
+  const ffn = layerFfn(c, l)
+  return {
     attnNorm: [c.dModel],
     wq: [c.dModel, queryWidth(c)],
     wk: [c.dModel, kvWidth(c)],
@@ -58,11 +60,12 @@ const layerShapes = (c: TinyMoeConfig) =>
     qNorm: [headDim(c)],
     kNorm: [headDim(c)],
     ffnNorm: [c.dModel],
-    router: [c.dModel, c.nExperts],
-    wGate: [c.nExperts, c.dModel, c.dFf],
-    wUp: [c.nExperts, c.dModel, c.dFf],
-    wDown: [c.nExperts, c.dFf, c.dModel],
-  }) as const satisfies Record<keyof LayerParams, ReadonlyArray<number>>
+    router: ffn.moe ? [c.dModel, c.nExperts] : [c.dModel, 0],
+    wGate: [ffn.experts, c.dModel, ffn.width],
+    wUp: [ffn.experts, c.dModel, ffn.width],
+    wDown: [ffn.experts, ffn.width, c.dModel],
+  } as const satisfies Record<keyof LayerParams, ReadonlyArray<number>>
+}
 
 export const LAYER_KEYS = [
   "attnNorm",
@@ -93,7 +96,7 @@ export const paramEntries = (c: TinyMoeConfig, p: Params): ParamEntry[] => {
     { name: "embed", shape: [c.vocabSize, c.dModel], data: p.embed, decay: true },
   ]
   p.layers.forEach((layer, i) => {
-    const shapes = layerShapes(c)
+    const shapes = layerShapes(c, i)
     for (const key of LAYER_KEYS) {
       entries.push({
         name: `layers.${i}.${key}`,
@@ -120,9 +123,10 @@ export function* paramShapes(
   c: TinyMoeConfig,
 ): Generator<readonly [string, ReadonlyArray<number>]> {
   yield ["embed", [c.vocabSize, c.dModel]]
-  const shapes = layerShapes(c)
-  for (let i = 0; i < c.nLayers; i++)
+  for (let i = 0; i < c.nLayers; i++) {
+    const shapes = layerShapes(c, i)
     for (const key of LAYER_KEYS) yield [`layers.${i}.${key}`, shapes[key]]
+  }
   yield ["finalNorm", [c.dModel]]
   yield ["lmHead", lmHeadShape(c)]
   yield ["valueHead", [c.dModel]]
@@ -140,9 +144,9 @@ export const buildParams = (
     fill(name, shape, data)
     return data
   }
-  const shapes = layerShapes(c)
   const layers: LayerParams[] = []
   for (let i = 0; i < c.nLayers; i++) {
+    const shapes = layerShapes(c, i)
     const entry = {} as Record<keyof LayerParams, Floats>
     for (const key of LAYER_KEYS) entry[key] = make(`layers.${i}.${key}`, shapes[key])
     layers.push(entry)

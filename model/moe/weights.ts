@@ -5,7 +5,7 @@ import {
   SafetensorsError,
   type Tensor,
 } from "../weights/index.ts"
-import { ModelConfigError, type TinyMoeConfig } from "./config.ts"
+import { denseWidth, ModelConfigError, type TinyMoeConfig } from "./config.ts"
 import {
   CRITIC_TENSORS,
   criticTensorSpecs,
@@ -132,7 +132,12 @@ export const configMismatch = (expected: TinyMoeConfig, got: TinyMoeConfig): str
     ["ropeTheta", expected.ropeTheta, got.ropeTheta],
     ["normEps", expected.normEps, got.normEps],
     ["tieWordEmbeddings", expected.tieWordEmbeddings ? 1 : 0, got.tieWordEmbeddings ? 1 : 0],
+    ["decoderSparseStep", expected.decoderSparseStep ?? 1, got.decoderSparseStep ?? 1],
+    ["denseFf", denseWidth(expected), denseWidth(got)],
   ]
+  const layers = (c: TinyMoeConfig) => [...(c.mlpOnlyLayers ?? [])].sort((a, b) => a - b).join(",")
+  if (layers(expected) !== layers(got))
+    out.push(`mlpOnlyLayers: [${layers(got)}], expected [${layers(expected)}]`)
   for (const [f, e, g] of pairs) if (e !== g) out.push(`${f}: ${g}, expected ${e}`)
   return out
 }
