@@ -4,7 +4,8 @@
  * announces. The checks are the model layer's (names, shapes, float dtypes, finite values, the
  * config.json of a directory); any refusal is INVALID_ARGUMENT naming the file and tensor.
  */
-import { stat } from "node:fs/promises"
+import { readdir, stat } from "node:fs/promises"
+import { join } from "node:path"
 import * as grpc from "@grpc/grpc-js"
 import { Effect } from "effect"
 import {
@@ -88,7 +89,15 @@ export const refKind = (
   Effect.tryPromise({
     try: async () => {
       const info = await stat(path)
-      if (info.isDirectory()) return "directory" as const
+      if (info.isDirectory()) {
+        // The checkpoint is read whole: its weights files count against the same bound.
+        let total = 0
+        for (const name of await readdir(path, { recursive: true }))
+          if (name.endsWith(".safetensors")) total += (await stat(join(path, name))).size
+        if (total > maxBytes)
+          throw new Error(`its safetensors files hold ${total} bytes, at most ${maxBytes}`)
+        return "directory" as const
+      }
       if (!info.isFile()) throw new Error("neither a file nor a directory")
       if (info.size > maxBytes) throw new Error(`${info.size} bytes, at most ${maxBytes}`)
       return "file" as const

@@ -218,6 +218,15 @@ describe("gateway (in-memory bus)", () => {
     expect(events.map((e) => e.seq)).toEqual([1n, 2n])
     const anonymousWatch = await rejection(collect(gw.client().watchJob({ jobId })))
     expect(anonymousWatch.code).toBe(grpc.status.UNAUTHENTICATED)
+    // Weights are read like the rest: a reader gets past auth (this eval job published none).
+    expect((await rejection(gw.client().fetchJobWeights({ jobId }))).code).toBe(
+      grpc.status.UNAUTHENTICATED,
+    )
+    const none = await rejection(reader.fetchJobWeights({ jobId }))
+    expect([none.code, none.details]).toEqual([
+      grpc.status.NOT_FOUND,
+      `job ${jobId} has published no weights`,
+    ])
 
     // Health and reflection stay open.
     const raw = rawClient(gw.endpoint.address)
@@ -401,8 +410,12 @@ describe("gateway (in-memory bus)", () => {
       "WatchJob",
       "CancelJob",
       "ListJobs",
+      "FetchJobWeights",
     ])
     expect(service?.methods.find((m) => m.name === "WatchJob")?.methodKind).toBe("server_streaming")
+    expect(service?.methods.find((m) => m.name === "FetchJobWeights")?.methodKind).toBe(
+      "server_streaming",
+    )
     expect(byMethod?.messageResponse.case).toBe("fileDescriptorResponse")
     if (byName?.messageResponse.case !== "fileDescriptorResponse") throw new Error("no file")
     expect(

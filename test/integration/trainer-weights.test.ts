@@ -160,7 +160,8 @@ describe("TrainerService: weights from any trainer", () => {
         const gateway = yield* serveGateway({
           subjects,
           port: 0,
-          services: [yield* trainerService({ subjects })],
+          // Room for one weights file (1.45 MB), not for three.
+          services: [yield* trainerService({ subjects, maxWeightsBytes: 4_000_000 })],
         })
         const jobs: JobServiceClient = jobServiceClient(gateway.address)
         const trainer: TrainerServiceClient = trainerServiceClient(gateway.address)
@@ -257,7 +258,15 @@ describe("TrainerService: weights from any trainer", () => {
             configOf({ model_type: "llama", architectures: ["LlamaForCausalLM"] }),
           )
           const wider = writeDir(configOf({ hidden_size: config.dModel * 2 }))
+          const oversized = writeDir([
+            ...files3,
+            ...[1, 2].map((i) => ({
+              name: `extra-${i}.safetensors`,
+              bytes: encodeWeights(model3),
+            })),
+          ])
           const refused = {
+            oversized: await byRef(oversized),
             nanBytes: await refusal(trainer.publishWeights(next, plainFile(withNaN))),
             infDir: await byRef(infDir),
             renamed: await refusal(trainer.publishWeights(next, plainFile(renamed))),
@@ -416,6 +425,7 @@ describe("TrainerService: weights from any trainer", () => {
     // Each refusal typed, naming the file or tensor; version and step rules name both values.
     const codes = Object.fromEntries(Object.entries(refused).map(([k, v]) => [k, v.code]))
     expect(codes).toEqual({
+      oversized: "INVALID_ARGUMENT",
       nanBytes: "INVALID_ARGUMENT",
       infDir: "INVALID_ARGUMENT",
       renamed: "INVALID_ARGUMENT",
@@ -431,6 +441,7 @@ describe("TrainerService: weights from any trainer", () => {
       version0: "INVALID_ARGUMENT",
       step0: "INVALID_ARGUMENT",
     })
+    expect(refused.oversized.details).toMatch(/safetensors files hold \d+ bytes, at most 4000000/)
     expect(refused.nanBytes.details).toMatch(
       /model\.layers\.1\.mlp\.experts\.2\.up_proj\.weight.*not finite/,
     )
