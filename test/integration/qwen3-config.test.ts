@@ -266,6 +266,10 @@ const CONFIGS: ReadonlyArray<readonly [string, Partial<TinyMoeConfig>]> = [
   ["TinyMoE's defaults", {}],
   ["grouped-query attention, head_dim ≠ hidden / heads", { nHeads: 4, nKvHeads: 2, headDim: 8 }],
   ["tied embeddings", { tieWordEmbeddings: true }],
+  [
+    "dense layers (mlp_only_layers [0], decoder_sparse_step 2 over 4 layers, intermediate_size 96)",
+    { nLayers: 4, mlpOnlyLayers: [0], decoderSparseStep: 2, denseFf: 96 },
+  ],
 ]
 
 describe("exported TinyMoE = Hugging Face's Qwen3-MoE (config fields and state dict)", () => {

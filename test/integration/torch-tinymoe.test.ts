@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 import { bf16Round, encodeWeights, mapParams, TinyMoe } from "../../model/index.ts"
 import { selectKernels } from "../../model/kernels/select.ts"
+import { isMoeLayer } from "../../model/moe/config.ts"
 import { torchPython } from "../support/python.ts"
 import { sampleEpisodes } from "../support/sampled-episodes.ts"
 
@@ -51,42 +52,65 @@ const maxAbsDiff = (a: number[][], b: number[][]) => {
 describe.skipIf(python === undefined)(
   "PyTorch TinyMoE (reference learner) = TypeScript TinyMoE",
   () => {
-    it("same log-probs, router choices and values; under R3 the same replayed experts and outputs", () => {
+    it.each([
       // Grouped-query attention and a head width other than dModel / nHeads: the layouts a
       // transposition or head-split slip would break.
-      const model = TinyMoe.create({
-        config: { vocabSize: 300, maxSeqLen: 256, nKvHeads: 2, headDim: 8 },
-        seed: 5,
-      })
-      const c = model.config
-      const ids = Array.from({ length: 96 }, (_, i) => (i * 37 + 11) % c.vocabSize)
-      const own = model.score(ids, { tape: false })
-      // A routing the router would not choose: each choice moved to the next expert.
-      const replay = own.routing.map((e) => (e + 1) % c.nExperts) as Uint8Array
-      const replayed = model.score(ids, { replay, tape: false })
+      ["grouped-query attention, head_dim ≠ dModel / nHeads", { nKvHeads: 2, headDim: 8 }],
+      // Dense MLP layers (0 by mlp_only_layers, 2 by decoder_sparse_step 2) and tied embeddings.
+      [
+        "dense layers, tied embeddings",
+        { nLayers: 4, mlpOnlyLayers: [0], decoderSparseStep: 2, tieWordEmbeddings: true },
+      ],
+    ] as const)(
+      "%s: same log-probs, router choices and values; under R3 the same replayed experts and outputs",
+      (_, over) => {
+        const model = TinyMoe.create({
+          config: { vocabSize: 300, maxSeqLen: 256, ...over },
+          seed: 5,
+        })
+        // A critic that is not zero, so the values compare something.
+        model.params.valueHead.forEach((_, i, a) => {
+          a[i] = Math.cos(i) / 8
+        })
+        model.params.valueBias[0] = -0.125
+        const c = model.config
+        const ids = Array.from({ length: 96 }, (_, i) => (i * 37 + 11) % c.vocabSize)
+        const own = model.score(ids, { tape: false })
+        // A routing the router would not choose: each choice moved to the next expert (a dense
+        // layer's row stays 0: it has no router).
+        const K = c.topK
+        const replay = own.routing.map((e, i) =>
+          isMoeLayer(c, Math.floor(i / K) % c.nLayers) ? (e + 1) % c.nExperts : 0,
+        ) as Uint8Array
+        const replayed = model.score(ids, { replay, tape: false })
 
-      const dir = mkdtempSync(join(tmpdir(), "t1-torch-parity-"))
-      writeFileSync(join(dir, "weights.safetensors"), encodeWeights(model, "F32", { version: 4n }))
-      writeFileSync(join(dir, "ids.json"), JSON.stringify(ids))
-      writeFileSync(join(dir, "replay.bin"), replay)
-      const run = spawnSync(python as string, [SCRIPT, dir], { encoding: "utf8" })
-      expect(run.stderr).toBe("")
-      expect(run.status).toBe(0)
-      const torch = JSON.parse(readFileSync(join(dir, "torch.json"), "utf8")) as TorchScores
+        const dir = mkdtempSync(join(tmpdir(), "t1-torch-parity-"))
+        writeFileSync(
+          join(dir, "weights.safetensors"),
+          encodeWeights(model, "F32", { version: 4n }),
+        )
+        writeFileSync(join(dir, "ids.json"), JSON.stringify(ids))
+        writeFileSync(join(dir, "replay.bin"), replay)
+        const run = spawnSync(python as string, [SCRIPT, dir], { encoding: "utf8" })
+        expect(run.stderr).toBe("")
+        expect(run.status).toBe(0)
+        const torch = JSON.parse(readFileSync(join(dir, "torch.json"), "utf8")) as TorchScores
 
-      expect(torch.version).toBe(4)
-      const ts = logSoftmaxRows(own.logits, ids.length, c.vocabSize)
-      const tsReplayed = logSoftmaxRows(replayed.logits, ids.length, c.vocabSize)
-      // f32 on both sides, summed in different orders: agreement to float32 rounding.
-      expect(maxAbsDiff(torch.logprobs, ts)).toBeLessThan(1e-4)
-      expect(maxAbsDiff(torch.replayed_logprobs, tsReplayed)).toBeLessThan(1e-4)
-      expect(torch.routing.flat(2)).toEqual(Array.from(own.routing))
-      expect(torch.replayed_routing.flat(2)).toEqual(Array.from(replay))
-      // Replay is not a no-op: the replayed experts change the outputs, on both sides alike.
-      expect(maxAbsDiff(tsReplayed, ts)).toBeGreaterThan(1e-3)
-      for (let i = 0; i < ids.length; i++)
-        expect(Math.abs((torch.values[i] ?? 0) - (own.values[i] ?? 0))).toBeLessThan(1e-4)
-    })
+        expect(torch.version).toBe(4)
+        const ts = logSoftmaxRows(own.logits, ids.length, c.vocabSize)
+        const tsReplayed = logSoftmaxRows(replayed.logits, ids.length, c.vocabSize)
+        // f32 on both sides, summed in different orders: agreement to float32 rounding.
+        expect(maxAbsDiff(torch.logprobs, ts)).toBeLessThan(1e-4)
+        expect(maxAbsDiff(torch.replayed_logprobs, tsReplayed)).toBeLessThan(1e-4)
+        expect(torch.routing.flat(2)).toEqual(Array.from(own.routing))
+        expect(torch.replayed_routing.flat(2)).toEqual(Array.from(replay))
+        // Replay is not a no-op: the replayed experts change the outputs, on both sides alike.
+        expect(maxAbsDiff(tsReplayed, ts)).toBeGreaterThan(1e-3)
+        expect(Math.max(...Array.from(own.values, Math.abs))).toBeGreaterThan(1e-2)
+        for (let i = 0; i < ids.length; i++)
+          expect(Math.abs((torch.values[i] ?? 0) - (own.values[i] ?? 0))).toBeLessThan(1e-4)
+      },
+    )
 
     /**
      * Episodes sampled by the TypeScript sampler (the embedded policy: its KV cache, batcher and

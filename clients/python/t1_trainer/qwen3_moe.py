@@ -413,6 +413,14 @@ class Qwen3Moe(nn.Module):
             table = table[:, self.config["sparse_layers"], :]
         return table
 
+    def layer_rows(self, used):
+        """The experts used [T, routed layers, k] in t1's samplers' layout, one row per layer
+        [T, num_hidden_layers, k], a dense layer's row 0."""
+        c = self.config
+        out = torch.zeros(used.shape[0], c["num_hidden_layers"], c["num_experts_per_tok"], dtype=torch.long)
+        out[:, c["sparse_layers"], :] = used
+        return out
+
     def _check_replay(self, replay, T):
         replay = self.routed_rows(replay)
         want = [T, self.routed_layers, self.config["num_experts_per_tok"]]

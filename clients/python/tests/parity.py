@@ -31,8 +31,9 @@ def main(folder):
         "version": version,
         "logprobs": torch.log_softmax(logits, dim=-1).tolist(),
         "replayed_logprobs": torch.log_softmax(replayed, dim=-1).tolist(),
-        "routing": routing.tolist(),
-        "replayed_routing": used.tolist(),
+        # One row per layer, as t1's samplers record them (a dense layer's row 0).
+        "routing": model.layer_rows(routing).tolist(),
+        "replayed_routing": model.layer_rows(used).tolist(),
         "values": values.tolist(),
     }
     with open(os.path.join(folder, "torch.json"), "w") as f:
