@@ -19,6 +19,7 @@ import {
 import { runLearner } from "./actor.ts"
 import { runLearnerPool } from "./job-pool.ts"
 import { type AdvantageMode, DEFAULT_LEARNER_CONFIG, type LearnerConfig } from "./trainer.ts"
+import { policyVocabularyFlag } from "./vocab-check.ts"
 
 const ADVANTAGE_MODES: ReadonlyArray<AdvantageMode> = ["critic", "group", "group+critic"]
 
@@ -39,7 +40,7 @@ const number = (
 }
 
 /** Learner-only pool flags (the buffer's pool takes the shared ones alone). */
-const LEARNER_POOL_FLAGS = ["batch-wait-ms", "format"] as const
+const LEARNER_POOL_FLAGS = ["batch-wait-ms", "format", "model-dir"] as const
 
 /** The golden transcripts' action format: the samplers' (same flag, same variable). */
 const goldenFormat = (flags: FlagValues): ActionFormat => {
@@ -61,6 +62,10 @@ learner per job, lease in KV <prefix>-learner-leases) and takes its hyperparamet
                                on what the buffer has (T1_BATCH_WAIT_MS; default 2000)
   --format NAME                pool mode: action format of the SFT golden transcripts, the samplers'
                                own (T1_ACTION_FORMAT, as the sampler reads it; default shell-block)
+  --model-dir DIR              pool mode: the samplers' engine model (T1_MODEL_DIR, as the sampler
+                               reads it): a train job whose model vocabulary is smaller than this
+                               model's (config.json vocab_size, else tokenizer.json) is refused
+                               (FAILED, naming both) instead of training on none of its trajectories
 With --job:
   --job ID                     train this job (T1_JOB)
   --weights FILE               starting weights when the job has no checkpoint (e.g. t1 train sft output); default: initialised from --seed
@@ -125,6 +130,7 @@ export const learnerActor: HostedActor = {
         checkpointEvery: flagInt(flags, "checkpoint-every", "T1_CHECKPOINT_EVERY", 10, 1),
         batchWaitMs: flagInt(flags, "batch-wait-ms", "T1_BATCH_WAIT_MS", 2000, 0),
         format: goldenFormat(flags),
+        ...policyVocabularyFlag(flags),
       }).pipe(Effect.mapError((e) => ({ message: e.message })))
     const r3 = flagText(flags, "r3", "T1_R3") ?? "on"
     if (r3 !== "on" && r3 !== "off")

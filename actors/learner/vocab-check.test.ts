@@ -11,7 +11,7 @@ import { latestAnnouncement } from "../../services/weights/index.ts"
 import { runInProcess } from "../../test/support/in-process.ts"
 import { smallTrainSpec } from "../../test/support/train-spec.ts"
 import { runLearnerPool } from "./job-pool.ts"
-import { type PolicyVocabulary, policyVocabulary } from "./vocab-check.ts"
+import { type PolicyVocabulary, policyVocabulary, policyVocabularyFlag } from "./vocab-check.ts"
 
 const root = mkdtempSync(join(tmpdir(), "t1-vocab-"))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
@@ -37,6 +37,12 @@ describe("policyVocabulary", () => {
     expect(fromTokenizer.size).toBe(loadBundledTokenizer().vocabSize)
     expect(fromTokenizer.source).toContain("tokenizer.json")
     expect(() => policyVocabulary(join(root, "missing"))).toThrow(/tokenizer\.json/)
+    // `t1 actor learner --model-dir DIR` (or T1_MODEL_DIR) hands it to the pool.
+    expect(policyVocabularyFlag({ "model-dir": engine }).policyVocabulary?.size).toBe(151_936)
+    expect(policyVocabularyFlag({})).toEqual({})
+    expect(() => policyVocabularyFlag({ "model-dir": join(root, "missing") })).toThrow(
+      /--model-dir .*missing.*tokenizer\.json/,
+    )
   })
 })
 

@@ -10,6 +10,7 @@ import { Effect } from "effect"
 import { loadTokenizerJson } from "../../model/index.ts"
 import { ErrorCode, JobState } from "../../proto/index.ts"
 import type { JobStoreShape } from "../../services/jobs/index.ts"
+import { ActorConfigError, type FlagValues, flagText } from "../hosted.ts"
 
 /** The ids a policy can emit: its model's vocabulary. */
 export interface PolicyVocabulary {
@@ -70,3 +71,19 @@ export const refuseVocabulary = (
       .pipe(Effect.catchTag("JobTerminal", () => Effect.void))
     return true
   })
+
+/**
+ * `t1 actor learner --model-dir DIR` (T1_MODEL_DIR, the variable the samplers read their engine
+ * model's directory from): the policy's vocabulary for the pool's admission check; none without it.
+ */
+export const policyVocabularyFlag = (
+  flags: FlagValues,
+): { readonly policyVocabulary?: PolicyVocabulary } => {
+  const dir = flagText(flags, "model-dir", "T1_MODEL_DIR")
+  if (dir === undefined) return {}
+  try {
+    return { policyVocabulary: policyVocabulary(dir) }
+  } catch (e) {
+    throw new ActorConfigError(`--model-dir ${dir}: ${e instanceof Error ? e.message : String(e)}`)
+  }
+}
