@@ -156,7 +156,8 @@ export const fromHfConfig = (value: unknown): TinyMoeConfig => {
   const sparseStep = intField(json, "decoder_sparse_step", 1)
   const dModel = intField(json, "hidden_size")
   const nHeads = intField(json, "num_attention_heads")
-  const nKvHeads = intField(json, "num_key_value_heads", nHeads)
+  // Absent, Qwen3MoeConfig's own default (4) applies, as it does for transformers and engines.
+  const nKvHeads = intField(json, "num_key_value_heads", 4)
   const hd = intField(json, "head_dim", Math.floor(dModel / nHeads))
   // Left implicit when they are the defaults, so a config read back equals the one written.
   const config: TinyMoeConfig = {
