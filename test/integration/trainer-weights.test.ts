@@ -25,12 +25,14 @@ import {
 import { weightsCommand } from "../../cli/commands/weights.ts"
 import { UsageError } from "../../cli/flags.ts"
 import type { Output } from "../../cli/gateway-flags.ts"
+import { BUNDLED_TOKENIZER } from "../../model/bundled/bundled.ts"
 import {
   decodeSafetensors,
   decodeWeights,
   encodeSafetensors,
   encodeWeights,
   hfCheckpointFiles,
+  loadHfModelTokenizer,
   readHfCheckpoint,
   type Tensor,
   type TinyMoe,
@@ -369,6 +371,50 @@ describe("TrainerService: weights from any trainer", () => {
             join(root, "never"),
             ...gw,
           ])
+          const outBundled = join(root, "fetched-bundled")
+          const cliBundled = await runCli([
+            "fetch",
+            jobId,
+            "--tokenizer",
+            "bundled",
+            "--out",
+            outBundled,
+            ...gw,
+          ])
+          const cliNoTokenizer = await runCli([
+            "fetch",
+            jobId,
+            "--tokenizer",
+            root,
+            "--out",
+            join(root, "no-tokenizer"),
+            ...gw,
+          ])
+          // A tokenizer naming ids past the model's 1024 rows (another model's).
+          const bigTokenizer = join(root, "big-tokenizer")
+          const tokJson = JSON.parse(readFileSync(BUNDLED_TOKENIZER, "utf8")) as {
+            added_tokens: Array<Record<string, unknown>>
+          }
+          tokJson.added_tokens.push({
+            id: 5000,
+            content: "<|far|>",
+            single_word: false,
+            lstrip: false,
+            rstrip: false,
+            normalized: false,
+            special: true,
+          })
+          mkdirSync(bigTokenizer, { recursive: true })
+          writeFileSync(join(bigTokenizer, "tokenizer.json"), JSON.stringify(tokJson))
+          const cliBigTokenizer = await runCli([
+            "fetch",
+            jobId,
+            "--tokenizer",
+            bigTokenizer,
+            "--out",
+            join(root, "big"),
+            ...gw,
+          ])
           const outLatest = join(root, "fetched-latest")
           const bin = await t1Bin(["weights", "fetch", jobId, "--out", outLatest, ...gw])
           trainer.close()
@@ -406,6 +452,10 @@ describe("TrainerService: weights from any trainer", () => {
             cliNever,
             bin,
             outLatest,
+            cliBundled,
+            outBundled,
+            cliNoTokenizer,
+            cliBigTokenizer,
           }
         })
       }),
@@ -505,6 +555,24 @@ describe("TrainerService: weights from any trainer", () => {
     expect(r.cliNotEmpty.err.join("\n")).toContain("is not empty")
     expect(r.cliNever.code).toBe(1)
     expect(r.cliNever.err.join("\n")).toContain("NOT_FOUND")
+    // --tokenizer bundled: a directory an engine can be launched on (tokenizer, chat template).
+    expect(r.cliBundled.code).toBe(0)
+    const launchable = loadHfModelTokenizer(r.outBundled)
+    expect(launchable.tokenizer.vocabSize).toBe(r.config.vocabSize)
+    expect(readdirSync(r.outBundled)).toEqual(
+      expect.arrayContaining(["tokenizer.json", "tokenizer_config.json", "generation_config.json"]),
+    )
+    const bundledConfig = JSON.parse(readFileSync(join(r.outBundled, "config.json"), "utf8")) as {
+      eos_token_id: number
+    }
+    expect(bundledConfig.eos_token_id).toBe(launchable.eosId)
+    expect(sameParams(readHfCheckpoint(r.outBundled).model, r.model3)).toBe(true)
+    expect(r.cliNoTokenizer.code).toBe(2)
+    expect(r.cliNoTokenizer.err.join("\n")).toContain("no tokenizer.json")
+    expect(r.cliBigTokenizer.code).toBe(1)
+    expect(r.cliBigTokenizer.err.join("\n")).toContain(
+      "tokenizer.json has 5001 ids, more than the model's vocab_size 1024",
+    )
     // The real binary, after the job ended: the latest version.
     expect(r.bin.stderr).toContain(`job ${r.jobId}: version 3 (step 3`)
     expect(r.bin.code).toBe(0)
