@@ -197,7 +197,10 @@ const turnVersion = (
     let v = engineVersion(label)
     if (v === undefined) {
       if (check !== undefined && loaded !== undefined) {
-        check.onMismatch(label)
+        // Only an engine that still holds other weights needs a reload; a turn whose last run
+        // is a job version was caught by a reload that already happened.
+        const newest = labels[labels.length - 1] as string
+        if (engineVersion(newest) === undefined) check.onMismatch(newest)
         throw new PolicyError({
           backend: NAME,
           message: `${NAME}: the engine generated with weights ${JSON.stringify(label)} where v${loaded} was loaded (the engine restarted?); the turn is sampled again once the replica is reloaded`,
