@@ -161,6 +161,13 @@ describe("train job on engines with the engine bridge", () => {
         expect([d.refits[at - 1], d.refits[at + 1]]).toEqual(["pause retract", "continue"])
       }
     }
+    // Every load of a trained version changed every tensor the engine serves; v0 is the
+    // directory the doubles were launched on.
+    for (const d of [a, b]) {
+      for (const l of d.loads)
+        console.log(`load v${l.version}: ${l.changed} of ${l.served} served tensors changed`)
+      for (const l of d.loads) expect(l.changed).toBe(l.version === "0" ? 0 : l.served)
+    }
     // Replica b: its first load refused, then retried and loaded; no turn in between.
     const refused = b.log.findIndex((l) => l.startsWith("refused"))
     const next = b.log.findIndex((l, i) => i > refused && l.startsWith("update"))

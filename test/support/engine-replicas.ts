@@ -1,8 +1,13 @@
 /**
  * Two engine replicas for the weight-sync tests: SGLang or vLLM doubles (actors/sampler/policy/
  * engine-double.ts) on loopback HTTP servers, every turn one shell-block command in the bundled
- * tokenizer ending with the end-of-turn token, so TinyMoE can train on what they sample.
+ * tokenizer ending with the end-of-turn token, so TinyMoE can train on what they sample. The
+ * SGLang doubles are launched on the directory of a train job's starting point (TinyMoE from
+ * seed 0, `tinymoe:init`), so loads change the tensors they serve.
  */
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
 import { afterAll, beforeAll } from "vitest"
 import {
   type SglangDouble,
@@ -12,7 +17,7 @@ import {
 } from "../../actors/sampler/policy/engine-double.ts"
 import { startTestServer, type TestServer } from "../../actors/sampler/policy/test-server.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
-import { ChatTemplate } from "../../model/index.ts"
+import { ChatTemplate, encodeWeights, hfCheckpointFiles, TinyMoe } from "../../model/index.ts"
 
 export interface EngineReplica<D> {
   readonly double: D
@@ -40,9 +45,21 @@ const useReplicas = <D extends { readonly handler: Parameters<typeof startTestSe
   return replicas
 }
 
+/** The model directory of a train job's starting point (`tinymoe:init`), Hugging Face names. */
+export const initialModelDir = (): string => {
+  const dir = mkdtempSync(join(tmpdir(), "t1-engine-launch-"))
+  const model = TinyMoe.create({ config: { vocabSize: loadBundledTokenizer().vocabSize }, seed: 0 })
+  for (const file of hfCheckpointFiles(encodeWeights(model))) {
+    mkdirSync(dirname(join(dir, file.name)), { recursive: true })
+    writeFileSync(join(dir, file.name), file.bytes)
+  }
+  return dir
+}
+
 export const useSglangReplicas = () => {
   const turn = shellTurn()
-  return useReplicas<SglangDouble>(() => sglangDouble(() => ({ tokens: turn })))
+  const launchDir = initialModelDir()
+  return useReplicas<SglangDouble>(() => sglangDouble(() => ({ tokens: turn }), { launchDir }))
 }
 
 export const useVllmReplicas = () => {
