@@ -490,3 +490,87 @@ describe("engine bridge (vLLM double)", () => {
     )
   }, 60_000)
 })
+
+describe("sglangWeightSync read-back modes", () => {
+  const exported = async (v: bigint) =>
+    (
+      await Effect.runPromise(
+        exportCheckpoint(
+          mkdtempSync(join(tmpdir(), "t1-rb-")),
+          "job",
+          v,
+          encodeWeights(distinctModel(Number(v))),
+        ),
+      )
+    ).path
+  const readBacks = (s: TestServer) =>
+    s.received.filter((r) => r.path === "/get_weights_by_name").length
+  const outcome = (e: Effect.Effect<void, { readonly _tag: string; readonly message: string }>) =>
+    Effect.runPromise(
+      e.pipe(
+        Effect.as("ok"),
+        Effect.catch((x) => Effect.succeed(`${x._tag}: ${x.message}`)),
+      ),
+    )
+
+  it('"auto": an engine that never answered a read-back (400) is confirmed by version only; once it has, a 400 fails the load', async () => {
+    const bare = sglangDouble(() => ({ tokens: [5] }))
+    const server = await startTestServer(bare.handler)
+    closing.push(server)
+    const sync = sglangWeightSync({ baseUrl: server.url })
+    expect(await outcome(sync.update({ path: await exported(1n), version: 1n }))).toBe("ok")
+    expect(await outcome(sync.update({ path: await exported(2n), version: 2n }))).toBe("ok")
+    expect(readBacks(server)).toBe(2)
+
+    const { doubles, servers } = await sglangPair()
+    closing.push(...servers)
+    const offered = sglangWeightSync({ baseUrl: servers[0].url })
+    expect(await outcome(offered.update({ path: await exported(1n), version: 1n }))).toBe("ok")
+    // The engine now serves a model without those names: the load changes nothing.
+    doubles[0].weights.reset(new Map())
+    expect(await outcome(offered.update({ path: await exported(2n), version: 2n }))).toMatch(
+      /^WeightsNotLoaded: .*\/get_weights_by_name shows it did not load them: model\.layers\.0\.mlp\.gate\.weight: .*answered 400: Get parameter by name failed/,
+    )
+    // As SGLang's load_weights, the double skipped every name its model lacks and said success.
+    expect(doubles[0].loads.at(-1)).toMatchObject({ known: 0, changed: 0, served: 0 })
+    expect(doubles[0].loads.at(-1)?.skipped).toHaveLength(45)
+    expect(doubles[0].errors).toEqual([
+      expect.stringMatching(
+        /changed 0 of 0 served tensors \(45 checkpoint tensors skipped as unknown\)/,
+      ),
+    ])
+  })
+
+  it('"required": an engine that cannot read the tensor back fails the load; "off": never asked', async () => {
+    const bare = sglangDouble(() => ({ tokens: [5] }))
+    const server = await startTestServer(bare.handler)
+    closing.push(server)
+    const required = sglangWeightSync({ baseUrl: server.url, readBack: "required" })
+    expect(await outcome(required.update({ path: await exported(1n), version: 1n }))).toMatch(
+      /^WeightsNotLoaded: .*\/get_weights_by_name/,
+    )
+    server.reset(bare.handler)
+    bare.ignoreLoads = true
+    const off = sglangWeightSync({ baseUrl: server.url, readBack: "off" })
+    expect(await outcome(off.update({ path: await exported(2n), version: 2n }))).toBe("ok")
+    expect(readBacks(server)).toBe(0)
+    // The version is still confirmed: an engine reporting another fails the load.
+    const wrong = sglangDouble(() => ({ tokens: [5] }))
+    const other = await startTestServer((r) =>
+      r.path === "/get_weight_version"
+        ? { status: 200, body: { weight_version: "default" } }
+        : wrong.handler(r),
+    )
+    closing.push(other)
+    expect(
+      await outcome(
+        sglangWeightSync({ baseUrl: other.url, readBack: "off" }).update({
+          path: await exported(3n),
+          version: 3n,
+        }),
+      ),
+    ).toMatch(
+      /^WeightsNotLoaded: .*\/get_weight_version shows it did not load them: it reports "default"/,
+    )
+  })
+})
