@@ -245,7 +245,13 @@ export const sglangWeightSync = (options: SglangSyncOptions): EngineWeightSync =
           // A refusal answered as HTTP 400 is the same refusal; the bridge retries it.
           Effect.mapError((e) =>
             e.endpoint === "/update_weights_from_disk"
-              ? new WeightSyncFailed({ ...e, retryable: true })
+              ? new WeightSyncFailed({
+                  replica: e.replica,
+                  endpoint: e.endpoint,
+                  version: e.version,
+                  reason: e.reason,
+                  retryable: true,
+                })
               : e,
           ),
           Effect.andThen(confirm(path, version)),
