@@ -491,7 +491,7 @@ describe("engine bridge (vLLM double)", () => {
   }, 60_000)
 })
 
-describe("sglangWeightSync read-back modes", () => {
+describe("sglangWeightSync", () => {
   const exported = async (v: bigint) =>
     (
       await Effect.runPromise(
@@ -572,5 +572,24 @@ describe("sglangWeightSync read-back modes", () => {
     ).toMatch(
       /^WeightsNotLoaded: .*\/get_weight_version shows it did not load them: it reports "default"/,
     )
+  })
+
+  it("reads the pause mode from /get_server_info, else /server_info; a server with neither is loaded without a pause", async () => {
+    const d = sglangDouble(() => ({ tokens: [5] }))
+    let hide = ["/get_server_info"]
+    const server = await startTestServer((r) =>
+      hide.includes(r.path) ? { status: 404, body: { detail: "Not Found" } } : d.handler(r),
+    )
+    closing.push(server)
+    const sync = sglangWeightSync({ baseUrl: server.url })
+    expect(await outcome(sync.update({ path: await exported(1n), version: 1n }))).toBe("ok")
+    expect(d.refits).toEqual(["pause retract", `update ${d.loads[0]?.path} 1`, "continue"])
+    expect(server.received.map((r) => r.path).slice(0, 2)).toEqual([
+      "/get_server_info",
+      "/server_info",
+    ])
+    hide = ["/get_server_info", "/server_info"]
+    expect(await outcome(sync.update({ path: await exported(2n), version: 2n }))).toBe("ok")
+    expect(d.refits.slice(3)).toEqual([`update ${d.loads[1]?.path} 2`])
   })
 })

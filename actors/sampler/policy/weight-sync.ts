@@ -156,7 +156,14 @@ export const sglangWeightSync = (options: SglangSyncOptions): EngineWeightSync =
     call("/get_server_info", version, { method: "GET" }).pipe(
       Effect.catchIf(
         (e) => e.status === 404,
-        () => call("/server_info", version, { method: "GET" }),
+        () =>
+          call("/server_info", version, { method: "GET" }).pipe(
+            // Neither route: a server too old to say, treated as one without pause modes.
+            Effect.catchIf(
+              (e) => e.status === 404,
+              () => Effect.succeed(undefined),
+            ),
+          ),
       ),
       Effect.map((info) =>
         isRecord(info) && typeof info.version === "string" ? info.version : "",
