@@ -3,7 +3,14 @@
  * follows their end records, and keeps each job's status, events and evaluation.
  */
 import { Effect } from "effect"
-import { type FlagValues, flagInt, type HostedActor } from "../hosted.ts"
+import {
+  ActorConfigError,
+  type FlagValues,
+  flagInt,
+  flagText,
+  type HostedActor,
+} from "../hosted.ts"
+import { BASE_IMAGE } from "../sandbox/index.ts"
 import { runCoordinator } from "./actor.ts"
 
 export { type CoordinatorOptions, runCoordinator } from "./actor.ts"
@@ -25,9 +32,23 @@ export { coordinatorDurable } from "./tenure.ts"
 export const coordinatorFlagsHelp = `  --max-concurrent N           episodes running at once for a job whose spec sets none (T1_MAX_CONCURRENT; default 16)
   --lease-ttl-ms MS            a job's lease lapses this long after its coordinator's last heartbeat (T1_LEASE_TTL_MS; default 15000)
   --cancel-grace-ms MS         how long a cancelled job waits for its running episodes (T1_CANCEL_GRACE_MS; default 60000)
-  --episode-timeout-ms MS      an attempt with no end record this long counts as an infra failure; 0 = never (T1_EPISODE_TIMEOUT_MS; default 10800000)`
+  --episode-timeout-ms MS      an attempt with no end record this long counts as an infra failure; 0 = never (T1_EPISODE_TIMEOUT_MS; default 10800000)
+  --driver docker|local|auto   the sandboxes' driver (T1_SANDBOX_DRIVER): with local, every task runs on the sandbox host's own system and no task image is resolved (no Docker engine needed); otherwise each task's image is resolved on this machine's engine`
+
+const DRIVERS = ["docker", "local", "auto"]
+
+/** Under the local driver a task has no image of its own: the sandbox host runs it in place. */
+const imageOptions = (flags: FlagValues) => {
+  const driver = flagText(flags, "driver", "T1_SANDBOX_DRIVER") ?? "auto"
+  if (!DRIVERS.includes(driver))
+    throw new ActorConfigError(
+      `--driver must be docker, local or auto, got ${JSON.stringify(driver)}`,
+    )
+  return driver === "local" ? { resolveImage: () => Effect.succeed(BASE_IMAGE) } : {}
+}
 
 const options = (flags: FlagValues) => ({
+  ...imageOptions(flags),
   defaultMaxConcurrent: flagInt(flags, "max-concurrent", "T1_MAX_CONCURRENT", 16, 1),
   leaseTtlMs: flagInt(flags, "lease-ttl-ms", "T1_LEASE_TTL_MS", 15_000, 100),
   cancelGraceMs: flagInt(flags, "cancel-grace-ms", "T1_CANCEL_GRACE_MS", 60_000),
@@ -43,6 +64,7 @@ export const coordinatorActor: HostedActor = {
     "lease-ttl-ms": { type: "string" },
     "cancel-grace-ms": { type: "string" },
     "episode-timeout-ms": { type: "string" },
+    driver: { type: "string" },
   },
   flagsHelp: coordinatorFlagsHelp,
   run: ({ subjects }, flags) =>

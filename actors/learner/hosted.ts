@@ -40,7 +40,7 @@ const number = (
 }
 
 /** Learner-only pool flags (the buffer's pool takes the shared ones alone). */
-const LEARNER_POOL_FLAGS = ["batch-wait-ms", "format", "model-dir"] as const
+const LEARNER_POOL_FLAGS = ["batch-wait-ms", "format", "default-policy-ref", "model-dir"] as const
 
 /** The golden transcripts' action format: the samplers' (same flag, same variable). */
 const goldenFormat = (flags: FlagValues): ActionFormat => {
@@ -50,6 +50,11 @@ const goldenFormat = (flags: FlagValues): ActionFormat => {
       `--format must be ${ACTION_FORMAT_NAMES.join(", ")}, got ${JSON.stringify(name)}`,
     )
   return ACTION_FORMATS[name]
+}
+
+const defaultPolicyRef = (flags: FlagValues) => {
+  const ref = flagText(flags, "default-policy-ref", "T1_DEFAULT_POLICY_REF")
+  return ref === undefined ? {} : { defaultPolicyRef: ref }
 }
 
 export const learnerFlagsHelp = `Without --job the learner is a pool member: it claims train jobs from the job store (one
@@ -66,6 +71,8 @@ learner per job, lease in KV <prefix>-learner-leases) and takes its hyperparamet
                                reads it): a train job whose model vocabulary is smaller than this
                                model's (config.json vocab_size, else tokenizer.json) is refused
                                (FAILED, naming both) instead of training on none of its trajectories
+  --default-policy-ref REF     pool mode: the starting weights of a job without policy_ref (a
+                               policy_ref; T1_DEFAULT_POLICY_REF; default tinymoe:init)
 With --job:
   --job ID                     train this job (T1_JOB)
   --weights FILE               starting weights when the job has no checkpoint (e.g. t1 train sft output); default: initialised from --seed
@@ -131,6 +138,7 @@ export const learnerActor: HostedActor = {
         batchWaitMs: flagInt(flags, "batch-wait-ms", "T1_BATCH_WAIT_MS", 2000, 0),
         format: goldenFormat(flags),
         ...policyVocabularyFlag(flags),
+        ...defaultPolicyRef(flags),
       }).pipe(Effect.mapError((e) => ({ message: e.message })))
     const r3 = flagText(flags, "r3", "T1_R3") ?? "on"
     if (r3 !== "on" && r3 !== "off")

@@ -53,6 +53,11 @@ export interface LearnerPoolOptions extends PoolOptions {
   /** Golden episodes run at once (default 4). */
   readonly goldenConcurrency?: number
   /**
+   * The weights a job without policy_ref starts from (a policy_ref itself; default tinymoe:init):
+   * `t1 serve --model-dir` names the model its engines were launched on.
+   */
+  readonly defaultPolicyRef?: string
+  /**
    * The vocabulary of the policy the samplers run (an engine's model: `policyVocabulary(dir)`).
    * A train job whose model has fewer ids is refused when this learner admits it (FAILED, naming
    * both sizes) instead of having every trajectory with a larger id dropped. Unset: the
@@ -104,7 +109,7 @@ export const runLearnerPool = (
           const initial = yield* resolvePolicyRef(
             bus,
             o.subjects,
-            spec.policyRef,
+            spec.policyRef === "" ? (o.defaultPolicyRef ?? "") : spec.policyRef,
             tokenizer.vocabSize,
             o.kernels,
           )

@@ -29,6 +29,11 @@ export interface SamplerOptions {
   readonly format: ActionFormat
   /** Episodes run at once by this process. */
   readonly concurrency?: number
+  /**
+   * Whether an item's episode may run here (default: every one). A refused item is settled
+   * (acked) without running: its job has been told why (see train-binding.ts).
+   */
+  readonly admit?: (item: EpisodeWorkItem) => Effect.Effect<boolean>
   readonly shutdownGraceMs?: number
 }
 
@@ -180,7 +185,12 @@ export const runSampler = (options: SamplerOptions): Effect.Effect<never, unknow
         },
         decode: protobufDecoder(EpisodeWorkItemSchema),
         handle: (item: EpisodeWorkItem, delivery) =>
-          handle(item, delivery.item?.deliveryCount ?? 1).pipe(Effect.asVoid),
+          (options.admit === undefined ? Effect.succeed(true) : options.admit(item)).pipe(
+            Effect.flatMap((admitted) =>
+              admitted ? handle(item, delivery.item?.deliveryCount ?? 1) : Effect.void,
+            ),
+            Effect.asVoid,
+          ),
       },
       {
         concurrency: options.concurrency ?? 4,

@@ -15,7 +15,8 @@ import {
 } from "../../model/index.ts"
 import { type KernelChoice, selectKernels } from "../../model/kernels/select.ts"
 import { breakerMetrics } from "../../services/breaker/index.ts"
-import { Bus } from "../../services/bus/index.ts"
+import { Bus, type BusShape } from "../../services/bus/index.ts"
+import { jobStoreFor } from "../../services/jobs/index.ts"
 import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
 import { followWeights } from "../../services/weights/index.ts"
 import { breakerFlags, breakerFlagsHelp, breakerOptionsOf } from "../breaker-flags.ts"
@@ -37,6 +38,7 @@ import type { RoutingLayout } from "./policy/routing.ts"
 import { sglangBackend } from "./policy/sglang.ts"
 import { vllmBackend } from "./policy/vllm.ts"
 import { sglangWeightSync, vllmWeightSync } from "./policy/weight-sync.ts"
+import { trainBinding } from "./train-binding.ts"
 
 export const samplerFlagsHelp = `With the embedded TinyMoE and neither --weights nor --job, each job samples with its own
 weights: a train job's latest published version (followed as its learner announces new ones),
@@ -54,7 +56,7 @@ the weights bucket). Policies idle for 10 minutes are dropped.
   --context-length N           the engine's context length, or TinyMoE's per-episode context (default 4096)
   --routing L,K,E|off          routed experts to request (R3): decoder layers, top-k, experts; default with --model-dir: its config.json's MoE geometry (dense layers' rows dropped); off: none (T1_ENGINE_ROUTING)
   --job ID                     one TinyMoE for every job, following this job's weight announcements; with an engine, the job whose policy the replicas serve (T1_JOB)
-  --checkpoint-dir DIR         with --policy sglang or vllm and --job: the engine bridge writes each published version as a Hugging Face checkpoint under DIR/<job>/v<version>/ (a path every replica reads) and loads it into every replica (SGLang: pause, update_weights_from_disk, continue; vLLM, served with VLLM_SERVER_DEV_MODE=1: drain, pause, collective_rpc reload_weights, update_weight_version, resume); a replica is out of rotation while it loads and after a failed load, until a retry succeeds (T1_CHECKPOINT_DIR)
+  --checkpoint-dir DIR         with --policy sglang or vllm: the engine bridge writes each published version as a Hugging Face checkpoint under DIR/<job>/v<version>/ (a path every replica reads) and loads it into every replica (SGLang: pause, update_weights_from_disk, continue; vLLM, served with VLLM_SERVER_DEV_MODE=1: drain, pause, collective_rpc reload_weights, update_weight_version, resume); a replica is out of rotation while it loads and after a failed load, until a retry succeeds. With --job the replicas follow that job; without it, the first train job whose episode arrives, one at a time: another train job submitted while it runs is failed with FAILED_PRECONDITION (the replicas hold one policy), and the next one after it ends is followed (T1_CHECKPOINT_DIR)
 ${breakerFlagsHelp("an engine replica (its turns go to the others)")}`
 
 const KERNELS = new Set(["auto", "reference", "webasm", "cpu"])
@@ -196,16 +198,10 @@ export const samplerActor: HostedActor = {
       .filter((u) => u !== "")
     const checkpointDir = flagText(flags, "checkpoint-dir", "T1_CHECKPOINT_DIR")
     const job = flagText(flags, "job", "T1_JOB")
-    if (checkpointDir !== undefined) {
-      if (policyName === "tinymoe")
-        throw new ActorConfigError(
-          "--checkpoint-dir applies to engine replicas (--policy sglang or vllm); the embedded TinyMoE follows the job's weights itself",
-        )
-      if (job === undefined)
-        throw new ActorConfigError(
-          "--checkpoint-dir needs --job JOB: the engine replicas serve that job's policy, and the bridge loads each version it publishes",
-        )
-    }
+    if (checkpointDir !== undefined && policyName === "tinymoe")
+      throw new ActorConfigError(
+        "--checkpoint-dir applies to engine replicas (--policy sglang or vllm); the embedded TinyMoE follows the job's weights itself",
+      )
     // Replicas loading new weights (or whose load failed) take no turns.
     const rotation = new Rotation()
     const engine = (metrics: MetricsShape): PolicyBackendShape => {
@@ -291,20 +287,7 @@ export const samplerActor: HostedActor = {
         if (policyName !== "tinymoe") {
           const backend = engine(yield* Metrics)
           if (checkpointDir !== undefined && job !== undefined)
-            yield* Effect.forkScoped(
-              runEngineBridge({
-                bus: yield* Bus,
-                subjects,
-                job,
-                checkpointDir,
-                replicas: engineUrls.map((baseUrl) =>
-                  policyName === "sglang"
-                    ? sglangWeightSync({ baseUrl })
-                    : vllmWeightSync({ baseUrl }),
-                ),
-                rotation,
-              }),
-            )
+            yield* Effect.forkScoped(bridge(yield* Bus, checkpointDir, job))
           return backend
         }
         const { model, version } = tinymoe()
@@ -325,8 +308,46 @@ export const samplerActor: HostedActor = {
         return embedded
       }),
     )
+    const bridge = (bus: BusShape, dir: string, followed: string) =>
+      runEngineBridge({
+        bus,
+        subjects,
+        job: followed,
+        checkpointDir: dir,
+        replicas: engineUrls.map((baseUrl) =>
+          policyName === "sglang" ? sglangWeightSync({ baseUrl }) : vllmWeightSync({ baseUrl }),
+        ),
+        rotation,
+      })
+    // Without --job, the replicas follow one train job at a time (train-binding.ts).
+    const binding = Effect.gen(function* () {
+      if (policyName === "tinymoe" || checkpointDir === undefined || job !== undefined)
+        return undefined
+      const bus = yield* Bus
+      const store = yield* jobStoreFor(bus, subjects)
+      return yield* trainBinding({
+        store,
+        replicas: engineUrls,
+        follow: (followed) =>
+          Effect.andThen(
+            // The versions loaded for the previous job say nothing about this one's.
+            Effect.sync(() => rotation.versions.clear()),
+            bridge(bus, checkpointDir, followed),
+          ),
+      })
+    })
     const sampler = (policy: SamplerOptions["policy"]) =>
-      runSampler({ subjects, policy, template, format, concurrency, shutdownGraceMs })
+      Effect.flatMap(binding, (bound) =>
+        runSampler({
+          subjects,
+          policy,
+          template,
+          format,
+          concurrency,
+          shutdownGraceMs,
+          ...(bound === undefined ? {} : { admit: bound.admit }),
+        }),
+      )
     return Effect.scoped(
       Effect.gen(function* () {
         if (policyName === "tinymoe" && !weightsPath && !job) {

@@ -4,6 +4,7 @@ import { BASE_IMAGE } from "../../actors/sandbox/index.ts"
 import { trainerService } from "../../actors/trainer/index.ts"
 import { runActor } from "../../services/actor/index.ts"
 import {
+  Bus,
   MemoryBusLive,
   NatsBusLive,
   subjectsFor,
@@ -17,6 +18,13 @@ import { choiceFlag, intFlag, parseFlags, UsageError } from "../flags.ts"
 import { logFlagSpec, logFlagsHelp, loggingLayer } from "../run-main.ts"
 import { ensureSandboxEngine } from "../sandbox-engine.ts"
 import { gatewayServeFlagSpec, gatewayServeFlagsHelp, gatewayServeOptionsFrom } from "./gateway.ts"
+import {
+  MODEL_DIR_POLICY_REF,
+  publishModelDir,
+  serveEngineFlagSpec,
+  serveEngineFlagsHelp,
+  serveEngineFrom,
+} from "./serve-engine.ts"
 
 export const serveUsage = () => `Usage: t1 serve [options]
 
@@ -36,6 +44,7 @@ Options:
                             agent's commands on this host, for synthetic tasks you trust only
   --concurrency N           episodes at once (default 4): the sampler runs N, the verifier N,
                             the sandbox host serves 4N requests at once
+${serveEngineFlagsHelp}
 ${gatewayServeFlagsHelp}
 ${natsFlagsHelp}
                             (without --nats or T1_NATS_URL the bus is in memory)
@@ -45,6 +54,7 @@ Each actor's own settings (policy, tokenizer, weights, sandbox image, leases, â€
 their environment variables, as \`t1 actor <name> --help\` lists them.`
 
 const spec = {
+  ...serveEngineFlagSpec,
   ...natsFlagSpec,
   ...logFlagSpec,
   ...gatewayServeFlagSpec,
@@ -84,6 +94,7 @@ export const serveCommand = (
     usage,
   )
   const concurrency = intFlag("concurrency", values.concurrency, 4, usage, 1)
+  const engine = serveEngineFrom(values, usage)
   const onNats = values.nats !== undefined || (process.env.T1_NATS_URL ?? "") !== ""
   const bus = onNats
     ? withBusMetrics(NatsBusLive(natsOptionsFrom(values, usage, "t1-serve")))
@@ -95,7 +106,14 @@ export const serveCommand = (
   const started = members(concurrency).map(([name, n]) => {
     const actor = actorRegistry[name]
     if (actor === undefined) throw new Error(`no actor ${name}`)
-    const flags: FlagValues = name === "sandbox" ? { driver } : {}
+    const flags: FlagValues =
+      name === "sandbox" || name === "coordinator"
+        ? { driver }
+        : name === "sampler" && engine !== undefined
+          ? engine.sampler
+          : name === "learner" && engine !== undefined
+            ? { "default-policy-ref": MODEL_DIR_POLICY_REF, "model-dir": engine.modelDir }
+            : {}
     return [name, actor.run({ subjects, concurrency: n, shutdownGraceMs }, flags)] as const
   })
 
@@ -107,6 +125,12 @@ export const serveCommand = (
         "t1 serve",
         "; --driver local runs sandboxes on this host instead (trusted synthetic tasks only)",
       )
+    if (engine !== undefined) {
+      const model = yield* publishModelDir(yield* Bus, subjects, engine.modelDir)
+      yield* Effect.logInfo(
+        `t1 serve: --policy ${engine.policy}: a train job without policy_ref starts from ${engine.modelDir} (${model.files.length} weight files, ${model.config.nLayers} layers, vocabulary ${model.config.vocabSize})`,
+      )
+    }
     const endpoint = yield* serveMetrics({ host: gateway.metricsHost, port: gateway.metricsPort })
     yield* Effect.logInfo(`t1 serve: metrics at ${endpoint.url}/metrics`)
     yield* Effect.forkScoped(runActor(diagnosticActor(subjects.ping, "serve")))

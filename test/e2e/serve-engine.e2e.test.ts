@@ -1,0 +1,195 @@
+/**
+ * `t1 serve --policy sglang` as a GPU user runs it, against two SGLang doubles launched on a
+ * model directory (a TinyMoE exported as a Qwen3-MoE with the bundled tokenizer and its chat
+ * template): one command, no hand-started actor, no job id on any command line. Two train jobs
+ * submitted together through the gRPC client both run to SUCCEEDED on turns the doubles generate,
+ * one after the other (serve's learner trains one job at a time, and the replicas hold one
+ * policy): each version the learner publishes is written under --checkpoint-dir and loaded into
+ * both replicas, the first job's versions in order, then the second's. (When train jobs do run at
+ * once, the sampler refuses the second: actors/sampler/train-binding.test.ts.)
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { once } from "node:events"
+import { appendFileSync, existsSync, mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type SglangDouble, sglangDouble } from "../../actors/sampler/policy/engine-double.ts"
+import { startTestServer, type TestServer } from "../../actors/sampler/policy/test-server.ts"
+import { type JobEvent, JobState } from "../../proto/index.ts"
+import { type JobServiceClient, jobServiceClient } from "../../services/gateway/client.ts"
+import { type ModelDir, writeModelDir } from "../support/model-dir.ts"
+import { freePort } from "../support/system.ts"
+import { smallTrainSpec } from "../support/train-spec.ts"
+
+const BIN = fileURLToPath(new URL("../../cli/bin/t1.js", import.meta.url))
+const run = promisify(execFile)
+
+describe("t1 serve --policy sglang: one command, engines launched on a model directory", () => {
+  let serve: ChildProcess
+  let output = ""
+  let client: JobServiceClient
+  let model: ModelDir
+  let checkpointDir = ""
+  let stopping = false
+  const replicas: Array<{ double: SglangDouble; server: TestServer }> = []
+
+  beforeAll(async () => {
+    model = writeModelDir(mkdtempSync(join(tmpdir(), "t1-serve-model-")))
+    checkpointDir = mkdtempSync(join(tmpdir(), "t1-serve-ckpt-"))
+    // Every turn one shell-block command ending at the template's eos_token.
+    const turn = [...model.encode("```bash\necho hi\n```"), model.eosId]
+    for (let i = 0; i < 2; i++) {
+      const double = sglangDouble(() => ({ tokens: turn }), { launchDir: model.dir, loadMs: 300 })
+      replicas.push({ double, server: await startTestServer(double.handler) })
+    }
+    const listen = `127.0.0.1:${await freePort()}`
+    serve = spawn(
+      process.execPath,
+      [
+        BIN,
+        "serve",
+        "--driver",
+        "local",
+        "--policy",
+        "sglang",
+        "--engine-url",
+        replicas.map((r) => r.server.url).join(","),
+        "--model-dir",
+        model.dir,
+        "--checkpoint-dir",
+        checkpointDir,
+        "--listen",
+        listen,
+        "--metrics-port",
+        "0",
+        "--concurrency",
+        "2",
+      ],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+        env: {
+          ...process.env,
+          T1_LOG_FORMAT: "logfmt",
+          T1_ACTION_FORMAT: "shell-block",
+          T1_CONTEXT_LENGTH: "1024",
+          // The SGLang double answers no meta_info.routed_experts (R3 off, as without
+          // --enable-return-routed-experts); every other setting comes from the command line.
+          T1_ENGINE_ROUTING: "off",
+        },
+      },
+    )
+    const collect = (d: Buffer) => {
+      output += d.toString()
+      if (process.env.T1_SERVE_LOG) appendFileSync(process.env.T1_SERVE_LOG, d)
+    }
+    serve.stdout?.on("data", collect)
+    serve.stderr?.on("data", collect)
+    serve.once("exit", (code, signal) => {
+      if (!stopping)
+        process.stderr.write(`t1 serve exited (${code ?? signal}) during the tests:\n${output}\n`)
+    })
+    const until = Date.now() + 120_000
+    for (;;) {
+      if (serve.exitCode !== null) throw new Error(`t1 serve exited:\n${output}`)
+      if (/JobService on /.test(output)) break
+      if (Date.now() > until) throw new Error(`t1 serve not up in 120 s:\n${output}`)
+      await new Promise((r) => setTimeout(r, 200))
+    }
+    client = jobServiceClient(listen, { timeoutMs: 10_000 })
+  }, 180_000)
+
+  afterAll(async () => {
+    stopping = true
+    client?.close()
+    if (serve !== undefined && serve.exitCode === null) {
+      serve.kill("SIGKILL")
+      await once(serve, "exit")
+    }
+    await Promise.all(replicas.map((r) => r.server.close()))
+  })
+
+  const finish = async (jobId: string) => {
+    const events: JobEvent[] = []
+    for await (const e of client.watchJob({ jobId })) events.push(e)
+    const { status } = await client.getJob({ jobId })
+    return { status, events }
+  }
+
+  const submit = async (name: string) =>
+    (
+      await client.submitJob({
+        spec: smallTrainSpec(`serve-engine ${name}`, { ppoSteps: 2, criticWarmupSteps: 0 }),
+      })
+    ).jobId
+
+  it("two train jobs: each trains on the engines' turns, one after the other, every version loaded into both replicas", async () => {
+    const [first, second] = await Promise.all([submit("a"), submit("b")])
+    const jobs = await Promise.all([finish(first), finish(second)])
+    for (const [k, job] of jobs.entries()) {
+      expect(job.status?.state, output.slice(-6000)).toBe(JobState.SUCCEEDED)
+      const steps = job.events.flatMap((e) =>
+        e.event.case === "learnerStep" ? [Number(e.event.value.step)] : [],
+      )
+      expect(steps, `job ${k}`).toEqual([1, 2])
+    }
+
+    // Every turn came from the doubles.
+    const generated = replicas.map((r) => r.double.calls.length)
+    console.log(`turns generated by the replicas: ${generated.join(", ")}`)
+    expect(generated.reduce((x, y) => x + y, 0)).toBeGreaterThanOrEqual(8)
+
+    const loaded = (d: SglangDouble) => d.loads.map((l) => l.path)
+    const last = (job: string) => join(checkpointDir, job, "v2")
+    for (let waited = 0; waited < 30_000; waited += 200) {
+      if (replicas.every((r) => [first, second].every((j) => loaded(r.double).includes(last(j)))))
+        break
+      await new Promise((r) => setTimeout(r, 200))
+    }
+    // Each version was written as a model directory the engines read.
+    for (const job of [first, second])
+      for (const v of [0, 1, 2])
+        expect(existsSync(join(checkpointDir, job, `v${v}`, "config.json"))).toBe(true)
+    for (const [i, { double }] of replicas.entries()) {
+      console.log(
+        `replica ${i}: ${double.loads.map((l) => `${l.path.slice(checkpointDir.length + 1)} changed ${l.changed}/${l.served}`).join(", ")}`,
+      )
+      // One job's versions, in order, then the other's: the replicas hold one policy at a time.
+      const order = double.loads.map((l) => l.path.slice(checkpointDir.length + 1))
+      const firstRun = order[0]?.split("/")[0] ?? ""
+      const other = firstRun === first ? second : first
+      expect(order).toEqual([
+        ...[0, 1, 2].map((v) => `${firstRun}/v${v}`),
+        ...[0, 1, 2].map((v) => `${other}/v${v}`),
+      ])
+      // Every trained version changes the served model; v0 is the launch weights themselves.
+      for (const load of double.loads.filter((l) => !l.path.endsWith("/v0")))
+        expect(load.changed).toBe(load.served)
+    }
+  }, 400_000)
+
+  it("stops cleanly on SIGTERM", async () => {
+    const exited = once(serve, "exit")
+    serve.kill("SIGTERM")
+    const [code] = (await exited) as [number | null]
+    expect(code, output.slice(-4000)).toBe(0)
+  }, 60_000)
+})
+
+describe("t1 serve engine flags, bad input", () => {
+  it("--engine-url without an engine policy is refused with exit 2", async () => {
+    const result = await run(process.execPath, [
+      BIN,
+      "serve",
+      "--engine-url",
+      "http://127.0.0.1:1",
+    ]).then(
+      () => ({ code: 0, stderr: "" }),
+      (e: { code: number; stderr: string }) => e,
+    )
+    expect(result.code).toBe(2)
+    expect(result.stderr).toMatch(/--engine-url applies to inference engines: add --policy sglang/)
+  })
+})
