@@ -55,7 +55,7 @@ import { ensureSamplerStreams } from "../../services/episodes/index.ts"
 import { makeJobStore } from "../../services/jobs/index.ts"
 import { Metrics, type MetricsShape, makeMetrics } from "../../services/metrics/index.ts"
 import { packDirectory } from "../../services/tar/index.ts"
-import { followWeights, publishWeights } from "../../services/weights/index.ts"
+import { followWeights, publishWeights, readVersion } from "../../services/weights/index.ts"
 import { type NatsServerProcess, startNatsServer } from "../support/nats-server.ts"
 
 const CONF = fileURLToPath(new URL("../../deploy/nats/nats-server.conf", import.meta.url))
@@ -550,6 +550,10 @@ describe("NATS roles (deploy/nats/nats-server.conf)", () => {
         }),
       )
       expect(Option.isSome(latest)).toBe(true)
+      // The gateway serves FetchJobWeights: the announcement and bytes of any version (read only).
+      const served = await run("gateway", readVersion(busOf("gateway"), subjects, trainJob, 1n))
+      expect(served?.announcement.policyVersion).toBe(1n)
+      expect(served?.bytes.length).toBeGreaterThan(0)
       await noNewViolations()
     }, 60_000)
   })
