@@ -15,6 +15,7 @@ import {
   Queue,
   Schedule,
   type Scope,
+  Semaphore,
   Stream,
 } from "effect"
 import { describe, expect, it } from "vitest"
@@ -41,7 +42,11 @@ import {
   subjectsFor,
   type WorkItem,
 } from "../../services/bus/index.ts"
-import { ensureSamplerStreams, SAMPLER_DURABLE } from "../../services/episodes/index.ts"
+import {
+  ensureJobEpisodes,
+  ensureSamplerStreams,
+  jobSamplerDurable,
+} from "../../services/episodes/index.ts"
 import {
   isTerminalState,
   type JobStoreShape,
@@ -207,13 +212,31 @@ const fakeSampler = (
         inFlight -= 1
         yield* work.ack
       })
-    yield* w.bus
-      .consume(w.subjects.episodesStream, SAMPLER_DURABLE, { maxInFlight: 64 })
-      .pipe(
-        Stream.mapEffect(run, { concurrency, unordered: true }),
-        Stream.runDrain,
-        Effect.forkChild,
-      )
+    // Each stored job's episodes are on its own queue, as the sampler pool pulls them.
+    const permits = yield* Semaphore.make(concurrency)
+    const pulled = new Set<string>()
+    yield* w.store.changes.pipe(
+      Stream.filter((status) => !pulled.has(status.jobId)),
+      Stream.runForEach((status) =>
+        Effect.gen(function* () {
+          pulled.add(status.jobId)
+          yield* ensureJobEpisodes(w.bus, w.subjects, status.jobId)
+          yield* w.bus
+            .consume(w.subjects.episodesStream, jobSamplerDurable(status.jobId), {
+              maxInFlight: 64,
+            })
+            .pipe(
+              Stream.mapEffect((work) => permits.withPermit(run(work)), {
+                concurrency: "unbounded",
+                unordered: true,
+              }),
+              Stream.runDrain,
+              Effect.forkChild,
+            )
+        }),
+      ),
+      Effect.forkChild,
+    )
     return state
   })
 

@@ -24,6 +24,7 @@ import {
   WeightsAnnouncementSchema,
 } from "../../proto/index.ts"
 import type { WorkItem } from "../../services/bus/index.ts"
+import { ensureJobEpisodes, jobEpisodesSubject } from "../../services/episodes/index.ts"
 import { isCancelRequested, isTerminalState, laterSeq } from "../../services/jobs/index.ts"
 import type { JobInput, ManagerContext, View } from "./job.ts"
 import { type JobLease, LeaseLost } from "./lease.ts"
@@ -280,17 +281,39 @@ const admitOrResume = (
     return t
   })
 
+/** Buses on which a job's episode consumer exists already (it outlives a tenure). */
+const jobConsumers = new WeakMap<object, Set<string>>()
+
+/** The job's episodes go to its own subject, which its consumer must exist to deliver. */
+const ensureJobConsumer = (t: Tenure) =>
+  Effect.suspend(() => {
+    const seen = jobConsumers.get(t.ctx.bus) ?? new Set<string>()
+    jobConsumers.set(t.ctx.bus, seen)
+    if (seen.has(t.jobId)) return Effect.void
+    return ensureJobEpisodes(t.ctx.bus, t.ctx.options.subjects, t.jobId).pipe(
+      Effect.tap(() => Effect.sync(() => seen.add(t.jobId))),
+    )
+  })
+
 const publishItems = (t: Tenure, issue: ReadonlyArray<OpenEpisode>) =>
-  Effect.forEach(
-    issue,
-    (open) =>
-      t.ctx.bus.jsPublish(
-        t.ctx.options.subjects.episodes,
-        toBinary(EpisodeWorkItemSchema, workItemOf(t.plan, t.spec, t.ledger.seed, t.tasks, open)),
-        { msgId: workItemMsgId(t.jobId, open.index, open.attempt) },
-      ),
-    { discard: true },
-  )
+  issue.length === 0
+    ? Effect.void
+    : Effect.andThen(
+        ensureJobConsumer(t),
+        Effect.forEach(
+          issue,
+          (open) =>
+            t.ctx.bus.jsPublish(
+              jobEpisodesSubject(t.ctx.options.subjects, t.jobId),
+              toBinary(
+                EpisodeWorkItemSchema,
+                workItemOf(t.plan, t.spec, t.ledger.seed, t.tasks, open),
+              ),
+              { msgId: workItemMsgId(t.jobId, open.index, open.attempt) },
+            ),
+          { discard: true },
+        ),
+      )
 
 /** Commits the ledger; new events get their seqs first (from the status's last_event_seq). */
 const commit = (t: Tenure, next: JobLedger) =>

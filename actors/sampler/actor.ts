@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { Effect, Fiber, Semaphore, Stream } from "effect"
 import type { ChatFormat } from "../../model/index.ts"
 import {
   type EpisodeEnd,
@@ -10,9 +10,12 @@ import { protobufDecoder, runActor } from "../../services/actor/index.ts"
 import { Bus, type Subjects } from "../../services/bus/index.ts"
 import {
   EPISODE_ACK_WAIT_MS,
+  ensureJobEpisodes,
   ensureSamplerStreams,
+  jobSamplerDurable,
   SAMPLER_DURABLE,
 } from "../../services/episodes/index.ts"
+import { isTerminalState, jobStoreFor } from "../../services/jobs/index.ts"
 import { Metrics, type MetricsShape } from "../../services/metrics/index.ts"
 import type { ActionFormat } from "./actions/format.ts"
 import { busPortsLayer } from "./bus-ports.ts"
@@ -29,6 +32,11 @@ export interface SamplerOptions {
   readonly format: ActionFormat
   /** Episodes run at once by this process. */
   readonly concurrency?: number
+  /**
+   * Only this job's episodes (its own queue); without it, every job's: the shared queue and the
+   * queue of each stored job that is not over.
+   */
+  readonly job?: string
   /**
    * Whether an item's episode may run here (default: every one). A refused item is settled
    * (acked) without running: its job has been told why (see train-binding.ts).
@@ -174,29 +182,70 @@ export const runSampler = (options: SamplerOptions): Effect.Effect<never, unknow
         )
       })
     }
-    return yield* runActor(
-      {
-        name: "sampler",
-        mailbox: {
-          kind: "work-queue",
-          stream: options.subjects.episodesStream,
-          durable: SAMPLER_DURABLE,
-          heartbeatMs: EPISODE_ACK_WAIT_MS / 4,
+    const concurrency = options.concurrency ?? 4
+    // One budget of episodes for every queue this sampler pulls from.
+    const permits = yield* Semaphore.make(concurrency)
+    const queue = (durable: string) =>
+      runActor(
+        {
+          name: "sampler",
+          mailbox: {
+            kind: "work-queue",
+            stream: options.subjects.episodesStream,
+            durable,
+            heartbeatMs: EPISODE_ACK_WAIT_MS / 4,
+          },
+          decode: protobufDecoder(EpisodeWorkItemSchema),
+          handle: (item: EpisodeWorkItem, delivery) =>
+            // Another job's item on this queue would be a publisher's mistake: never run it
+            // under this sampler's job, give it back.
+            options.job !== undefined && item.jobId !== options.job
+              ? Effect.die(new Error(`episode of job ${item.jobId} on ${options.job}'s queue`))
+              : permits.withPermit(
+                  (options.admit === undefined ? Effect.succeed(true) : options.admit(item)).pipe(
+                    Effect.flatMap((admitted) =>
+                      admitted ? handle(item, delivery.item?.deliveryCount ?? 1) : Effect.void,
+                    ),
+                    Effect.asVoid,
+                  ),
+                ),
         },
-        decode: protobufDecoder(EpisodeWorkItemSchema),
-        handle: (item: EpisodeWorkItem, delivery) =>
-          (options.admit === undefined ? Effect.succeed(true) : options.admit(item)).pipe(
-            Effect.flatMap((admitted) =>
-              admitted ? handle(item, delivery.item?.deliveryCount ?? 1) : Effect.void,
+        {
+          concurrency,
+          ...(options.shutdownGraceMs === undefined
+            ? {}
+            : { shutdownGraceMs: options.shutdownGraceMs }),
+        },
+      )
+    if (options.job !== undefined) {
+      yield* ensureJobEpisodes(bus, options.subjects, options.job)
+      return yield* queue(jobSamplerDurable(options.job))
+    }
+    // Every job: the shared queue, and each stored job's own while the job is not over.
+    const store = yield* jobStoreFor(bus, options.subjects)
+    const pulling = new Map<string, Fiber.Fiber<never, never>>()
+    yield* Effect.forkScoped(
+      store.changes.pipe(
+        Stream.runForEach((status) =>
+          Effect.gen(function* () {
+            const job = status.jobId
+            const over = isTerminalState(status.state)
+            const fiber = pulling.get(job)
+            if (over && fiber !== undefined) {
+              pulling.delete(job)
+              yield* Fiber.interrupt(fiber)
+            } else if (!over && fiber === undefined) {
+              yield* ensureJobEpisodes(bus, options.subjects, job)
+              pulling.set(job, yield* Effect.forkScoped(queue(jobSamplerDurable(job))))
+            }
+          }).pipe(
+            Effect.catch((e) =>
+              Effect.logWarning(`sampler: job ${status.jobId}'s episode queue: ${String(e)}`),
             ),
-            Effect.asVoid,
           ),
-      },
-      {
-        concurrency: options.concurrency ?? 4,
-        ...(options.shutdownGraceMs === undefined
-          ? {}
-          : { shutdownGraceMs: options.shutdownGraceMs }),
-      },
+        ),
+        Effect.catch((e) => Effect.logError(`sampler: the job store watch stopped: ${String(e)}`)),
+      ),
     )
-  })
+    return yield* queue(SAMPLER_DURABLE)
+  }).pipe(Effect.scoped)

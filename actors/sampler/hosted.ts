@@ -55,7 +55,7 @@ the weights bucket). Policies idle for 10 minutes are dropped.
   --engine-model NAME          vLLM served model name (T1_ENGINE_MODEL)
   --context-length N           the engine's context length, or TinyMoE's per-episode context (default 4096)
   --routing L,K,E|off          routed experts to request (R3): decoder layers, top-k, experts; default with --model-dir: its config.json's MoE geometry (dense layers' rows dropped); off: none (T1_ENGINE_ROUTING)
-  --job ID                     one TinyMoE for every job, following this job's weight announcements; with an engine, the job whose policy the replicas serve (T1_JOB)
+  --job ID                     take this job's episodes only (its own queue; other jobs' stay for other samplers), with a TinyMoE following its weight announcements, or with an engine, the job whose policy the replicas serve (T1_JOB)
   --checkpoint-dir DIR         with --policy sglang or vllm: the engine bridge writes each published version as a Hugging Face checkpoint under DIR/<job>/v<version>/ (a path every replica reads) and loads it into every replica (SGLang: pause, update_weights_from_disk, continue; vLLM, served with VLLM_SERVER_DEV_MODE=1: drain, pause, collective_rpc reload_weights, update_weight_version, resume); a replica is out of rotation while it loads and after a failed load, until a retry succeeds. With --job the replicas follow that job; without it, the first train job whose episode arrives, one at a time: another train job submitted while it runs is failed with FAILED_PRECONDITION (the replicas hold one policy), and the next one after it ends is followed (T1_CHECKPOINT_DIR)
 ${breakerFlagsHelp("an engine replica (its turns go to the others)")}`
 
@@ -345,6 +345,8 @@ export const samplerActor: HostedActor = {
           format,
           concurrency,
           shutdownGraceMs,
+          // A sampler given a job takes that job's episodes only (its own queue).
+          ...(job === undefined ? {} : { job }),
           ...(bound === undefined ? {} : { admit: bound.admit }),
         }),
       )

@@ -5,6 +5,9 @@
 export {
   EPISODE_ACK_WAIT_MS,
   EPISODE_MAX_DELIVER,
+  ensureJobEpisodes,
   ensureSamplerStreams,
+  jobEpisodesSubject,
+  jobSamplerDurable,
   SAMPLER_DURABLE,
 } from "./streams.ts"
