@@ -6,11 +6,12 @@
  * there, which is why each stored job has a consumer of its own).
  */
 import { randomBytes } from "node:crypto"
-import { create, toBinary } from "@bufbuild/protobuf"
-import { Effect, Layer } from "effect"
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
+import { Effect, Layer, Stream } from "effect"
 import { describe, expect, it } from "vitest"
 import { shellBlock } from "../../actors/sampler/actions/index.ts"
 import { runSampler } from "../../actors/sampler/actor.ts"
+import { samplerActor } from "../../actors/sampler/hosted.ts"
 import { scriptedPolicy } from "../../actors/sampler/policy/scripted.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { ChatTemplate } from "../../model/index.ts"
@@ -33,6 +34,7 @@ import {
   ensureJobEpisodes,
   ensureSamplerStreams,
   jobEpisodesSubject,
+  jobSamplerDurable,
 } from "../../services/episodes/index.ts"
 import { makeJobStore } from "../../services/jobs/index.ts"
 import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
@@ -114,6 +116,88 @@ const check = (r: Effect.Success<typeof scenario>) => {
 
 const metrics = Layer.succeed(Metrics, makeMetrics({ defaultMetrics: false }))
 
+/**
+ * `t1 actor sampler --job A` as started by hand (the embedded TinyMoE following A): with no
+ * sandbox host its episodes end as infra failures and are settled, A's queue empties, and B's two
+ * episodes are still there, never delivered (first delivery to the next puller).
+ */
+const hosted = Effect.scoped(
+  Effect.gen(function* () {
+    const bus = yield* Bus
+    const subjects = subjectsFor(`sh${randomBytes(3).toString("hex")}`)
+    const store = yield* makeJobStore(bus, subjects)
+    const ids: string[] = []
+    for (let k = 0; k < 2; k++) {
+      const { status } = yield* store.create(create(JobSpecSchema, { kind: JobKind.EVAL }))
+      yield* store.transition(status.jobId, JobState.RUNNING)
+      ids.push(status.jobId)
+    }
+    const [a = "", b = ""] = ids
+    yield* ensureSamplerStreams(bus, subjects)
+    for (const jobId of [b, a, b, a]) {
+      yield* ensureJobEpisodes(bus, subjects, jobId)
+      const episodeId = `${jobId}-e${randomBytes(2).toString("hex")}`
+      // A task with no sandbox host to create it: the episode ends as an infra failure.
+      const item = create(EpisodeWorkItemSchema, {
+        jobId,
+        episodeId,
+        purpose: EpisodePurpose.EVAL,
+        task: {
+          id: "t",
+          taskSet: "s",
+          dockerImage: "local",
+          workdir: "/app",
+          expectedTestCount: 1,
+        },
+        limits: { maxTurns: 1 },
+      })
+      yield* bus.jsPublish(
+        jobEpisodesSubject(subjects, jobId),
+        toBinary(EpisodeWorkItemSchema, item),
+        {
+          msgId: `${episodeId}:0`,
+        },
+      )
+    }
+    const ends: string[] = []
+    yield* bus.ensureConsumer({
+      stream: subjects.trajectoriesStream,
+      durable: "observer",
+      ackWaitMs: 30_000,
+      maxDeliver: 5,
+    })
+    yield* Effect.forkScoped(
+      bus
+        .consume(subjects.trajectoriesStream, "observer", { maxInFlight: 16 })
+        .pipe(
+          Stream.runForEach((w) =>
+            Effect.sync(() => ends.push(w.subject)).pipe(Effect.andThen(w.ack)),
+          ),
+        ),
+    )
+    yield* Effect.forkScoped(
+      samplerActor.run({ subjects, concurrency: 2, shutdownGraceMs: 1000 }, { job: a }),
+    )
+    yield* until(
+      () => ends.filter((s) => s === subjects.trajectories(a)).length >= 2,
+      "A's two ends",
+      30_000,
+    )
+    const left = yield* bus
+      .consume(subjects.episodesStream, jobSamplerDurable(b), { maxInFlight: 4 })
+      .pipe(Stream.take(2), Stream.runCollect)
+    return {
+      b,
+      aTrajectories: subjects.trajectories(a),
+      endsOf: [...new Set(ends)],
+      left: [...left].map((w) => ({
+        job: fromBinary(EpisodeWorkItemSchema, w.data).jobId,
+        deliveryCount: w.deliveryCount,
+      })),
+    }
+  }),
+)
+
 describe("a sampler given a job takes only that job's episodes", () => {
   it("in-memory bus", async () => {
     check(
@@ -137,4 +221,16 @@ describe("a sampler given a job takes only that job's episodes", () => {
       ),
     )
   }, 30_000)
+
+  it("t1 actor sampler --job A leaves B's episodes undelivered", async () => {
+    const r = await Effect.runPromise(
+      hosted.pipe(Effect.provide(Layer.mergeAll(MemoryBusLive(), metrics))),
+    )
+    // Only A's episodes ran (their records are on A's trajectory subject).
+    expect(r.endsOf).toEqual([r.aTrajectories])
+    expect(r.left).toEqual([
+      { job: r.b, deliveryCount: 1 },
+      { job: r.b, deliveryCount: 1 },
+    ])
+  }, 60_000)
 })
