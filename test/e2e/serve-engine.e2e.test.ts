@@ -18,7 +18,7 @@ import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type SglangDouble, sglangDouble } from "../../actors/sampler/policy/engine-double.ts"
 import { startTestServer, type TestServer } from "../../actors/sampler/policy/test-server.ts"
-import { type JobEvent, JobState } from "../../proto/index.ts"
+import { ErrorCode, type JobEvent, JobState } from "../../proto/index.ts"
 import { type JobServiceClient, jobServiceClient } from "../../services/gateway/client.ts"
 import { type ModelDir, writeModelDir } from "../support/model-dir.ts"
 import { freePort } from "../support/system.ts"
@@ -27,26 +27,31 @@ import { smallTrainSpec } from "../support/train-spec.ts"
 const BIN = fileURLToPath(new URL("../../cli/bin/t1.js", import.meta.url))
 const run = promisify(execFile)
 
-describe("t1 serve --policy sglang: one command, engines launched on a model directory", () => {
-  let serve: ChildProcess
-  let output = ""
-  let client: JobServiceClient
-  let model: ModelDir
-  let checkpointDir = ""
+/**
+ * `t1 serve --policy sglang` on two SGLang doubles launched on an exported model directory,
+ * started before the describe's tests and stopped after them.
+ */
+const useServeOnDoubles = (env: Readonly<Record<string, string>> = {}) => {
+  const state = {
+    output: "",
+    checkpointDir: "",
+    client: undefined as unknown as JobServiceClient,
+    serve: undefined as unknown as ChildProcess,
+    replicas: [] as Array<{ double: SglangDouble; server: TestServer }>,
+  }
   let stopping = false
-  const replicas: Array<{ double: SglangDouble; server: TestServer }> = []
 
   beforeAll(async () => {
-    model = writeModelDir(mkdtempSync(join(tmpdir(), "t1-serve-model-")))
-    checkpointDir = mkdtempSync(join(tmpdir(), "t1-serve-ckpt-"))
+    const model: ModelDir = writeModelDir(mkdtempSync(join(tmpdir(), "t1-serve-model-")))
+    state.checkpointDir = mkdtempSync(join(tmpdir(), "t1-serve-ckpt-"))
     // Every turn one shell-block command ending at the template's eos_token.
     const turn = [...model.encode("```bash\necho hi\n```"), model.eosId]
     for (let i = 0; i < 2; i++) {
       const double = sglangDouble(() => ({ tokens: turn }), { launchDir: model.dir, loadMs: 300 })
-      replicas.push({ double, server: await startTestServer(double.handler) })
+      state.replicas.push({ double, server: await startTestServer(double.handler) })
     }
     const listen = `127.0.0.1:${await freePort()}`
-    serve = spawn(
+    const serve = spawn(
       process.execPath,
       [
         BIN,
@@ -56,11 +61,11 @@ describe("t1 serve --policy sglang: one command, engines launched on a model dir
         "--policy",
         "sglang",
         "--engine-url",
-        replicas.map((r) => r.server.url).join(","),
+        state.replicas.map((r) => r.server.url).join(","),
         "--model-dir",
         model.dir,
         "--checkpoint-dir",
-        checkpointDir,
+        state.checkpointDir,
         "--listen",
         listen,
         "--metrics-port",
@@ -78,58 +83,68 @@ describe("t1 serve --policy sglang: one command, engines launched on a model dir
           // The SGLang double answers no meta_info.routed_experts (R3 off, as without
           // --enable-return-routed-experts); every other setting comes from the command line.
           T1_ENGINE_ROUTING: "off",
+          ...env,
         },
       },
     )
+    state.serve = serve
     const collect = (d: Buffer) => {
-      output += d.toString()
+      state.output += d.toString()
       if (process.env.T1_SERVE_LOG) appendFileSync(process.env.T1_SERVE_LOG, d)
     }
     serve.stdout?.on("data", collect)
     serve.stderr?.on("data", collect)
     serve.once("exit", (code, signal) => {
       if (!stopping)
-        process.stderr.write(`t1 serve exited (${code ?? signal}) during the tests:\n${output}\n`)
+        process.stderr.write(
+          `t1 serve exited (${code ?? signal}) during the tests:\n${state.output}\n`,
+        )
     })
     const until = Date.now() + 120_000
     for (;;) {
-      if (serve.exitCode !== null) throw new Error(`t1 serve exited:\n${output}`)
-      if (/JobService on /.test(output)) break
-      if (Date.now() > until) throw new Error(`t1 serve not up in 120 s:\n${output}`)
+      if (serve.exitCode !== null) throw new Error(`t1 serve exited:\n${state.output}`)
+      if (/JobService on /.test(state.output)) break
+      if (Date.now() > until) throw new Error(`t1 serve not up in 120 s:\n${state.output}`)
       await new Promise((r) => setTimeout(r, 200))
     }
-    client = jobServiceClient(listen, { timeoutMs: 10_000 })
+    state.client = jobServiceClient(listen, { timeoutMs: 10_000 })
   }, 180_000)
 
   afterAll(async () => {
     stopping = true
-    client?.close()
-    if (serve !== undefined && serve.exitCode === null) {
-      serve.kill("SIGKILL")
-      await once(serve, "exit")
+    state.client?.close()
+    if (state.serve !== undefined && state.serve.exitCode === null) {
+      state.serve.kill("SIGKILL")
+      await once(state.serve, "exit")
     }
-    await Promise.all(replicas.map((r) => r.server.close()))
+    await Promise.all(state.replicas.map((r) => r.server.close()))
   })
 
   const finish = async (jobId: string) => {
     const events: JobEvent[] = []
-    for await (const e of client.watchJob({ jobId })) events.push(e)
-    const { status } = await client.getJob({ jobId })
+    for await (const e of state.client.watchJob({ jobId })) events.push(e)
+    const { status } = await state.client.getJob({ jobId })
     return { status, events }
   }
 
   const submit = async (name: string) =>
     (
-      await client.submitJob({
+      await state.client.submitJob({
         spec: smallTrainSpec(`serve-engine ${name}`, { ppoSteps: 2, criticWarmupSteps: 0 }),
       })
     ).jobId
+
+  return { state, finish, submit }
+}
+
+describe("t1 serve --policy sglang: one command, engines launched on a model directory", () => {
+  const { state, finish, submit } = useServeOnDoubles()
 
   it("two train jobs: each trains on the engines' turns, one after the other, every version loaded into both replicas", async () => {
     const [first, second] = await Promise.all([submit("a"), submit("b")])
     const jobs = await Promise.all([finish(first), finish(second)])
     for (const [k, job] of jobs.entries()) {
-      expect(job.status?.state, output.slice(-6000)).toBe(JobState.SUCCEEDED)
+      expect(job.status?.state, state.output.slice(-6000)).toBe(JobState.SUCCEEDED)
       const steps = job.events.flatMap((e) =>
         e.event.case === "learnerStep" ? [Number(e.event.value.step)] : [],
       )
@@ -137,27 +152,31 @@ describe("t1 serve --policy sglang: one command, engines launched on a model dir
     }
 
     // Every turn came from the doubles.
-    const generated = replicas.map((r) => r.double.calls.length)
+    const generated = state.replicas.map((r) => r.double.calls.length)
     console.log(`turns generated by the replicas: ${generated.join(", ")}`)
     expect(generated.reduce((x, y) => x + y, 0)).toBeGreaterThanOrEqual(8)
 
     const loaded = (d: SglangDouble) => d.loads.map((l) => l.path)
-    const last = (job: string) => join(checkpointDir, job, "v2")
+    const last = (job: string) => join(state.checkpointDir, job, "v2")
     for (let waited = 0; waited < 30_000; waited += 200) {
-      if (replicas.every((r) => [first, second].every((j) => loaded(r.double).includes(last(j)))))
+      if (
+        state.replicas.every((r) =>
+          [first, second].every((j) => loaded(r.double).includes(last(j))),
+        )
+      )
         break
       await new Promise((r) => setTimeout(r, 200))
     }
     // Each version was written as a model directory the engines read.
     for (const job of [first, second])
       for (const v of [0, 1, 2])
-        expect(existsSync(join(checkpointDir, job, `v${v}`, "config.json"))).toBe(true)
-    for (const [i, { double }] of replicas.entries()) {
+        expect(existsSync(join(state.checkpointDir, job, `v${v}`, "config.json"))).toBe(true)
+    for (const [i, { double }] of state.replicas.entries()) {
       console.log(
-        `replica ${i}: ${double.loads.map((l) => `${l.path.slice(checkpointDir.length + 1)} changed ${l.changed}/${l.served}`).join(", ")}`,
+        `replica ${i}: ${double.loads.map((l) => `${l.path.slice(state.checkpointDir.length + 1)} changed ${l.changed}/${l.served}`).join(", ")}`,
       )
       // One job's versions, in order, then the other's: the replicas hold one policy at a time.
-      const order = double.loads.map((l) => l.path.slice(checkpointDir.length + 1))
+      const order = double.loads.map((l) => l.path.slice(state.checkpointDir.length + 1))
       const firstRun = order[0]?.split("/")[0] ?? ""
       const other = firstRun === first ? second : first
       expect(order).toEqual([
@@ -171,11 +190,32 @@ describe("t1 serve --policy sglang: one command, engines launched on a model dir
   }, 400_000)
 
   it("stops cleanly on SIGTERM", async () => {
-    const exited = once(serve, "exit")
-    serve.kill("SIGTERM")
+    const exited = once(state.serve, "exit")
+    state.serve.kill("SIGTERM")
     const [code] = (await exited) as [number | null]
-    expect(code, output.slice(-4000)).toBe(0)
+    expect(code, state.output.slice(-4000)).toBe(0)
   }, 60_000)
+})
+
+describe("t1 serve --policy sglang with two learners: train jobs at once", () => {
+  // Two jobs trained at once get episodes at once; the replicas hold one policy.
+  const { state, finish, submit } = useServeOnDoubles({ T1_MAX_JOBS: "2" })
+
+  it("refuses the second train job with FAILED_PRECONDITION, naming the one the replicas follow; the first succeeds", async () => {
+    const ids = await Promise.all([submit("x"), submit("y")])
+    const jobs = await Promise.all(ids.map(finish))
+    const k = jobs.findIndex((j) => j.status?.state === JobState.SUCCEEDED)
+    expect(k, state.output.slice(-6000)).toBeGreaterThanOrEqual(0)
+    const ran = ids[k] ?? ""
+    const refused = jobs[1 - k]
+    expect(refused?.status?.state).toBe(JobState.FAILED)
+    expect(refused?.status?.error?.code).toBe(ErrorCode.FAILED_PRECONDITION)
+    expect(refused?.status?.error?.message).toContain(`serve train job ${ran}'s policy`)
+    console.log(`refused: ${refused?.status?.error?.message}`)
+    // The replicas loaded the followed job's versions only.
+    for (const { double } of state.replicas)
+      for (const load of double.loads) expect(load.path).toContain(`/${ran}/`)
+  }, 300_000)
 })
 
 describe("t1 serve engine flags, bad input", () => {
