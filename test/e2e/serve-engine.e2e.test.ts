@@ -16,10 +16,16 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type SglangDouble, sglangDouble } from "../../actors/sampler/policy/engine-double.ts"
+import {
+  type SglangDouble,
+  sglangDouble,
+  type VllmDouble,
+  vllmDouble,
+} from "../../actors/sampler/policy/engine-double.ts"
 import { startTestServer, type TestServer } from "../../actors/sampler/policy/test-server.ts"
 import { ErrorCode, type JobEvent, JobState } from "../../proto/index.ts"
 import { type JobServiceClient, jobServiceClient } from "../../services/gateway/client.ts"
+import { VLLM_MODEL } from "../support/engine-replicas.ts"
 import { type ModelDir, writeModelDir } from "../support/model-dir.ts"
 import { freePort } from "../support/system.ts"
 import { smallTrainSpec } from "../support/train-spec.ts"
@@ -31,13 +37,17 @@ const run = promisify(execFile)
  * `t1 serve --policy sglang` on two SGLang doubles launched on an exported model directory,
  * started before the describe's tests and stopped after them.
  */
-const useServeOnDoubles = (env: Readonly<Record<string, string>> = {}) => {
+const useServeOnDoubles = (
+  env: Readonly<Record<string, string>> = {},
+  engine: "sglang" | "vllm" = "sglang",
+) => {
   const state = {
     output: "",
     checkpointDir: "",
     client: undefined as unknown as JobServiceClient,
     serve: undefined as unknown as ChildProcess,
     replicas: [] as Array<{ double: SglangDouble; server: TestServer }>,
+    vllm: [] as Array<{ double: VllmDouble; server: TestServer }>,
   }
   let stopping = false
 
@@ -47,9 +57,15 @@ const useServeOnDoubles = (env: Readonly<Record<string, string>> = {}) => {
     // Every turn one shell-block command ending at the template's eos_token.
     const turn = [...model.encode("```bash\necho hi\n```"), model.eosId]
     for (let i = 0; i < 2; i++) {
+      if (engine === "vllm") {
+        const double = vllmDouble(VLLM_MODEL, () => ({ tokens: turn }))
+        state.vllm.push({ double, server: await startTestServer(double.handler) })
+        continue
+      }
       const double = sglangDouble(() => ({ tokens: turn }), { launchDir: model.dir, loadMs: 300 })
       state.replicas.push({ double, server: await startTestServer(double.handler) })
     }
+    const servers = [...state.replicas, ...state.vllm].map((r) => r.server)
     const listen = `127.0.0.1:${await freePort()}`
     const serve = spawn(
       process.execPath,
@@ -59,9 +75,10 @@ const useServeOnDoubles = (env: Readonly<Record<string, string>> = {}) => {
         "--driver",
         "local",
         "--policy",
-        "sglang",
+        engine,
+        ...(engine === "vllm" ? ["--engine-model", VLLM_MODEL] : []),
         "--engine-url",
-        state.replicas.map((r) => r.server.url).join(","),
+        servers.map((s) => s.url).join(","),
         "--model-dir",
         model.dir,
         "--checkpoint-dir",
@@ -117,7 +134,7 @@ const useServeOnDoubles = (env: Readonly<Record<string, string>> = {}) => {
       state.serve.kill("SIGKILL")
       await once(state.serve, "exit")
     }
-    await Promise.all(state.replicas.map((r) => r.server.close()))
+    await Promise.all([...state.replicas, ...state.vllm].map((r) => r.server.close()))
   })
 
   const finish = async (jobId: string) => {
@@ -215,6 +232,29 @@ describe("t1 serve --policy sglang with two learners: train jobs at once", () =>
     // The replicas loaded the followed job's versions only.
     for (const { double } of state.replicas)
       for (const load of double.loads) expect(load.path).toContain(`/${ran}/`)
+  }, 300_000)
+})
+
+describe("t1 serve --policy vllm --engine-model NAME: one command", () => {
+  const { state, finish, submit } = useServeOnDoubles({}, "vllm")
+
+  it("a train job trains on the vLLM replicas' turns; every version is reloaded into both", async () => {
+    const jobId = await submit("vllm")
+    const { status } = await finish(jobId)
+    expect(status?.state, state.output.slice(-6000)).toBe(JobState.SUCCEEDED)
+    const reloaded = (d: VllmDouble) =>
+      d.refits.includes(`reload ${join(state.checkpointDir, jobId, "v2")}`)
+    for (
+      let waited = 0;
+      waited < 30_000 && !state.vllm.every((r) => reloaded(r.double));
+      waited += 200
+    )
+      await new Promise((r) => setTimeout(r, 200))
+    for (const { double } of state.vllm) {
+      expect(double.calls.length).toBeGreaterThan(0)
+      const versions = double.refits.filter((l) => l.startsWith("version ")).map((l) => l.slice(8))
+      expect(versions).toEqual(["0", "1", "2"])
+    }
   }, 300_000)
 })
 
