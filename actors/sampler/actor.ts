@@ -224,28 +224,30 @@ export const runSampler = (options: SamplerOptions): Effect.Effect<never, unknow
     // Every job: the shared queue, and each stored job's own while the job is not over.
     const store = yield* jobStoreFor(bus, options.subjects)
     const pulling = new Map<string, Fiber.Fiber<never, never>>()
-    yield* Effect.forkScoped(
-      store.changes.pipe(
-        Stream.runForEach((status) =>
-          Effect.gen(function* () {
-            const job = status.jobId
-            const over = isTerminalState(status.state)
-            const fiber = pulling.get(job)
-            if (over && fiber !== undefined) {
-              pulling.delete(job)
-              yield* Fiber.interrupt(fiber)
-            } else if (!over && fiber === undefined) {
-              yield* ensureJobEpisodes(bus, options.subjects, job)
-              pulling.set(job, yield* Effect.forkScoped(queue(jobSamplerDurable(job))))
-            }
-          }).pipe(
-            Effect.catch((e) =>
-              Effect.logWarning(`sampler: job ${status.jobId}'s episode queue: ${String(e)}`),
-            ),
+    const follow = store.changes.pipe(
+      Stream.runForEach((status) =>
+        Effect.gen(function* () {
+          const job = status.jobId
+          const over = isTerminalState(status.state)
+          const fiber = pulling.get(job)
+          if (over && fiber !== undefined) {
+            pulling.delete(job)
+            // Its episodes in flight get the shutdown grace; the other jobs' queues go on.
+            yield* Effect.forkScoped(Fiber.interrupt(fiber))
+          } else if (!over && fiber === undefined) {
+            yield* ensureJobEpisodes(bus, options.subjects, job)
+            pulling.set(job, yield* Effect.forkScoped(queue(jobSamplerDurable(job))))
+          }
+        }).pipe(
+          // One job's consumer that cannot be made leaves the others served; its next change
+          // (or the sampler's restart) tries again.
+          Effect.catch((e) =>
+            Effect.logWarning(`sampler: job ${status.jobId}'s episode queue: ${String(e)}`),
           ),
         ),
-        Effect.catch((e) => Effect.logError(`sampler: the job store watch stopped: ${String(e)}`)),
       ),
+      // Without the watch, new jobs would wait unserved: the sampler stops (and is restarted).
+      Effect.andThen(Effect.fail(new Error("sampler: the job store watch ended"))),
     )
-    return yield* queue(SAMPLER_DURABLE)
+    return yield* Effect.raceFirst(follow, queue(SAMPLER_DURABLE))
   }).pipe(Effect.scoped)
