@@ -61,15 +61,22 @@ export const trainBinding = (
     const refuse = (job: string, bound: string) =>
       Effect.gen(function* () {
         const message = refusalMessage(job, bound, o.replicas)
-        const failed = yield* o.store
+        yield* o.store
           .transition(job, JobState.FAILED, {
             error: { code: ErrorCode.FAILED_PRECONDITION, message, retryable: true },
           })
           .pipe(
-            Effect.map((r) => r.event !== undefined),
-            Effect.catch(() => Effect.succeed(false)),
+            Effect.flatMap((r) =>
+              r.event === undefined ? Effect.void : Effect.logWarning(`sampler: ${message}`),
+            ),
+            Effect.catchTag("JobTerminal", () => Effect.void),
+            // Its episodes are dropped all the same: running them would mix two jobs' weights.
+            Effect.catch((e) =>
+              Effect.logError(
+                `sampler: ${message}; but the job could not be failed (${String(e)}), so it waits for episodes that will not run`,
+              ),
+            ),
           )
-        if (failed) yield* Effect.logWarning(`sampler: ${message}`)
       })
 
     const admit = (item: EpisodeWorkItem): Effect.Effect<boolean> =>
