@@ -26,6 +26,7 @@
  * Not used by production code.
  */
 import { existsSync } from "node:fs"
+import { readFile } from "node:fs/promises"
 import { join } from "node:path"
 import {
   Changes,
@@ -76,6 +77,8 @@ export interface SglangDouble {
   readonly loads: ReadonlyArray<LoadReport & { readonly version: string; readonly path: string }>
   /** Loads that changed no served tensor. */
   readonly errors: ReadonlyArray<string>
+  /** Answers that carried meta_info.routed_experts (requested with return_routed_experts). */
+  routedAnswers: number
   /** The served tensors. */
   readonly weights: ServedWeights
   /** Updates to refuse before one loads. */
@@ -121,10 +124,22 @@ export const sglangDouble = (
   /** Weights are being copied: no forward pass of any request. */
   let loading = false
 
+  /** The MoE geometry of the launch directory's config.json (what routed_experts covers). */
+  let launchConfig: { layers: number; topK: number; experts: number } | undefined
   const ready = () => {
     launched ??= (async () => {
       launch =
         options.launchDir === undefined ? new Map() : await readCheckpointDir(options.launchDir)
+      if (options.launchDir !== undefined) {
+        const c = JSON.parse(
+          await readFile(join(options.launchDir, "config.json"), "utf8"),
+        ) as Record<string, number>
+        launchConfig = {
+          layers: c.num_hidden_layers ?? 0,
+          topK: c.num_experts_per_tok ?? 0,
+          experts: c.num_experts ?? 1,
+        }
+      }
       weights.reset(launch)
     })()
     return launched
@@ -215,6 +230,28 @@ export const sglangDouble = (
     return { status: 200, body: { message: "Generation paused successfully.", status: "ok" } }
   }
 
+  /**
+   * `meta_info.routed_experts` as SGLang's RoutedExpertsCapturer answers it (launched with
+   * --enable-return-routed-experts): int32 [positions, num_hidden_layers, num_experts_per_tok]
+   * for positions [routed_experts_start_len, seqlen - 1), base64 of the little-endian bytes. The
+   * ids are scripted (distinct per position and layer), since the double runs no router.
+   */
+  const routedExperts = (body: Record<string, unknown>, seqLen: number): string => {
+    const config = launchConfig
+    if (config === undefined)
+      throw new BadRequest("return_routed_experts: the server was launched without a model dir")
+    const from =
+      typeof body.routed_experts_start_len === "number" ? body.routed_experts_start_len : 0
+    const rows = Math.max(0, seqLen - 1 - from)
+    const { layers, topK, experts } = config
+    const ids = new Int32Array(rows * layers * topK)
+    for (let r = 0; r < rows; r++)
+      for (let l = 0; l < layers; l++)
+        for (let k = 0; k < topK; k++)
+          ids[(r * layers + l) * topK + k] = ((from + r) * 7 + l * 3 + k) % experts
+    return Buffer.from(ids.buffer, ids.byteOffset, ids.byteLength).toString("base64")
+  }
+
   const generate = async (body: Record<string, unknown>): Promise<Reply> => {
     const ids = body.input_ids
     if (!Array.isArray(ids) || !ids.every(Number.isInteger))
@@ -252,6 +289,11 @@ export const sglangDouble = (
     const outputIds = call.outputIds.slice(0, perToken.length)
     const logprobs = call.logprobs.slice(0, perToken.length)
     const spans = versionSpans(perToken, double.weightVersion)
+    const routed =
+      body.return_routed_experts === true
+        ? routedExperts(body, ids.length + outputIds.length)
+        : undefined
+    if (routed !== undefined) double.routedAnswers++
     const finish = self.aborted ? "abort" : call.finish
     const last = outputIds[outputIds.length - 1]
     double.log.push(`generate ${spans[spans.length - 1]?.version ?? double.weightVersion}`)
@@ -274,6 +316,7 @@ export const sglangDouble = (
           cached_tokens: 0,
           weight_version: spans[spans.length - 1]?.version ?? double.weightVersion,
           ...(reportsSpans ? { weight_versions: spans } : {}),
+          ...(routed === undefined ? {} : { routed_experts: routed }),
           output_token_logprobs: outputIds.map((token, i) => [logprobs[i], token, null]),
           e2e_latency: 0.001,
         },
@@ -296,6 +339,7 @@ export const sglangDouble = (
     errors,
     weights,
     weightVersion: "default",
+    routedAnswers: 0,
     log: [],
     get refits() {
       return double.log.filter((l) => !l.startsWith("generate "))
