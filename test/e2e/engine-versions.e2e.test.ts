@@ -19,10 +19,6 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { runBufferPool } from "../../actors/buffer/index.ts"
-import { runCoordinator } from "../../actors/coordinator/index.ts"
-import { runLearnerPool } from "../../actors/learner/index.ts"
-import { startSandboxAndVerifier } from "../../actors/local.ts"
 import { exportCheckpoint, Rotation, runEngineBridge } from "../../actors/sampler/engine-bridge.ts"
 import { runSampler, shellBlockShort } from "../../actors/sampler/index.ts"
 import type { PolicyBackendShape } from "../../actors/sampler/policy/backend.ts"
@@ -31,15 +27,12 @@ import { replicatedBackend } from "../../actors/sampler/policy/replicas.ts"
 import { sglangBackend } from "../../actors/sampler/policy/sglang.ts"
 import { startTestServer, type TestServer } from "../../actors/sampler/policy/test-server.ts"
 import { sglangWeightSync } from "../../actors/sampler/policy/weight-sync.ts"
-import { BASE_IMAGE, wireTaskFor } from "../../actors/sandbox/index.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { ChatTemplate, encodeWeights, TinyMoe } from "../../model/index.ts"
 import { JobState } from "../../proto/index.ts"
 import { Bus, subjectsFor } from "../../services/bus/index.ts"
-import { jobServiceClient } from "../../services/gateway/client.ts"
-import { serveGateway } from "../../services/gateway/index.ts"
 import { runInProcess } from "../support/in-process.ts"
-import { smallTrainSpec } from "../support/train-spec.ts"
+import { startTrainJob } from "../support/train-system.ts"
 
 const LOAD_MS = 5000
 const TOKEN_MS = 2000
@@ -136,21 +129,7 @@ describe("engine versions under asynchrony (SGLang doubles, 5 s loads)", () => {
       subjects,
       Effect.gen(function* () {
         const bus = yield* Bus
-        yield* startSandboxAndVerifier(subjects, { concurrency: 2, driver: "local" })
-        yield* Effect.forkScoped(
-          runCoordinator({ subjects, resolveImage: () => Effect.succeed(BASE_IMAGE) }),
-        )
-        yield* Effect.forkScoped(runBufferPool({ subjects }))
-        yield* Effect.forkScoped(
-          runLearnerPool({ subjects, format: shellBlockShort, toWire: wireTaskFor("local") }),
-        )
-        const gateway = yield* serveGateway({ subjects, port: 0 })
-        const client = jobServiceClient(gateway.address, { timeoutMs: 10_000 })
-        const { jobId } = yield* Effect.promise(() =>
-          client.submitJob({
-            spec: smallTrainSpec("engine versions", { ppoSteps: 3, criticWarmupSteps: 0 }),
-          }),
-        )
+        const { client, jobId } = yield* startTrainJob(subjects, "engine versions", 3)
         yield* Effect.forkScoped(
           runEngineBridge({
             bus,

@@ -12,10 +12,6 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { runBufferPool } from "../../actors/buffer/index.ts"
-import { runCoordinator } from "../../actors/coordinator/index.ts"
-import { runLearnerPool } from "../../actors/learner/index.ts"
-import { startSandboxAndVerifier } from "../../actors/local.ts"
 import { Rotation, runEngineBridge } from "../../actors/sampler/engine-bridge.ts"
 import { runSampler, shellBlockShort } from "../../actors/sampler/index.ts"
 import type { PolicyBackendShape } from "../../actors/sampler/policy/backend.ts"
@@ -27,16 +23,13 @@ import {
   sglangWeightSync,
   vllmWeightSync,
 } from "../../actors/sampler/policy/weight-sync.ts"
-import { BASE_IMAGE, wireTaskFor } from "../../actors/sandbox/index.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { ChatTemplate } from "../../model/index.ts"
 import { JobState } from "../../proto/index.ts"
 import { Bus, subjectsFor } from "../../services/bus/index.ts"
-import { jobServiceClient } from "../../services/gateway/client.ts"
-import { serveGateway } from "../../services/gateway/index.ts"
 import { useSglangReplicas, useVllmReplicas, VLLM_MODEL } from "../support/engine-replicas.ts"
 import { runInProcess } from "../support/in-process.ts"
-import { smallTrainSpec } from "../support/train-spec.ts"
+import { startTrainJob } from "../support/train-system.ts"
 
 const template = new ChatTemplate(loadBundledTokenizer())
 const sglang = useSglangReplicas()
@@ -68,21 +61,7 @@ const trainOnEngines = (
     subjects,
     Effect.gen(function* () {
       const bus = yield* Bus
-      yield* startSandboxAndVerifier(subjects, { concurrency: 2, driver: "local" })
-      yield* Effect.forkScoped(
-        runCoordinator({ subjects, resolveImage: () => Effect.succeed(BASE_IMAGE) }),
-      )
-      yield* Effect.forkScoped(runBufferPool({ subjects }))
-      yield* Effect.forkScoped(
-        runLearnerPool({ subjects, format: shellBlockShort, toWire: wireTaskFor("local") }),
-      )
-      const gateway = yield* serveGateway({ subjects, port: 0 })
-      const client = jobServiceClient(gateway.address, { timeoutMs: 10_000 })
-      const { jobId } = yield* Effect.promise(() =>
-        client.submitJob({
-          spec: smallTrainSpec("engine sync", { ppoSteps: 2, criticWarmupSteps: 0 }),
-        }),
-      )
+      const { client, jobId } = yield* startTrainJob(subjects, "engine sync", 2)
       yield* Effect.forkScoped(
         runEngineBridge({
           bus,
