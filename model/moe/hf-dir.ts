@@ -84,33 +84,20 @@ const readIndex = (dir: string): Map<string, string> => {
   return out
 }
 
+export interface CheckpointTensors {
+  readonly tensors: ReadonlyMap<string, Tensor>
+  /** The file (relative to the directory) each tensor came from. */
+  readonly from: ReadonlyMap<string, string>
+  readonly files: ReadonlyArray<string>
+}
+
 /**
- * Reads a Hugging Face model directory of a Qwen3-MoE (config.json, and either
- * `model.safetensors.index.json` with its shards or one `model.safetensors`; the critic from
- * `critic/value_head.safetensors` when present), checks it — the config is a Qwen3-MoE t1
- * computes (and the expected one, when given), every tensor the config implies is present where
- * the index says, float, of its shape and finite, no tensor is unknown — and builds the model.
- * Errors are SafetensorsError naming the file and tensor, or ModelConfigError naming the field.
+ * Every tensor of a Hugging Face checkpoint directory, by name, unchecked against any config:
+ * `model.safetensors.index.json` and the shards it names (each tensor where the index says, none
+ * twice), or one `model.safetensors`; plus `critic/value_head.safetensors` when present. What an
+ * engine's loader reads; SafetensorsError names the file and tensor.
  */
-export const readHfCheckpoint = (dir: string, options: ReadHfOptions = {}): HfCheckpoint => {
-  if (!existsSync(dir) || !statSync(dir).isDirectory()) fail(dir, "directory", "not a directory")
-  const configPath = join(dir, "config.json")
-  if (!existsSync(configPath))
-    fail(configPath, "file", "missing: a model directory needs config.json")
-  let config: TinyMoeConfig
-  try {
-    config = fromHfConfig(readJson(configPath))
-  } catch (e) {
-    if (e instanceof ModelConfigError)
-      throw new ModelConfigError({ field: e.field, message: `${configPath}: ${e.message}` })
-    throw e
-  }
-  if (options.expected) {
-    const diff = configMismatch(options.expected, config)
-    if (diff.length > 0)
-      fail(configPath, "config", `another model than the job's: ${diff.join("; ")}`)
-  }
-  checkSeqLen(config, "max_position_embeddings", configPath)
+export const readCheckpointTensors = (dir: string): CheckpointTensors => {
   const tensors = new Map<string, Tensor>()
   const from = new Map<string, string>()
   const files: string[] = []
@@ -146,6 +133,37 @@ export const readHfCheckpoint = (dir: string, options: ReadHfOptions = {}): HfCh
       `neither ${INDEX_FILE} (with its shards) nor ${SINGLE_FILE}: not a Hugging Face checkpoint`,
     )
   if (existsSync(join(dir, CRITIC_FILE))) take(CRITIC_FILE)
+  return { tensors, from, files }
+}
+
+/**
+ * Reads a Hugging Face model directory of a Qwen3-MoE (config.json, and either
+ * `model.safetensors.index.json` with its shards or one `model.safetensors`; the critic from
+ * `critic/value_head.safetensors` when present), checks it — the config is a Qwen3-MoE t1
+ * computes (and the expected one, when given), every tensor the config implies is present where
+ * the index says, float, of its shape and finite, no tensor is unknown — and builds the model.
+ * Errors are SafetensorsError naming the file and tensor, or ModelConfigError naming the field.
+ */
+export const readHfCheckpoint = (dir: string, options: ReadHfOptions = {}): HfCheckpoint => {
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) fail(dir, "directory", "not a directory")
+  const configPath = join(dir, "config.json")
+  if (!existsSync(configPath))
+    fail(configPath, "file", "missing: a model directory needs config.json")
+  let config: TinyMoeConfig
+  try {
+    config = fromHfConfig(readJson(configPath))
+  } catch (e) {
+    if (e instanceof ModelConfigError)
+      throw new ModelConfigError({ field: e.field, message: `${configPath}: ${e.message}` })
+    throw e
+  }
+  if (options.expected) {
+    const diff = configMismatch(options.expected, config)
+    if (diff.length > 0)
+      fail(configPath, "config", `another model than the job's: ${diff.join("; ")}`)
+  }
+  checkSeqLen(config, "max_position_embeddings", configPath)
+  const { tensors, from, files } = readCheckpointTensors(dir)
   const where = (name: string) => {
     const file = from.get(name)
     return file === undefined ? dir : join(dir, file)

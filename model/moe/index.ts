@@ -30,9 +30,11 @@ export {
   toHfConfig,
 } from "./hf.ts"
 export {
+  type CheckpointTensors,
   type HfCheckpoint,
   INDEX_FILE,
   type ReadHfOptions,
+  readCheckpointTensors,
   readHfCheckpoint,
   SINGLE_FILE,
 } from "./hf-dir.ts"

@@ -5,10 +5,8 @@
  * into it, skipping names it does not know (python/sglang/srt/models/qwen3_moe.py
  * `Qwen3MoeForCausalLM.load_weights`: `if name not in params_dict: continue`). Test support only.
  */
-import { existsSync } from "node:fs"
-import { readFile } from "node:fs/promises"
-import { join } from "node:path"
-import { decodeSafetensors, type Tensor } from "../../../model/weights/index.ts"
+import { readCheckpointTensors } from "../../../model/moe/hf-dir.ts"
+import { CRITIC_FILE, type Tensor } from "../../../model/weights/index.ts"
 
 /** A served tensor: its shape and float32 values (BF16/F16 files widen exactly). */
 export interface ServedTensor {
@@ -38,32 +36,21 @@ const asFloat32 = (name: string, t: Tensor): Float32Array => {
 }
 
 /**
- * Every tensor of a checkpoint directory: `model.safetensors.index.json` and the shards its
- * `weight_map` names, or one `model.safetensors`, as engines accept both.
+ * The tensors of a checkpoint directory as an engine's loader reads them: the index and its shards
+ * (or one model.safetensors), by name, unchecked against any config (readCheckpointTensors). The
+ * critic, outside the index, is not part of what an engine loads.
  */
 export const readCheckpointDir = async (dir: string): Promise<Map<string, ServedTensor>> => {
-  const index = join(dir, "model.safetensors.index.json")
-  const single = join(dir, "model.safetensors")
-  let files: string[]
-  if (existsSync(index)) {
-    const parsed = JSON.parse(await readFile(index, "utf8")) as { weight_map?: unknown }
-    const map = parsed.weight_map
-    if (typeof map !== "object" || map === null)
-      throw new NoCheckpoint(`${index} has no weight_map`)
-    files = [...new Set(Object.values(map as Record<string, unknown>).map(String))]
-  } else if (existsSync(single)) files = ["model.safetensors"]
-  else
-    throw new NoCheckpoint(
-      `${dir} holds neither model.safetensors.index.json nor model.safetensors`,
-    )
-  const out = new Map<string, ServedTensor>()
-  for (const file of files) {
-    const path = join(dir, file)
-    if (!existsSync(path)) throw new NoCheckpoint(`${path}: no such shard`)
-    const { tensors } = decodeSafetensors(new Uint8Array(await readFile(path)))
-    for (const [name, t] of tensors)
-      out.set(name, { shape: [...t.shape], data: asFloat32(name, t) })
+  let read: ReturnType<typeof readCheckpointTensors>
+  try {
+    read = readCheckpointTensors(dir)
+  } catch (e) {
+    throw new NoCheckpoint(e instanceof Error ? e.message : String(e))
   }
+  const out = new Map<string, ServedTensor>()
+  for (const [name, t] of read.tensors)
+    if (read.from.get(name) !== CRITIC_FILE)
+      out.set(name, { shape: [...t.shape], data: asFloat32(name, t) })
   return out
 }
 
