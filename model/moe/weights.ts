@@ -5,7 +5,7 @@ import {
   SafetensorsError,
   type Tensor,
 } from "../weights/index.ts"
-import { denseWidth, ModelConfigError, type TinyMoeConfig } from "./config.ts"
+import { denseWidth, headDim, kvHeads, ModelConfigError, type TinyMoeConfig } from "./config.ts"
 import {
   CRITIC_TENSORS,
   criticTensorSpecs,
@@ -123,12 +123,8 @@ export const configMismatch = (expected: TinyMoeConfig, got: TinyMoeConfig): str
   for (const f of SHAPE_FIELDS)
     if (expected[f] !== got[f]) out.push(`${f}: ${got[f]}, expected ${expected[f]}`)
   const pairs: ReadonlyArray<readonly [string, number, number]> = [
-    ["nKvHeads", expected.nKvHeads ?? expected.nHeads, got.nKvHeads ?? got.nHeads],
-    [
-      "headDim",
-      expected.headDim ?? expected.dModel / expected.nHeads,
-      got.headDim ?? got.dModel / got.nHeads,
-    ],
+    ["nKvHeads", kvHeads(expected), kvHeads(got)],
+    ["headDim", headDim(expected), headDim(got)],
     ["ropeTheta", expected.ropeTheta, got.ropeTheta],
     ["normEps", expected.normEps, got.normEps],
     ["tieWordEmbeddings", expected.tieWordEmbeddings ? 1 : 0, got.tieWordEmbeddings ? 1 : 0],

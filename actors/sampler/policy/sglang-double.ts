@@ -26,8 +26,8 @@
  * Not used by production code.
  */
 import { existsSync } from "node:fs"
-import { readFile } from "node:fs/promises"
 import { join } from "node:path"
+import { type MoeGeometry, readModelGeometry } from "../../../model/template/geometry.ts"
 import {
   Changes,
   type DoubleTurn,
@@ -125,21 +125,12 @@ export const sglangDouble = (
   let loading = false
 
   /** The MoE geometry of the launch directory's config.json (what routed_experts covers). */
-  let launchConfig: { layers: number; topK: number; experts: number } | undefined
+  let launchConfig: MoeGeometry | undefined
   const ready = () => {
     launched ??= (async () => {
       launch =
         options.launchDir === undefined ? new Map() : await readCheckpointDir(options.launchDir)
-      if (options.launchDir !== undefined) {
-        const c = JSON.parse(
-          await readFile(join(options.launchDir, "config.json"), "utf8"),
-        ) as Record<string, number>
-        launchConfig = {
-          layers: c.num_hidden_layers ?? 0,
-          topK: c.num_experts_per_tok ?? 0,
-          experts: c.num_experts ?? 1,
-        }
-      }
+      if (options.launchDir !== undefined) launchConfig = readModelGeometry(options.launchDir)
       weights.reset(launch)
     })()
     return launched
@@ -243,12 +234,13 @@ export const sglangDouble = (
     const from =
       typeof body.routed_experts_start_len === "number" ? body.routed_experts_start_len : 0
     const rows = Math.max(0, seqLen - 1 - from)
-    const { layers, topK, experts } = config
+    const layers = config.hiddenLayers
+    const { topK, numExperts } = config
     const ids = new Int32Array(rows * layers * topK)
     for (let r = 0; r < rows; r++)
       for (let l = 0; l < layers; l++)
         for (let k = 0; k < topK; k++)
-          ids[(r * layers + l) * topK + k] = ((from + r) * 7 + l * 3 + k) % experts
+          ids[(r * layers + l) * topK + k] = ((from + r) * 7 + l * 3 + k) % numExperts
     return Buffer.from(ids.buffer, ids.byteOffset, ids.byteLength).toString("base64")
   }
 
