@@ -3,13 +3,9 @@
  * Qwen3-MoE) exported with the bundled tokenizer, its tokenizer_config.json (chat template,
  * eos_token) and generation_config.json. For tests of `t1 serve --policy sglang --model-dir`.
  */
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { mkdirSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
-import {
-  BUNDLED_TOKENIZER,
-  bundledTokenizerConfigs,
-  loadBundledTokenizer,
-} from "../../model/bundled/bundled.ts"
+import { bundledExportOptions, loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { encodeWeights, hfCheckpointFiles, TinyMoe } from "../../model/index.ts"
 
 export interface ModelDir {
@@ -23,24 +19,17 @@ export interface ModelDir {
 export const writeModelDir = (dir: string, seed = 0): ModelDir => {
   const tokenizer = loadBundledTokenizer()
   const model = TinyMoe.create({ config: { vocabSize: tokenizer.vocabSize }, seed })
-  const { tokenizerConfig, generationConfig } = bundledTokenizerConfigs(tokenizer)
-  const eosId = tokenizer.specialId("<|end|>")
-  const text = (name: string, body: string) => ({ name, bytes: new TextEncoder().encode(body) })
-  const files = hfCheckpointFiles(encodeWeights(model, "F32", { version: 0n }), {
-    config: {
-      bos_token_id: null,
-      eos_token_id: eosId,
-      pad_token_id: tokenizer.specialId("<|pad|>"),
-    },
-    extraFiles: [
-      { name: "tokenizer.json", bytes: readFileSync(BUNDLED_TOKENIZER) },
-      text("tokenizer_config.json", tokenizerConfig),
-      text("generation_config.json", generationConfig),
-    ],
-  })
+  const files = hfCheckpointFiles(
+    encodeWeights(model, "F32", { version: 0n }),
+    bundledExportOptions(),
+  )
   for (const file of files) {
     mkdirSync(dirname(join(dir, file.name)), { recursive: true })
     writeFileSync(join(dir, file.name), file.bytes)
   }
-  return { dir, eosId, encode: (t) => [...tokenizer.encode(t)] }
+  return {
+    dir,
+    eosId: tokenizer.specialId("<|end|>"),
+    encode: (t) => [...tokenizer.encode(t)],
+  }
 }
