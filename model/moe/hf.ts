@@ -258,7 +258,7 @@ export const toHfTensors = (c: TinyMoeConfig, p: Params): HfTensor[] => {
   const d = c.dModel
   const F = c.dFf
   const precision = precisionOf(p)
-  const f32 = (src: Floats): Floats => src.slice()
+  const copy = (src: Floats): Floats => src.slice()
   const transposed = (src: Floats, rows: number, cols: number): Floats => {
     const out = allocFloats(precision, rows * cols)
     transposeInto(src, rows, cols, out)
@@ -268,8 +268,8 @@ export const toHfTensors = (c: TinyMoeConfig, p: Params): HfTensor[] => {
   const take = (spec: HfTensorSpec, data: Floats) => out.push({ ...spec, data })
   for (const spec of hfTensorSpecs(c)) {
     const parts = spec.name.split(".")
-    if (spec.name === "model.embed_tokens.weight") take(spec, f32(p.embed))
-    else if (spec.name === "model.norm.weight") take(spec, f32(p.finalNorm))
+    if (spec.name === "model.embed_tokens.weight") take(spec, copy(p.embed))
+    else if (spec.name === "model.norm.weight") take(spec, copy(p.finalNorm))
     else if (spec.name === "lm_head.weight") take(spec, transposed(p.lmHead, d, c.vocabSize))
     else {
       const lp = p.layers[Number(parts[2])] as Params["layers"][number]
@@ -289,19 +289,19 @@ export const toHfTensors = (c: TinyMoeConfig, p: Params): HfTensor[] => {
           take(spec, transposed(lp.wo, inDim, outDim))
           break
         case "self_attn.q_norm":
-          take(spec, f32(lp.qNorm))
+          take(spec, copy(lp.qNorm))
           break
         case "self_attn.k_norm":
-          take(spec, f32(lp.kNorm))
+          take(spec, copy(lp.kNorm))
           break
         case "mlp.gate":
           take(spec, transposed(lp.router, d, c.nExperts))
           break
         case "input_layernorm":
-          take(spec, f32(lp.attnNorm))
+          take(spec, copy(lp.attnNorm))
           break
         case "post_attention_layernorm":
-          take(spec, f32(lp.ffnNorm))
+          take(spec, copy(lp.ffnNorm))
           break
         default: {
           // mlp.experts.<e>.<proj> of a sparse layer, or mlp.<proj> of a dense one (expert 0).

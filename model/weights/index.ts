@@ -15,7 +15,6 @@ export { readSafetensorsFile, writeSafetensorsFile } from "./file.ts"
 export {
   type CheckpointFile,
   CRITIC_FILE,
-  CRITIC_TENSORS as CRITIC_TENSOR_NAMES,
   type HfCheckpointOptions,
   hfCheckpointFiles,
 } from "./hf-checkpoint.ts"
