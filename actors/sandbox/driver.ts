@@ -61,6 +61,32 @@ export interface ExecResult {
   readonly durationMs: number
 }
 
+export interface SealOptions {
+  /**
+   * Absolute directories whose files must be the image's own when the tests run (the Python
+   * site directories the tests import from). A component may hold `*` (any characters but `/`),
+   * e.g. `/usr/local/lib/python3*/site-packages`.
+   */
+  readonly pristinePaths: ReadonlyArray<string>
+  /** The whole seal (stop, restart, restore) gives up after this long. */
+  readonly timeoutMs: number
+}
+
+/** What sealing a sandbox did. */
+export interface SealReport {
+  /** The sandbox has the verifier toolchain mounted. False: it was created without, nothing was done. */
+  readonly toolchain: boolean
+  /** Processes that ran in the sandbox besides its init and main process, all gone now. */
+  readonly stopped: number
+  /** Files under pristinePaths the agent changed or deleted, put back from the image (capped list). */
+  readonly restored: ReadonlyArray<string>
+  readonly restoredCount: number
+  /** Files under pristinePaths the agent added, removed (capped list). */
+  readonly removed: ReadonlyArray<string>
+  readonly removedCount: number
+  readonly durationMs: number
+}
+
 export interface SandboxDriverShape {
   readonly kind: "docker" | "local"
   readonly create: (spec: SandboxSpec) => Effect.Effect<SandboxInfo, SandboxError>
@@ -79,6 +105,13 @@ export interface SandboxDriverShape {
     argv: ReadonlyArray<string>,
     options: ExecOptions,
   ) => Effect.Effect<ExecResult, SandboxError>
+  /**
+   * Makes the sandbox safe to verify, from outside it (the verifier calls it before the tests):
+   * no process the agent started survives, its init is one the agent never ran beside, and files
+   * the agent changed under `pristinePaths` are the image's again. Drivers that cannot leave it
+   * out, and the verifier's outcomes then say they are unguarded.
+   */
+  readonly seal?: (id: string, options: SealOptions) => Effect.Effect<SealReport, SandboxError>
   /** Unpacks a tar archive at path. */
   readonly put: (id: string, path: string, tar: Uint8Array) => Effect.Effect<void, SandboxError>
   /** A tar archive of path (a file or a directory). */
