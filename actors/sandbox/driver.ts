@@ -65,7 +65,7 @@ export interface SealOptions {
   /**
    * Absolute directories whose files must be the image's own when the tests run (the Python
    * site directories the tests import from). A component may hold `*` (any characters but `/`),
-   * e.g. `/usr/local/lib/python3*/site-packages`.
+   * e.g. `/usr/local/lib/python3.1*` then `/site-packages`.
    */
   readonly pristinePaths: ReadonlyArray<string>
   /** The whole seal (stop, restart, restore) gives up after this long. */
