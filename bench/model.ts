@@ -36,6 +36,7 @@ import { closeGradientWorkers, resolveThreads, type Threads } from "../model/moe
 import { Sequence } from "../model/moe/sequence.ts"
 import { type SupervisedSequence, supervisedGradients } from "../model/moe/train.ts"
 import { Rng } from "../model/rng.ts"
+import { median } from "./stats.ts"
 
 const USAGE = `usage: npm run bench:model -- [--json] [--reps N] [--warmup N] [--threads N]
                               [--kernels auto|simd|reference|webasm|cpu] [--no-torch]
@@ -130,11 +131,6 @@ const parseOptions = (argv: ReadonlyArray<string>): Options | "help" => {
 }
 
 const log = (line: string) => process.stderr.write(`${line}\n`)
-const median = (xs: ReadonlyArray<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  const mid = s.length >> 1
-  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2
-}
 
 const makeBatch = (): SupervisedSequence[] => {
   const rng = new Rng(1)

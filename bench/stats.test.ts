@@ -1,7 +1,15 @@
 import { describe, expect, it } from "vitest"
-import { mean, stratifiedPairedInterval, tInterval, wilson } from "./stats.ts"
+import { mean, median, stratifiedPairedInterval, tInterval, wilson } from "./stats.ts"
 
 describe("experiment intervals", () => {
+  it("median of odd and even counts, unsorted input left as it was", () => {
+    const xs = [5, 1, 3]
+    expect(median(xs)).toBe(3)
+    expect(xs).toEqual([5, 1, 3])
+    expect(median([4, 1, 3, 2])).toBe(2.5)
+    expect(median([])).toBeNaN()
+  })
+
   it("t interval of three gains against hand values", () => {
     // mean 0.2, sd 0.1, t(2) = 4.303: 0.2 ± 4.303 · 0.1 / √3
     const [lo, hi] = tInterval([0.1, 0.2, 0.3])

@@ -9,6 +9,14 @@ const T975 = [Number.NaN, 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.30
 export const mean = (xs: ReadonlyArray<number>): number =>
   xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length)
 
+/** The middle value (mean of the middle two for an even count); NaN for none. */
+export const median = (xs: ReadonlyArray<number>): number => {
+  if (xs.length === 0) return Number.NaN
+  const s = [...xs].sort((a, b) => a - b)
+  const mid = s.length >> 1
+  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2
+}
+
 const sampleVariance = (xs: ReadonlyArray<number>): number => {
   const m = mean(xs)
   return xs.length < 2 ? 0 : xs.reduce((a, x) => a + (x - m) ** 2, 0) / (xs.length - 1)
