@@ -7,7 +7,7 @@ import type { ErrorClass } from "../sandbox/index.ts"
  * transfer to).
  */
 export class SandboxCallFailed extends Data.TaggedError("SandboxCallFailed")<{
-  readonly operation: "exec" | "put"
+  readonly operation: "exec" | "put" | "seal"
   readonly reason: string
   readonly infra: boolean
 }> {

@@ -5,6 +5,8 @@ import type {
   SandboxClientError,
   SandboxDriverShape,
   SandboxError,
+  SealOptions,
+  SealReport,
 } from "../sandbox/index.ts"
 import { SandboxCallFailed } from "./errors.ts"
 
@@ -46,6 +48,12 @@ export interface VerifierSandboxShape {
     script: string,
     options: { readonly timeoutMs: number; readonly maxOutputBytes: number },
   ) => Effect.Effect<ShellResult, SandboxCallFailed>
+  /**
+   * Stops every process of the agent from outside the sandbox and puts the image's files back
+   * under the given paths (SandboxDriverShape.seal); absent where the sandbox cannot, and then
+   * the verification is unguarded.
+   */
+  readonly seal?: (options: SealOptions) => Effect.Effect<SealReport, SandboxCallFailed>
   /** Unpacks a tar archive at path (made when missing). */
   readonly put: (path: string, tar: Uint8Array) => Effect.Effect<void, SandboxCallFailed>
   /** Largest archive one put may carry; bigger uploads are sent in pieces. */
@@ -65,7 +73,14 @@ const fromDriverError =
 /** The sandbox `id` of an in-process driver. */
 export const driverSandbox = (driver: SandboxDriverShape, id: string): VerifierSandboxShape => {
   const execArgv = driver.execArgv
+  const seal = driver.seal
   return {
+    ...(seal === undefined
+      ? {}
+      : {
+          seal: (options: SealOptions) =>
+            seal(id, options).pipe(Effect.mapError(fromDriverError("seal"))),
+        }),
     exec: (command, options) =>
       driver.exec(id, command, options).pipe(Effect.mapError(fromDriverError("exec"))),
     ...(execArgv === undefined
