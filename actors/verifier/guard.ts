@@ -134,7 +134,7 @@ export const guard = (
       return refused(`the sandbox could not be sealed before the tests: ${sealed.reason}`)
     const report = sealed.report
     if (!report.toolchain)
-      return unguarded("the sandbox was created without the verifier toolchain")
+      return unguarded("the sandbox has no verifier toolchain (its host created it without one)")
 
     const probeScript = [
       `[ -d ${shellQuote(task.workdir)} ] || { echo ${NO_WORKDIR}; exit 3; }`,
