@@ -21,6 +21,8 @@ export interface Guarded {
    * cannot seal, a sandbox created without the toolchain), which the agent could have replaced.
    */
   readonly guarded: boolean
+  /** Files under the site directories the seal put back or removed (capped lists). */
+  readonly pristineFiles: ReadonlyArray<string>
   /**
    * Set when a sandbox that has the toolchain could not be guarded (the seal refused, the
    * toolchain does not run, the workdir is gone): the tests must not run, and the outcome is
@@ -106,12 +108,14 @@ export const guard = (
       python: undefined,
       notes: [`${UNGUARDED}: ${why}`],
       guarded: false,
+      pristineFiles: [],
     })
     const refused = (reason: string): Guarded => ({
       sandbox,
       python: undefined,
       notes: [],
       guarded: true,
+      pristineFiles: [],
       unverifiable: reason,
     })
     if (execArgv === undefined || seal === undefined)
@@ -201,5 +205,11 @@ export const guard = (
           ]
         : []),
     ]
-    return { sandbox: { ...sandbox, script }, python: TOOLCHAIN_PYTHON, notes, guarded: true }
+    return {
+      sandbox: { ...sandbox, script },
+      python: TOOLCHAIN_PYTHON,
+      notes,
+      guarded: true,
+      pristineFiles: [...report.restored, ...report.removed],
+    }
   })
