@@ -77,7 +77,9 @@ describe("guard", () => {
     expect(probe).toContain(TOOLCHAIN_BASH)
     expect(probe.at(-1)).toMatch(/\ncd \/\n\[ -d '\/app' \]/)
     expect(g.notes.join("\n")).toMatch(/stopped 3 processes/)
-    expect(g.notes.join("\n")).toMatch(/image's own copies of 1 file: .*pluggy\/_hooks\.py/)
+    expect(g.notes.join("\n")).toMatch(
+      /changed or deleted 1 file .*image's own copies: .*pluggy\/_hooks\.py/,
+    )
     await Effect.runPromise(
       g.sandbox.script?.("echo hi", { timeoutMs: 1000, maxOutputBytes: 10 }) ?? Effect.void,
     )

@@ -83,8 +83,9 @@ const NO_WORKDIR = "t1v-no-workdir"
 /** The probe's budget: the toolchain's Python importing pytest, on a loaded machine. */
 const PROBE_TIMEOUT_MS = 30_000
 
-const capped = (what: string, list: ReadonlyArray<string>, count: number) =>
-  `${what} ${count} file${count === 1 ? "" : "s"}: ${list.slice(0, 20).join(", ")}${count > 20 ? ", …" : ""}`
+const files = (count: number) => `${count} file${count === 1 ? "" : "s"}`
+const listed = (list: ReadonlyArray<string>, count: number) =>
+  `${list.slice(0, 20).join(", ")}${count > 20 ? `, … (${count} in all)` : ""}`
 
 /**
  * Prepares a sandbox for a verification the agent cannot forge. From outside the sandbox its
@@ -191,17 +192,12 @@ export const guard = (
         : []),
       ...(report.restoredCount > 0
         ? [
-            capped(
-              "the tests imported the image's own copies of",
-              report.restored,
-              report.restoredCount,
-            ) + " the agent had changed or deleted under the Python site directories",
+            `the agent had changed or deleted ${files(report.restoredCount)} under the Python site directories; the tests imported the image's own copies: ${listed(report.restored, report.restoredCount)}`,
           ]
         : []),
       ...(report.removedCount > 0
         ? [
-            capped("the tests did not see", report.removed, report.removedCount) +
-              " the agent had added under the Python site directories",
+            `the agent had added ${files(report.removedCount)} under the Python site directories; the tests did not see them: ${listed(report.removed, report.removedCount)}`,
           ]
         : []),
     ]
