@@ -24,6 +24,7 @@ import {
 const outcome = (overrides: Partial<VerifierOutcome> = {}): VerifierOutcome => ({
   kind: "scored",
   missing: [],
+  forgery: [],
   path: "pytest",
   pathReason: "a pytest task",
   tests: [

@@ -43,14 +43,19 @@ export type VerifierPath = "pytest" | "script" | "rewritten-script"
 /**
  * scored: the tests ran and the counts are the agent's score. unverifiable: the tests need
  * packages the sandbox does not have (named in `missing`), so no score exists: like an infra
- * failure it is excluded from training and statistics, never a reward of 0.
+ * failure it is excluded from training and statistics, never a reward of 0. forged: the run's
+ * results cannot be trusted (a canary test came out wrong, a test file changed during the run;
+ * `forgery` says which): scored with reward 0, passed 0, not resolved, so that forging earns
+ * nothing; the tests stay listed as reported, for diagnosis.
  */
-export type VerifierOutcomeKind = "scored" | "unverifiable"
+export type VerifierOutcomeKind = "scored" | "unverifiable" | "forged"
 
 export interface VerifierOutcome {
   readonly kind: VerifierOutcomeKind
   /** Packages the test script asks for that the sandbox lacks (set when unverifiable). */
   readonly missing: ReadonlyArray<string>
+  /** Why the results cannot be trusted, one sentence each (set when forged). */
+  readonly forgery: ReadonlyArray<string>
   readonly path: VerifierPath
   /** Why that path was taken, in a sentence. */
   readonly pathReason: string

@@ -45,7 +45,19 @@ export interface RenderOptions {
   readonly report: (index: number) => string
   /** The ini file the tests bring, or /dev/null, used when the call is confined to testDir. */
   readonly config: string
+  /**
+   * A test file of the verifier's own (its canaries) added to every call that `runsExtra` marks,
+   * so that the same pytest session runs it.
+   */
+  readonly extraTest?: string
 }
+
+/**
+ * Appended to every pytest call: a must-fail canary, or an `-x` or `--maxfail` of the task's
+ * (from its addopts or the call itself, which come first), must not stop the run before the
+ * task's own tests.
+ */
+export const NO_MAXFAIL = "--maxfail=1000000000"
 
 export type ScriptPlan =
   | {
@@ -53,6 +65,11 @@ export type ScriptPlan =
       readonly requirements: ReadonlyArray<Requirement>
       /** How many pytest calls the script makes (one report each). */
       readonly calls: number
+      /**
+       * Per call: it names the tests it runs (paths) and selects none of them away (`-k`, `-m`,
+       * `--deselect`), so RenderOptions.extraTest is added to it and must show in its report.
+       */
+      readonly runsExtra: ReadonlyArray<boolean>
       /** The bootstrap commands that were removed, as written (first line of each). */
       readonly removed: ReadonlyArray<string>
       /** What the rewrite changes beyond removing the bootstrap (pins not enforced, …). */
@@ -594,6 +611,7 @@ export const planTestScript = (script: string, inputs: RewriteInputs): ScriptPla
     kind: "rewrite",
     requirements: needed,
     calls: calls.length,
+    runsExtra: calls.map((c) => takesExtraTest(callArguments(c.command, c.start, c.role))),
     removed: removedLines.map((p) => shown(p.line.tokens)),
     notes: dedupeText(notes),
     render: (options) => render(script, planned, inputs.testDir, options),
@@ -632,9 +650,7 @@ const keptArguments = (words: ReadonlyArray<Word>): Word[] => {
  * elsewhere keeps pytest's own discovery.
  */
 const confinement = (args: ReadonlyArray<Word>, testDir: string, config: string): string[] => {
-  const paths = argumentsOf(args)
-    .map((w) => w.text)
-    .filter((t) => !t.startsWith("-") && (/\.py(::|$)/.test(t) || /TEST_DIR|\//.test(t)))
+  const paths = testPaths(args)
   const inside = (t: string) => {
     const p = resolveTestPath(t, testDir)
     return p === testDir || p.startsWith(`${testDir}/`)
@@ -644,6 +660,28 @@ const confinement = (args: ReadonlyArray<Word>, testDir: string, config: string)
   const q = shellQuote
   return [`--rootdir=${q(testDir)}`, `--confcutdir=${q(testDir)}`, `-c ${q(config)}`]
 }
+
+/** A pytest call's arguments as written, from its first, without the report options. */
+const callArguments = (command: SimpleCommand, start: number, role: Role): Word[] => {
+  const own = command.words.slice(start)
+  return role.kind === "pytest" ? keptArguments(own.slice(argumentsIndex(own, role.argsFrom))) : []
+}
+
+/** Options by which a pytest call leaves tests out that it collects. */
+const SELECTING = /^(-k|-m|--deselect|--lf|--last-failed|--sw|--stepwise)(=|$)|^-[km]./
+
+/**
+ * Whether a call can take one more test file: it names its test paths (one more path does not
+ * replace the discovery a call without paths does) and selects none of its tests away.
+ */
+const takesExtraTest = (args: ReadonlyArray<Word>): boolean =>
+  testPaths(args).length > 0 && !args.some((w) => SELECTING.test(w.text))
+
+/** The arguments that name tests: files, node ids, and paths (in the test directory or not). */
+const testPaths = (args: ReadonlyArray<Word>): string[] =>
+  argumentsOf(args)
+    .map((w) => w.text)
+    .filter((t) => !t.startsWith("-") && (/\.py(::|$)/.test(t) || /TEST_DIR|\//.test(t)))
 
 const render = (
   script: string,
@@ -670,13 +708,17 @@ const render = (
         replaced.set(first, ":")
         continue
       }
-      const own = command.words.slice(start)
-      const args = keptArguments(own.slice(argumentsIndex(own, role.argsFrom)))
+      const args = callArguments(command, start, role)
+      const extra =
+        options.extraTest !== undefined && takesExtraTest(args)
+          ? [shellQuote(options.extraTest)]
+          : []
       const pieces = [
         shellQuote(options.python),
         `-c ${shellQuote(PYTEST_MAIN)}`,
         ...args.map((w) => w.raw),
-        "-p no:cacheprovider --continue-on-collection-errors",
+        ...extra,
+        `-p no:cacheprovider --continue-on-collection-errors ${NO_MAXFAIL}`,
         `--junitxml=${shellQuote(options.report(call++))} -o junit_family=xunit1`,
         ...confinement(args, testDir, options.config),
       ]

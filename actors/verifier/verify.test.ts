@@ -312,7 +312,7 @@ def test_d(): pass
     expect(lateDeath._tag === "VerifierInfraError" && lateDeath.stage).toContain("report.xml")
   })
 
-  it("still reads the report when a test deletes the test directory", async () => {
+  it("still reads the report when a test deletes the test directory, and calls it forged", async () => {
     const deleting = `import shutil
 from pathlib import Path
 def test_1(): pass
@@ -322,7 +322,22 @@ def test_3(): pass
     const o = await outcomeOf(
       verifyAfter(h, "", task(h, testsDir({ "test_del.py": deleting }), { expectedTests: 3 })),
     )
-    expect([o.passed, o.total, o.resolved, o.mode]).toEqual([3, 3, true, "pytest"])
+    // The report is read, but files that vanished during the run are what a forger does to
+    // tests it cannot pass: the tripwire cannot tell who deleted them.
+    expect(byName(o.tests)).toEqual({
+      "test_del.py::test_1": "passed",
+      "test_del.py::test_2_deletes_the_tests": "passed",
+      "test_del.py::test_3": "passed",
+    })
+    expect([o.kind, o.passed, o.total, o.reward, o.resolved, o.mode]).toEqual([
+      "forged",
+      0,
+      3,
+      0,
+      false,
+      "pytest",
+    ])
+    expect(o.forgery.join("\n")).toMatch(/test files missing after the run: .*test_del\.py/)
   })
 
   it("scores huge test output by the report; output and messages stay capped", async () => {
@@ -702,6 +717,7 @@ describe("reading verifier results", () => {
     const outcome = {
       kind: "scored" as const,
       missing: [],
+      forgery: [],
       path: "pytest" as const,
       pathReason: "a pytest task",
       tests,

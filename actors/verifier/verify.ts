@@ -1,8 +1,14 @@
 import { randomBytes } from "node:crypto"
 import { posix } from "node:path"
 import { Clock, Effect } from "effect"
-import { packDirectory, singleFileTar, type TestsArchive } from "../../services/tar/index.ts"
+import {
+  packDirectory,
+  packFiles,
+  singleFileTar,
+  type TestsArchive,
+} from "../../services/tar/index.ts"
 import type { TaskEnvironment, TaskVerifier } from "../../tasks/task.ts"
+import { type Canaries, canaryEvidence, isCanary, makeCanaries } from "./canary.ts"
 import { InvalidVerifierTask, type VerifierError, VerifierInfraError } from "./errors.ts"
 import { guard } from "./guard.ts"
 import { parseJunitXml } from "./junit.ts"
@@ -20,7 +26,7 @@ import {
 import { type ShellResult, VerifierSandbox, type VerifierSandboxShape } from "./port.ts"
 import { probePackages } from "./probe.ts"
 import { parseRewardJson, parseRewardText, type RewardFile } from "./reward-files.ts"
-import { PYTEST_MAIN, planTestScript, type Requirement } from "./rewrite.ts"
+import { NO_MAXFAIL, PYTEST_MAIN, planTestScript, type Requirement } from "./rewrite.ts"
 import {
   type FileRead,
   readSandboxFile,
@@ -30,6 +36,7 @@ import {
   shellQuote,
 } from "./shell.ts"
 import { parsePytestSummary } from "./summary.ts"
+import { checkTripwire, fingerprints } from "./tripwire.ts"
 
 /** What the verifier needs of a task; a loaded `Task` is one. */
 export interface VerifiableTask {
@@ -121,14 +128,21 @@ export const verifyEpisode = (
     const guarded = yield* guard(given)
     const sandbox = guarded.sandbox
     const python = options.python ?? guarded.python ?? "python3"
-    const plan = yield* planRun(sandbox, task, archive, places, python, options)
+    const canaries = yield* canariesFor(archive)
+    const plan = yield* planRun(sandbox, task, archive, places, python, options, canaries.canaries)
     const notes: string[] = [...guarded.notes, ...plan.notes]
+    if (plan.kind === "script")
+      notes.push(
+        "the test script ran as written: no canary tests ran beside it, so only the tripwire on the test files can tell a forged result",
+      )
+    else if (plan.kind !== "unverifiable" && canaries.note !== undefined) notes.push(canaries.note)
     const described = { path: plan.path, pathReason: plan.reason }
 
     if (plan.kind === "unverifiable") {
       return {
         kind: "unverifiable",
         missing: plan.missing.map((r) => r.spec),
+        forgery: [],
         ...described,
         tests: [],
         passed: 0,
@@ -144,14 +158,23 @@ export const verifyEpisode = (
       } satisfies VerifierOutcome
     }
 
+    // The verifier's own files (the rewritten script, the canaries) go over the task's.
+    const own = new Map<string, Uint8Array>()
+    if (plan.kind === "rewritten") own.set(plan.script, new TextEncoder().encode(plan.text))
+    const canary = plan.kind === "script" ? undefined : canaries.canaries
+    if (canary !== undefined) own.set(canary.file, new TextEncoder().encode(canary.text))
+    const expected = yield* Effect.promise(() =>
+      fingerprints(
+        archive.tar,
+        [...own].map(([path, bytes]) => ({ path, bytes })),
+      ),
+    )
     yield* prepare(sandbox, places)
     yield* upload(sandbox, archive.tar, places)
-    if (plan.kind === "rewritten")
+    if (own.size > 0)
       yield* upload(
         sandbox,
-        yield* Effect.promise(() =>
-          singleFileTar(plan.script, new TextEncoder().encode(plan.text)),
-        ),
+        new Uint8Array(yield* Effect.promise(() => packFiles(Object.fromEntries(own), 0o600))),
         places,
       )
     const run = yield* runTests(sandbox, task, plan, places, python, options)
@@ -164,17 +187,24 @@ export const verifyEpisode = (
     const found =
       plan.kind === "script"
         ? yield* collectScript(sandbox, places, run, maxReportBytes, v.expectedTests)
-        : yield* collectPytest(sandbox, plan, places, run, maxReportBytes)
+        : yield* collectPytest(sandbox, plan, places, run, maxReportBytes, canary)
     notes.push(...found.notes)
+    const ownTests =
+      canary === undefined ? found.tests : found.tests.filter((t) => !isCanary(canary, t.name))
     // Nothing ran to completion: each test pytest can collect here counts as one not passed,
     // so that a run that died early scores 0/<tests> rather than 0/1.
     const failedEarly =
       found.score === undefined &&
       (found.nothingReported || found.mode === "exit-code") &&
-      !(found.tests.length === 1 && found.tests[0]?.outcome === "passed")
+      !(ownTests.length === 1 && ownTests[0]?.outcome === "passed")
     const collected =
       failedEarly && [...archive.files].some((f) => f.endsWith(".py"))
-        ? yield* collectTestIds(sandbox, places, python, configOf(archive, places.testDir))
+        ? (yield* collectTestIds(
+            sandbox,
+            places,
+            python,
+            configOf(archive, places.testDir),
+          )).filter((name) => canary === undefined || !isCanary(canary, name))
         : []
     const tests =
       collected.length > 0
@@ -182,9 +212,9 @@ export const verifyEpisode = (
             name,
             outcome: "error" as const,
             durationMs: 0,
-            message: `did not run: ${found.tests[0]?.message.slice(0, 1024) || "the test command ended before reporting results"}`,
+            message: `did not run: ${ownTests[0]?.message.slice(0, 1024) || "the test command ended before reporting results"}`,
           }))
-        : found.tests
+        : ownTests
     if (collected.length > 0)
       notes.push(
         `no per-test results: the ${collected.length} tests pytest collects here count as not passed`,
@@ -195,14 +225,21 @@ export const verifyEpisode = (
         expectedTests: v.expectedTests,
         apply: run.timedOut || found.nothingReported || failedEarly,
       })
+    const tripwire = yield* checkTripwire(sandbox, places.testDir, expected)
+    if (tripwire.kind === "unchecked")
+      notes.push(`the test files were not checked for changes after the run: ${tripwire.reason}`)
+    const forgery = [...found.forgery, ...(tripwire.kind === "checked" ? tripwire.evidence : [])]
     // Leaving the scratch directory behind is harmless; the sandbox is destroyed after this.
     yield* Effect.ignore(runBookkeeping(sandbox, "cleaning up", `rm -rf -- ${places.scratch}`))
     return {
-      kind: "scored",
+      kind: forgery.length > 0 ? "forged" : "scored",
       missing: [],
+      forgery,
       ...described,
       tests,
       ...score,
+      // Forging earns nothing: the episode is scored, at 0.
+      ...(forgery.length > 0 ? { passed: 0, reward: 0, resolved: false } : {}),
       timedOut: run.timedOut,
       mode: found.mode,
       notes,
@@ -232,6 +269,7 @@ type Plan =
       readonly kind: "pytest"
       readonly path: VerifierPath
       readonly reason: string
+      /** The test directory, and the canary file when there is one (named: always collected). */
       readonly targets: ReadonlyArray<string>
       /** The ini file the tests bring, or /dev/null: never one the agent left above them. */
       readonly config: string
@@ -246,6 +284,8 @@ type Plan =
       readonly text: string
       /** Reports written by the script's pytest calls, in order. */
       readonly reports: ReadonlyArray<string>
+      /** Per call (report): the canary file was added to it, so its report must show it. */
+      readonly canaryCalls: ReadonlyArray<boolean>
       readonly notes: ReadonlyArray<string>
     }
   | {
@@ -272,6 +312,28 @@ const configOf = (archive: TestsArchive, testDir: string): string => {
 }
 
 /**
+ * Fresh canaries for this run, or none (with why) when the task's ini file renames what pytest
+ * collects as tests (`python_functions`), so that a canary named test_… would not be one.
+ */
+const canariesFor = (
+  archive: TestsArchive,
+): Effect.Effect<{ readonly canaries: Canaries | undefined; readonly note: string | undefined }> =>
+  Effect.gen(function* () {
+    const configFile = CONFIG_FILES.find((name) => archive.files.has(name))
+    const text =
+      configFile === undefined
+        ? ""
+        : decode((yield* Effect.promise(() => archive.read(configFile))) ?? new Uint8Array(0))
+    if (configFile !== undefined && /^\s*python_functions\s*=/m.test(text))
+      return {
+        canaries: undefined,
+        note: `no canary tests ran: ${configFile} sets python_functions; only the tripwire on the test files can tell a forged result`,
+      }
+    const taken = new Set([...archive.files].map((f) => posix.basename(f)))
+    return { canaries: makeCanaries(taken), note: undefined }
+  })
+
+/**
  * Decides what runs. A script that bootstraps its test runner over the network is rewritten to
  * run the sandbox's pytest when the sandbox has pytest and whatever else the script installs
  * (else, when something is missing, the verification is unverifiable); the decision rests on
@@ -284,6 +346,7 @@ const planRun = (
   places: Places,
   python: string,
   options: VerifyOptions,
+  canaries: Canaries | undefined,
 ): Effect.Effect<Plan, InvalidVerifierTask | VerifierInfraError> =>
   Effect.gen(function* () {
     const { testDir } = places
@@ -294,7 +357,7 @@ const planRun = (
         kind: "pytest",
         path: "pytest",
         reason: "a pytest task: t1 runs pytest on its test files",
-        targets: [testDir],
+        targets: canaries === undefined ? [testDir] : [testDir, `${testDir}/${canaries.file}`],
         config,
         notes: [],
       }
@@ -369,9 +432,23 @@ const planRun = (
       path: "rewritten-script",
       reason: `${script} installs its test runner over the network; the sandbox has pytest${planned.requirements.length > 0 ? ` and ${planned.requirements.map((r) => r.spec).join(", ")}` : ""}, so t1 ran ${script} with that bootstrap removed and its pytest call${planned.calls > 1 ? "s" : ""} run by the sandbox's pytest`,
       script,
-      text: planned.render({ python, report: (i) => reports[i] ?? "/dev/null", config }),
+      text: planned.render({
+        python,
+        report: (i) => reports[i] ?? "/dev/null",
+        config,
+        ...(canaries === undefined ? {} : { extraTest: `${testDir}/${canaries.file}` }),
+      }),
       reports,
-      notes: [removed, ...planned.notes],
+      canaryCalls: planned.runsExtra.map((runs) => runs && canaries !== undefined),
+      notes: [
+        removed,
+        ...planned.notes,
+        ...(canaries !== undefined && planned.runsExtra.some((runs) => !runs)
+          ? [
+              `canary tests ran beside ${planned.runsExtra.filter((runs) => runs).length} of ${planned.calls} pytest calls (the others name no test paths, or select tests by -k, -m or --deselect)`,
+            ]
+          : []),
+      ],
     }
   })
 
@@ -477,7 +554,7 @@ const runTests = (
           // importable for the tests, after the installed packages.
           `-c ${shellQuote(PYTEST_MAIN)}`,
           ...plan.targets.map(shellQuote),
-          "-rA -p no:cacheprovider --continue-on-collection-errors",
+          `-rA -p no:cacheprovider --continue-on-collection-errors ${NO_MAXFAIL}`,
           `--junitxml=${shellQuote(reportPath(places))} -o junit_family=xunit1`,
           `--rootdir=${shellQuote(testDir)} --confcutdir=${shellQuote(testDir)}`,
           `-c ${shellQuote(plan.config)}`,
@@ -541,6 +618,8 @@ interface Found {
   readonly nothingReported: boolean
   /** Set when a reward file gave a number rather than per-test results. */
   readonly score?: Score
+  /** Why the reports cannot be trusted (canaries reported wrong), one sentence each. */
+  readonly forgery: ReadonlyArray<string>
 }
 
 const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
@@ -572,13 +651,15 @@ const collectPytest = (
   places: Places,
   run: ShellResult,
   maxReportBytes: number,
+  canaries: Canaries | undefined,
 ): Effect.Effect<Found, VerifierInfraError> =>
   Effect.gen(function* () {
     const paths = plan.kind === "pytest" ? [reportPath(places)] : plan.reports
     const byName = new Map<string, TestCaseResult>()
     const problems: string[] = []
+    const forgery: string[] = []
     let reported = 0
-    for (const path of paths) {
+    for (const [i, path] of paths.entries()) {
       const read = yield* readSandboxFile(sandbox, path, maxReportBytes)
       const report = read.kind === "read" ? parseJunitXml(decode(read.bytes)) : undefined
       if (report === undefined) {
@@ -586,6 +667,16 @@ const collectPytest = (
         continue
       }
       reported++
+      // Each report on its own: a forged call must not hide behind an honest one's canaries.
+      if (canaries !== undefined && (plan.kind === "pytest" || plan.canaryCalls[i] === true))
+        forgery.push(
+          ...canaryEvidence(
+            canaries,
+            report,
+            report.length > 0 && !run.timedOut,
+            `in pytest's report ${posix.basename(path)}`,
+          ),
+        )
       for (const t of report) {
         const known = byName.get(t.name)
         if (known === undefined || OUTCOME_RANK[t.outcome] > OUTCOME_RANK[known.outcome])
@@ -595,26 +686,42 @@ const collectPytest = (
     const exit = `(exit ${run.exitCode})`
     if (reported > 0) {
       const tests = [...byName.values()]
+      const own = canaries === undefined ? tests : tests.filter((t) => !isCanary(canaries, t.name))
       const notes = [
         ...(problems.length > 0 ? [`${problems.join("; ")} ${exit}`] : []),
-        ...(tests.length === 0 ? [`pytest collected no tests ${exit}`] : []),
+        ...(own.length === 0 ? [`pytest collected no tests ${exit}`] : []),
       ]
-      return { tests, mode: "pytest", notes, nothingReported: tests.length === 0 }
+      return { tests, mode: "pytest", notes, nothingReported: own.length === 0, forgery }
     }
     const why = `${problems.join("; ")} ${exit}`
     const summary = parsePytestSummary(decode(run.output))
-    if (summary !== undefined && summary.length > 0)
+    if (summary !== undefined && summary.length > 0) {
+      // t1's own pytest call prints the -rA summary; a rewritten script's calls may not, so
+      // there only a canary reported the wrong way tells.
+      const ranBeside = plan.kind === "pytest" || plan.canaryCalls.some((c) => c)
+      if (canaries !== undefined && ranBeside)
+        forgery.push(
+          ...canaryEvidence(
+            canaries,
+            summary,
+            plan.kind === "pytest" && !run.timedOut,
+            "in pytest's summary",
+          ),
+        )
       return {
         tests: summary,
         mode: "pytest-summary",
         notes: [`${why}; per-test results from the -rA summary in its output`],
         nothingReported: false,
+        forgery,
       }
+    }
     return {
       tests: [runAsError("pytest", run)],
       mode: "pytest",
       notes: [`${why} and its output has no test summary: pytest did not run the tests`],
       nothingReported: true,
+      forgery,
     }
   })
 
@@ -659,6 +766,7 @@ const collectScript = (
         mode: "reward-file",
         notes: [...notes, `per-test results from ${places.logsDir}/${perTest.name}`],
         nothingReported: perTest.file.tests.length === 0,
+        forgery: [],
       }
     const scalar = [json, txt].find(
       (f): f is typeof f & { file: Extract<RewardFile, { kind: "scalar" }> } =>
@@ -672,7 +780,7 @@ const collectScript = (
         notes.push(
           `${places.logsDir}/${scalar.name} says ${scalar.file.reward}; the per-test summary in the output was used instead`,
         )
-      return { tests: summary, mode: "pytest-summary", notes, nothingReported: false }
+      return { tests: summary, mode: "pytest-summary", notes, nothingReported: false, forgery: [] }
     }
     if (scalar !== undefined)
       return {
@@ -681,6 +789,7 @@ const collectScript = (
         notes: [...notes, `reward from ${places.logsDir}/${scalar.name}`],
         nothingReported: false,
         score: scalarScore(scalar.file.reward, expectedTests),
+        forgery: [],
       }
     const passed = !run.timedOut && run.exitCode === 0
     return {
@@ -695,6 +804,7 @@ const collectScript = (
         `no reward file and no test summary: scored by the script's exit status (${run.timedOut ? "stopped" : run.exitCode})`,
       ],
       nothingReported: false,
+      forgery: [],
     }
   })
 

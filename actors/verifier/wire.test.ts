@@ -7,6 +7,7 @@ import { encodeResultWithin, resultFromOutcome, unverifiableMessage } from "./wi
 const scored: VerifierOutcome = {
   kind: "scored",
   missing: [],
+  forgery: [],
   path: "rewritten-script",
   pathReason: "the script fetches pytest with uvx and the sandbox has no network",
   tests: [

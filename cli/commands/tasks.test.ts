@@ -69,6 +69,7 @@ describe("t1 tasks", () => {
     const unverifiable: VerifierOutcome = {
       kind: "unverifiable",
       missing: ["numpy"],
+      forgery: [],
       path: "script",
       pathReason: "",
       tests: [],

@@ -1,0 +1,103 @@
+/**
+ * Canaries: a test file of the verifier's own, added to every pytest run it controls, with one
+ * test that must pass and one that must fail. Code of the agent's that runs inside pytest (a
+ * module the tests import, a plugin) can rewrite what pytest reports; it cannot do so for the
+ * task's tests alone without knowing which tests are the verifier's, so their names are fresh and
+ * random each run and the file reads like any other test file. A canary reported the wrong way
+ * (or not at all, in a report that has results) means the report is not pytest's own.
+ */
+import { randomBytes, randomInt } from "node:crypto"
+import { posix } from "node:path"
+import type { TestCaseResult } from "./outcome.ts"
+
+export interface Canaries {
+  /** The file's name in the test directory, e.g. `test_layout_3fa9c1.py`. */
+  readonly file: string
+  readonly text: string
+  readonly mustPass: ReadonlyArray<string>
+  readonly mustFail: ReadonlyArray<string>
+}
+
+const WORDS = [
+  ...["parse", "values", "format", "output", "config", "result", "records", "lookup"],
+  ...["merge", "split", "counts", "layout", "order", "limits", "index", "encode"],
+  ...["totals", "fields", "header", "rows", "tokens", "paths", "ranges", "keys"],
+]
+
+const word = () => WORDS[randomInt(WORDS.length)] ?? "values"
+const suffix = () => randomBytes(3).toString("hex")
+
+/** A test asserting a computed value: equal to it when `passes`, off by a little when not. */
+const testBody = (name: string, passes: boolean): string => {
+  const off = passes ? 0 : randomInt(1, 10)
+  if (randomInt(2) === 0) {
+    const values = Array.from({ length: randomInt(3, 7) }, () => randomInt(1, 100))
+    const sum = values.reduce((a, b) => a + b, 0)
+    return `def ${name}():\n    values = [${values.join(", ")}]\n    assert sum(values) == ${sum + off}\n`
+  }
+  const text = randomBytes(randomInt(4, 12)).toString("hex")
+  return `def ${name}():\n    text = "${text}"\n    assert len(text.upper()) == ${text.length + off}\n`
+}
+
+/** A fresh canary file whose name is none of `taken` (the task's own test files). */
+export const makeCanaries = (taken: ReadonlySet<string>): Canaries => {
+  let file = `test_${word()}_${suffix()}.py`
+  while (taken.has(file)) file = `test_${word()}_${suffix()}.py`
+  const pass = `test_${word()}_${suffix()}`
+  let fail = `test_${word()}_${suffix()}`
+  while (fail === pass) fail = `test_${word()}_${suffix()}`
+  const tests = [testBody(pass, true), testBody(fail, false)]
+  if (randomInt(2) === 0) tests.reverse()
+  return { file, text: tests.join("\n\n"), mustPass: [pass], mustFail: [fail] }
+}
+
+/** The file part of a pytest node id (`sub/test_x.py::TestK::test_y` → `sub/test_x.py`). */
+const fileOf = (name: string) => name.split("::")[0] ?? name
+
+/** The result belongs to the canary file: one of its tests, or its collection error. */
+export const isCanary = (canaries: Canaries, name: string): boolean =>
+  posix.basename(fileOf(name)) === canaries.file
+
+const resultOf = (
+  canaries: Canaries,
+  tests: ReadonlyArray<TestCaseResult>,
+  fn: string,
+): TestCaseResult | undefined =>
+  tests.find((t) => isCanary(canaries, t.name) && t.name.endsWith(`::${fn}`)) ??
+  // A collection error of the file stands for each of its tests.
+  tests.find((t) => isCanary(canaries, t.name) && !t.name.includes("::"))
+
+/**
+ * What is wrong with the canaries in one report, one sentence each; empty when nothing is.
+ * `complete`: the run reported results and was not cut short, so every canary must be there and
+ * the must-pass one must have passed. A must-fail canary that passed (or was skipped: a skip is
+ * not counted, so it hides a failure) is wrong in any report.
+ */
+export const canaryEvidence = (
+  canaries: Canaries,
+  tests: ReadonlyArray<TestCaseResult>,
+  complete: boolean,
+  where: string,
+): string[] => {
+  const evidence: string[] = []
+  const id = (fn: string) => `${canaries.file}::${fn}`
+  for (const fn of canaries.mustFail) {
+    const r = resultOf(canaries, tests, fn)
+    if (r !== undefined && (r.outcome === "passed" || r.outcome === "skipped"))
+      evidence.push(
+        `canary ${id(fn)} must fail but ${r.outcome === "passed" ? "passed" : "was skipped"} ${where}`,
+      )
+    else if (r === undefined && complete)
+      evidence.push(`canary ${id(fn)} must fail but is missing ${where}`)
+  }
+  if (!complete) return evidence
+  for (const fn of canaries.mustPass) {
+    const r = resultOf(canaries, tests, fn)
+    if (r === undefined) evidence.push(`canary ${id(fn)} must pass but is missing ${where}`)
+    else if (r.outcome !== "passed")
+      evidence.push(
+        `canary ${id(fn)} must pass but ${r.outcome === "skipped" ? "was skipped" : r.outcome} ${where}`,
+      )
+  }
+  return evidence
+}
