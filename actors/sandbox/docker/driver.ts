@@ -33,6 +33,7 @@ import {
   statusCode,
 } from "./engine.ts"
 import { bridgeName, installFirewall, removeFirewall } from "./firewall.ts"
+import { sealSandbox } from "./seal.ts"
 import { dockerShell, runArgv, runOnce } from "./shell.ts"
 import {
   CREATED_AT_LABEL,
@@ -539,6 +540,17 @@ export const makeDockerDriver = (
         }
       })
 
+    const seal: NonNullable<SandboxDriverShape["seal"]> = (id, sealOptions) =>
+      sealSandbox(docker, closeSession, id, sealOptions).pipe(
+        Effect.catchTag("SandboxNotFound", (error) =>
+          Effect.fail(
+            opened.has(id)
+              ? new SandboxDied({ id, reason: "the container was removed from outside" })
+              : error,
+          ),
+        ),
+      )
+
     /** 404 is the sandbox or the path; anything else the engine refused is about the transfer. */
     const transferError = (id: string, path: string) => (error: EngineStatus) =>
       error.status === 404
@@ -663,6 +675,7 @@ export const makeDockerDriver = (
       create,
       exec,
       execArgv,
+      seal,
       put,
       get,
       destroy,

@@ -201,6 +201,9 @@ export const runArgv = async (
     AttachStdout: true,
     AttachStderr: true,
     Tty: false,
+    // The container's own working directory is the agent's to remove, which would keep the
+    // exec from starting at all.
+    WorkingDir: "/",
   })
   const stream = await exec.start({ hijack: true, stdin: false })
   const output = new CappedOutput(options.maxOutputBytes)

@@ -1,7 +1,7 @@
 import type Dockerode from "dockerode"
 import { DEFAULT_PIDS_LIMIT, LABELS, type SandboxSpec } from "../driver.ts"
 import { InvalidSandboxSpec } from "../errors.ts"
-import { toolchainMount } from "../toolchain/toolchain.ts"
+import { TOOLCHAIN_BIN, toolchainMount } from "../toolchain/toolchain.ts"
 
 /** When the driver created the sandbox, Unix milliseconds (the engine only keeps seconds). */
 export const CREATED_AT_LABEL = "t1.created-at"
@@ -9,6 +9,13 @@ export const CREATED_AT_LABEL = "t1.created-at"
 export const WORKDIR_LABEL = "t1.workdir"
 /** The verifier toolchain volume a sandbox has mounted (absent: none). */
 export const TOOLCHAIN_LABEL = "t1.verifier-toolchain"
+
+/**
+ * The main process of a sandbox with the toolchain: the toolchain's sleep, which the agent cannot
+ * replace (it could replace the image's), so that after a seal's restart nothing of the agent's
+ * runs as the container's main process.
+ */
+export const MAIN_PROCESS: ReadonlyArray<string> = [`${TOOLCHAIN_BIN}/sleep`, "infinity"]
 
 /**
  * Capabilities a root shell in a task needs, and nothing more (Docker's default set also grants
@@ -120,7 +127,7 @@ export const sandboxLabels = (
 
 /**
  * How the container is created. It only idles (docker-init reaps orphans as PID 1, `sleep
- * infinity` keeps it up); the agent's shell is a docker exec started later. No binds of host
+ * infinity` keeps it up, the toolchain's own when it is mounted); the agent's shell is a docker exec started later. No binds of host
  * paths, so nothing of the host (least of all its docker.sock) is reachable from inside; the one
  * mount is the verifier toolchain's volume, read-only.
  */
@@ -132,7 +139,7 @@ export const containerOptions = (
   return {
     Image: spec.image,
     // Overrides any ENTRYPOINT/CMD of a task image: the container must only idle.
-    Entrypoint: ["sleep", "infinity"],
+    Entrypoint: bookkeeping.toolchain === undefined ? ["sleep", "infinity"] : [...MAIN_PROCESS],
     Cmd: [],
     ...(spec.user === "" ? {} : { User: spec.user }),
     Env: Object.entries(spec.env).map(([name, value]) => `${name}=${value}`),
