@@ -100,6 +100,43 @@ describe("runEpisode: the verifier's outcome in the end record", () => {
     })
   })
 
+  it("a forged result is scored at reward 0: tests kept for diagnosis, forged, not infra", async () => {
+    const end = await run(
+      create(VerifierResultSchema, {
+        forged: true,
+        forgeryEvidence: ["canary test_rows_1a2b3c.py::test_keys_4d5e6f must fail but passed"],
+        tests: [{ name: "test_a", outcome: TestOutcome.PASSED }],
+        // A reply that left counts above 0 still scores nothing.
+        passed: 1,
+        total: 1,
+        reward: 1,
+        resolved: true,
+      }),
+    )
+    expect(end.termination).toBe(TerminationReason.COMPLETED)
+    expect({
+      forged: end.forged,
+      reward: end.reward,
+      resolved: end.resolved,
+      tests: end.tests.map((t) => t.name),
+      passed: end.testsPassed,
+      total: end.testsTotal,
+      unverifiable: end.unverifiable,
+      infraFailed: end.infraFailed,
+      error: end.error,
+    }).toEqual({
+      forged: true,
+      reward: 0,
+      resolved: false,
+      tests: ["test_a"],
+      passed: 0,
+      total: 1,
+      unverifiable: false,
+      infraFailed: false,
+      error: undefined,
+    })
+  })
+
   it("an unverifiable result ends the episode unverifiable: no score, not infra, not retryable", async () => {
     const end = await run(
       create(VerifierResultSchema, {

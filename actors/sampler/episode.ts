@@ -183,7 +183,8 @@ interface Progress {
  * Returns the end record after it was published. Infra failures end the episode with
  * INFRA_FAILURE (published like any end, so the coordinator can retry it as a new attempt). An
  * unverifiable verification (the tests need packages the sandbox lacks) ends it `unverifiable`:
- * no reward or tests, an error naming the packages, not retryable.
+ * no reward or tests, an error naming the packages, not retryable. A forged one (the agent's
+ * code tampered with the test run) ends it scored at reward 0 and `forged`.
  */
 export const runEpisode = (
   item: EpisodeWorkItem,
@@ -289,14 +290,16 @@ export const runEpisode = (
     const unverifiable = !infra && verified?.unverifiable === true
     if (unverifiable) progress.error = unverifiableError(verified, progress.error)
     const v = infra || unverifiable ? undefined : verified
+    // Forging earns nothing, whatever counts a forged reply carries.
+    const forged = v?.forged === true
     const end = create(EpisodeEndSchema, {
       jobId: item.jobId,
       episodeId: item.episodeId,
       attempt,
       totalChunks: chunks,
       totalTokens: builder.length,
-      reward: v?.reward ?? 0,
-      resolved: v?.resolved ?? false,
+      reward: forged ? 0 : (v?.reward ?? 0),
+      resolved: forged ? false : (v?.resolved ?? false),
       tests: v?.tests ?? [],
       turns: progress.turns,
       termination: progress.termination,
@@ -312,6 +315,8 @@ export const runEpisode = (
       infraFailed: infra !== undefined,
       unverifiable,
       missingPackages: unverifiable ? [...(verified?.missingPackages ?? [])] : [],
+      // A forged verification is a score (reward 0); the flag says why.
+      forged,
       ...(progress.error
         ? {
             error: {
@@ -331,7 +336,7 @@ export const runEpisode = (
       groupId: item.groupId,
       sampleIndex: item.sampleIndex,
       admittedPolicyVersion: item.admittedPolicyVersion,
-      testsPassed: v?.passed ?? 0,
+      testsPassed: forged ? 0 : (v?.passed ?? 0),
       testsTotal: v?.total ?? 0,
       finishedUnixMs: BigInt(yield* Clock.currentTimeMillis),
     })

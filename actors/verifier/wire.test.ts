@@ -110,6 +110,41 @@ describe("resultFromOutcome", () => {
     expect(unverifiableMessage([])).toBe("the tests need packages the sandbox lacks")
   })
 
+  it("turns a forged outcome into a score of 0 with its tests and evidence, never infra_failed", () => {
+    const evidence = [
+      "canary test_layout_3fa9c1.py::test_rows_0b12aa must fail but passed in pytest's report report.xml",
+    ]
+    // Even counts left above 0 do not reach the wire.
+    const r = resultFromOutcome({ ...scored, kind: "forged", forgery: evidence })
+    expect({
+      forged: r.forged,
+      evidence: r.forgeryEvidence,
+      infraFailed: r.infraFailed,
+      unverifiable: r.unverifiable,
+      reward: r.reward,
+      passed: r.passed,
+      total: r.total,
+      resolved: r.resolved,
+      tests: r.tests.map((t) => t.name),
+      error: r.error,
+    }).toEqual({
+      forged: true,
+      evidence,
+      infraFailed: false,
+      unverifiable: false,
+      reward: 0,
+      passed: 0,
+      total: 2,
+      resolved: false,
+      tests: ["test_outputs.py::test_a", "test_outputs.py::test_b"],
+      error: undefined,
+    })
+    const decoded = fromBinary(VerifierResultSchema, encodeResultWithin(r, 64 * 1024))
+    expect([decoded.forged, decoded.forgeryEvidence]).toEqual([true, evidence])
+    expect(resultFromOutcome(scored).forged).toBe(false)
+    expect(resultFromOutcome(scored).forgeryEvidence).toEqual([])
+  })
+
   it("round-trips through the wire within max_payload, notes and packages kept", () => {
     const r = resultFromOutcome(unverifiable)
     const decoded = fromBinary(VerifierResultSchema, encodeResultWithin(r, 1024 * 1024))

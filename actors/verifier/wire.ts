@@ -91,7 +91,9 @@ const PATH: Readonly<Record<VerifierPath, VerifierPathEnum>> = {
  * The wire form of an outcome. A scored outcome carries its counts; an unverifiable one (the
  * tests need packages the sandbox lacks) carries no score at all: unverifiable, the missing
  * packages, reward 0, no tests, and not infra_failed (a rerun would find the same packages
- * missing, so it is excluded, never retried). Both carry the path taken and the notes.
+ * missing, so it is excluded, never retried). A forged one is a score of 0 (its outcome already
+ * says passed 0, reward 0, not resolved) with its tests as reported and the evidence. All carry
+ * the path taken and the notes.
  */
 export const resultFromOutcome = (outcome: VerifierOutcome): VerifierResult => {
   const common = {
@@ -115,16 +117,23 @@ export const resultFromOutcome = (outcome: VerifierOutcome): VerifierResult => {
     })
   return create(VerifierResultSchema, {
     ...common,
+    ...(outcome.kind === "forged"
+      ? {
+          forged: true,
+          forgeryEvidence: outcome.forgery.slice(0, MAX_NOTES).map((n) => truncateUtf8(n)),
+        }
+      : {}),
     tests: outcome.tests.map((t) => ({
       name: t.name,
       outcome: OUTCOME[t.outcome],
       durationMs: u32(t.durationMs),
       message: t.message,
     })),
-    passed: outcome.passed,
     total: outcome.total,
-    reward: outcome.reward,
-    resolved: outcome.resolved,
+    // A forged result never carries a score above 0, whatever its counts say.
+    ...(outcome.kind === "forged"
+      ? { passed: 0, reward: 0, resolved: false }
+      : { passed: outcome.passed, reward: outcome.reward, resolved: outcome.resolved }),
   })
 }
 
@@ -169,9 +178,10 @@ export const encodeResultWithin = (result: VerifierResult, maxBytes: number): Ui
       message: truncateUtf8(t.message, messageBytes),
     }))
     const notes = shortNotes(result.notes, messageBytes)
+    const forgeryEvidence = shortNotes(result.forgeryEvidence, messageBytes)
     encoded = toBinary(
       VerifierResultSchema,
-      create(VerifierResultSchema, { ...result, tests, notes }),
+      create(VerifierResultSchema, { ...result, tests, notes, forgeryEvidence }),
     )
   }
   if (encoded.byteLength <= maxBytes) return encoded
@@ -179,6 +189,7 @@ export const encodeResultWithin = (result: VerifierResult, maxBytes: number): Ui
     ...result,
     tests: result.tests.map((t) => ({ ...t, message: "" })),
     notes: shortNotes(result.notes, 0),
+    forgeryEvidence: shortNotes(result.forgeryEvidence, 0),
     outputTail: new Uint8Array(0),
   })
   return toBinary(VerifierResultSchema, bare)

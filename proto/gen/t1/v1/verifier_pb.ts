@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file t1/v1/verifier.proto.
  */
 export const file_t1_v1_verifier: GenFile = /*@__PURE__*/
-  fileDesc("ChR0MS92MS92ZXJpZmllci5wcm90bxIFdDEudjEicwoNVmVyaWZ5UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEgoKZXBpc29kZV9pZBgCIAEoCRISCgpzYW5kYm94X2lkGAMgASgJEhkKBHRhc2sYBCABKAsyCy50MS52MS5UYXNrEg8KB2F0dGVtcHQYBSABKA0iZQoKVGVzdFJlc3VsdBIMCgRuYW1lGAEgASgJEiMKB291dGNvbWUYAiABKA4yEi50MS52MS5UZXN0T3V0Y29tZRITCgtkdXJhdGlvbl9tcxgDIAEoDRIPCgdtZXNzYWdlGAQgASgJIs0CCg5WZXJpZmllclJlc3VsdBIgCgV0ZXN0cxgBIAMoCzIRLnQxLnYxLlRlc3RSZXN1bHQSDgoGcGFzc2VkGAIgASgNEg0KBXRvdGFsGAMgASgNEg4KBnJld2FyZBgEIAEoARIQCghyZXNvbHZlZBgFIAEoCBIUCgxpbmZyYV9mYWlsZWQYBiABKAgSIQoFZXJyb3IYByABKAsyEi50MS52MS5FcnJvckRldGFpbBITCgtkdXJhdGlvbl9tcxgIIAEoDRITCgtvdXRwdXRfdGFpbBgJIAEoDBIUCgx1bnZlcmlmaWFibGUYCiABKAgSGAoQbWlzc2luZ19wYWNrYWdlcxgLIAMoCRIhCgRwYXRoGAwgASgOMhMudDEudjEuVmVyaWZpZXJQYXRoEhMKC3BhdGhfcmVhc29uGA0gASgJEg0KBW5vdGVzGA4gAygJKo8BCgtUZXN0T3V0Y29tZRIcChhURVNUX09VVENPTUVfVU5TUEVDSUZJRUQQABIXChNURVNUX09VVENPTUVfUEFTU0VEEAESFwoTVEVTVF9PVVRDT01FX0ZBSUxFRBACEhYKElRFU1RfT1VUQ09NRV9FUlJPUhADEhgKFFRFU1RfT1VUQ09NRV9TS0lQUEVEEAQqhQEKDFZlcmlmaWVyUGF0aBIdChlWRVJJRklFUl9QQVRIX1VOU1BFQ0lGSUVEEAASGAoUVkVSSUZJRVJfUEFUSF9QWVRFU1QQARIYChRWRVJJRklFUl9QQVRIX1NDUklQVBACEiIKHlZFUklGSUVSX1BBVEhfUkVXUklUVEVOX1NDUklQVBADYgZwcm90bzM", [file_t1_v1_common, file_t1_v1_task]);
+  fileDesc("ChR0MS92MS92ZXJpZmllci5wcm90bxIFdDEudjEicwoNVmVyaWZ5UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEgoKZXBpc29kZV9pZBgCIAEoCRISCgpzYW5kYm94X2lkGAMgASgJEhkKBHRhc2sYBCABKAsyCy50MS52MS5UYXNrEg8KB2F0dGVtcHQYBSABKA0iZQoKVGVzdFJlc3VsdBIMCgRuYW1lGAEgASgJEiMKB291dGNvbWUYAiABKA4yEi50MS52MS5UZXN0T3V0Y29tZRITCgtkdXJhdGlvbl9tcxgDIAEoDRIPCgdtZXNzYWdlGAQgASgJIvcCCg5WZXJpZmllclJlc3VsdBIgCgV0ZXN0cxgBIAMoCzIRLnQxLnYxLlRlc3RSZXN1bHQSDgoGcGFzc2VkGAIgASgNEg0KBXRvdGFsGAMgASgNEg4KBnJld2FyZBgEIAEoARIQCghyZXNvbHZlZBgFIAEoCBIUCgxpbmZyYV9mYWlsZWQYBiABKAgSIQoFZXJyb3IYByABKAsyEi50MS52MS5FcnJvckRldGFpbBITCgtkdXJhdGlvbl9tcxgIIAEoDRITCgtvdXRwdXRfdGFpbBgJIAEoDBIUCgx1bnZlcmlmaWFibGUYCiABKAgSGAoQbWlzc2luZ19wYWNrYWdlcxgLIAMoCRIhCgRwYXRoGAwgASgOMhMudDEudjEuVmVyaWZpZXJQYXRoEhMKC3BhdGhfcmVhc29uGA0gASgJEg0KBW5vdGVzGA4gAygJEg4KBmZvcmdlZBgPIAEoCBIYChBmb3JnZXJ5X2V2aWRlbmNlGBAgAygJKo8BCgtUZXN0T3V0Y29tZRIcChhURVNUX09VVENPTUVfVU5TUEVDSUZJRUQQABIXChNURVNUX09VVENPTUVfUEFTU0VEEAESFwoTVEVTVF9PVVRDT01FX0ZBSUxFRBACEhYKElRFU1RfT1VUQ09NRV9FUlJPUhADEhgKFFRFU1RfT1VUQ09NRV9TS0lQUEVEEAQqhQEKDFZlcmlmaWVyUGF0aBIdChlWRVJJRklFUl9QQVRIX1VOU1BFQ0lGSUVEEAASGAoUVkVSSUZJRVJfUEFUSF9QWVRFU1QQARIYChRWRVJJRklFUl9QQVRIX1NDUklQVBACEiIKHlZFUklGSUVSX1BBVEhfUkVXUklUVEVOX1NDUklQVBADYgZwcm90bzM", [file_t1_v1_common, file_t1_v1_task]);
 
 /**
  * Asks a verifier (request/reply on `<prefix>.verify`, queue group "verifier") to copy a task's
@@ -109,7 +109,8 @@ export const TestResultSchema: GenMessage<TestResult> = /*@__PURE__*/
  * resolved == (total > 0 && passed == total). When infra_failed is true the reward is not a
  * score of the agent: the episode is retried or excluded, never counted as zero. When
  * unverifiable is true no score exists either (the tests cannot run in the sandbox): the episode
- * is excluded from training and statistics, and not retried (a rerun would find the same).
+ * is excluded from training and statistics, and not retried (a rerun would find the same). When
+ * forged is true the agent's code tampered with the test run: the result is a score of 0.
  *
  * @generated from message t1.v1.VerifierResult
  */
@@ -215,6 +216,26 @@ export type VerifierResult = Message<"t1.v1.VerifierResult"> & {
    * @generated from field: repeated string notes = 14;
    */
   notes: string[];
+
+  /**
+   * The tests ran but their results cannot be trusted: code of the agent's rewrote what pytest
+   * reported (one of the verifier's canary tests, which must pass or must fail, came out the
+   * other way or went missing) or changed a test file during the run (its sha256 differs from
+   * the upload). reward 0, passed 0, resolved false, infra_failed false; tests and total stay as
+   * reported, for diagnosis. Unlike unverifiable it is a score: the episode is trained on with
+   * reward 0, so that forging earns nothing.
+   *
+   * @generated from field: bool forged = 15;
+   */
+  forged: boolean;
+
+  /**
+   * Why the result is forged, one English sentence each (e.g. "canary test_x.py::test_y must
+   * fail but passed in pytest's report report.xml"); set when forged. Not meant to be parsed.
+   *
+   * @generated from field: repeated string forgery_evidence = 16;
+   */
+  forgeryEvidence: string[];
 };
 
 /**
