@@ -3,14 +3,19 @@
  * one honest thing (2 of 5 answers) and then tries to make the verifier report 5 of 5 — by
  * replacing the interpreter, patching pytest where it is installed, planting Python start-up
  * hooks (sitecustomize, usercustomize, a .pth file, an entry-point plugin), preloading a library
- * into every process through /etc/ld.so.preload, and leaving processes behind that rewrite the
- * tests once they are uploaded or the reports while the tests run.
+ * into every process through /etc/ld.so.preload, leaving processes behind that rewrite the tests
+ * or the reports while the tests run (some that look dead in /proc, a chain that never stays
+ * one process, PID 1 itself taken over through /proc/1/mem: attacks/outliving.ts), making the
+ * verifier's own commands fail to start (attacks/exec-failure.ts), and rewriting the reports
+ * from code the tests import (attacks/in-process.ts).
  *
- * Each attack runs twice on the same kind of sandbox: verified as t1 verifies (the read-only
- * toolchain, guard.ts), where the reward must stay 2; and verified with the sandbox's own
- * programs (the fallback, for a driver without separate processes), where the attack must work
- * (5 of 5): the positive control that shows the attack is real and the toolchain is what stops it.
- * RELIABILITY.md has the table.
+ * Each attack runs twice on the same kind of sandbox: verified as t1 verifies (sealed from
+ * outside, the read-only toolchain, canaries, guard.ts), where the reward must stay the honest
+ * part (or the outcome be forged or unverifiable); and verified with the sandbox's own programs
+ * (no seal: the fallback, for a driver without separate processes), where the attack must work
+ * (5 of 5): the positive control that shows the attack is real. Every forger passes only the
+ * task's tests and leaves the verifier's canaries as pytest reports them, so the canaries alone
+ * do not stop it there. The file prints a table of both results; RELIABILITY.md has it.
  */
 import { execFileSync } from "node:child_process"
 import { randomUUID } from "node:crypto"
@@ -26,6 +31,18 @@ import type { VerifierOutcome } from "../../actors/verifier/outcome.ts"
 import { driverSandbox, VerifierSandbox } from "../../actors/verifier/port.ts"
 import { verifyEpisode } from "../../actors/verifier/verify.ts"
 import { singleFileTar } from "../../services/tar/index.ts"
+import type { Attack } from "./attacks/attack.ts"
+import { EXEC_FAILURE } from "./attacks/exec-failure.ts"
+import {
+  detachedPython,
+  FLIP_SCRIPT_PATH,
+  installFlipScript,
+  q,
+  replacePython,
+  write,
+} from "./attacks/forge.ts"
+import { IN_PROCESS, RELEASE_HONEST, RELEASE_TESTS } from "./attacks/in-process.ts"
+import { OUTLIVING } from "./attacks/outliving.ts"
 
 const TESTS = `from pathlib import Path
 
@@ -39,35 +56,32 @@ def test_4(): check(4)
 def test_5(): check(5)
 `
 const PASSING_TESTS = [1, 2, 3, 4, 5].map((i) => `def test_${i}(): pass\n`).join("")
-const JUNIT = `<testsuites><testsuite name="pytest" tests="5">${[1, 2, 3, 4, 5]
-  .map((i) => `<testcase classname="test_work" name="test_${i}" file="test_work.py"/>`)
-  .join("")}</testsuite></testsuites>`
 
-/** A pytest plugin that turns every result into a pass. */
+/** A pytest plugin that passes the task's tests (the canaries' file is another). */
 const FORCE_PASS = `import pytest
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    report.outcome = "passed"
-    report.longrepr = None
+    if item.nodeid.startswith("test_work.py::"):
+        report.outcome = "passed"
+        report.longrepr = None
 `
 
 /** Sets PYTEST_PLUGINS to the plugin above, from whatever start-up hook runs it. */
 const HOOK = `import os; os.environ["PYTEST_PLUGINS"] = "t1forcepass"`
 
-/** `text` as one single-quoted shell word. */
-const q = (text: string) => `'${text.replaceAll("'", `'\\''`)}'`
-const write = (path: string, body: string) => `printf '%s\\n' ${q(body)} > ${path}`
-
 const SITE = "/usr/local/lib/python3.11/dist-packages"
 const plugin = `mkdir -p ${SITE} && ${write(`${SITE}/t1forcepass.py`, FORCE_PASS)}`
 
-/** A C library whose constructor, in a process with `--junitxml=PATH`, writes a passing report. */
+/**
+ * A C library whose constructor, in a process with `--junitxml=PATH`, lets a child run pytest,
+ * waits for it, and then has the report's task tests flipped to passed (the flip script).
+ */
 const PRELOAD_C = `#include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 __attribute__((constructor)) static void forge(void) {
   static char buf[65536];
@@ -79,25 +93,52 @@ __attribute__((constructor)) static void forge(void) {
   buf[n] = 0;
   for (char *p = buf; p < buf + n; p += strlen(p) + 1) {
     if (strncmp(p, "--junitxml=", 11) == 0) {
-      FILE *f = fopen(p + 11, "w");
-      if (!f) return;
-      fputs(${JSON.stringify(JUNIT)}, f);
-      fclose(f);
-      puts("5 passed in 0.01s");
-      fflush(stdout);
-      _exit(0);
+      pid_t pid = fork();
+      if (pid <= 0) return;
+      int status = 0;
+      waitpid(pid, &status, 0);
+      execl("/usr/bin/python3.11", "python3.11", ${JSON.stringify(FLIP_SCRIPT_PATH)}, p + 11, (char *)0);
+      _exit(1);
     }
   }
 }
 `
 
-interface Attack {
-  readonly name: string
-  /** Shell commands the agent runs after its honest work. */
-  readonly script: string
-  /** Files put into the sandbox before the script (path → bytes). */
-  readonly files?: () => Readonly<Record<string, Uint8Array>>
-}
+/**
+ * Swaps the uploaded test_work.py for one whose tests all pass, and puts the original back once
+ * pytest's report is written, before the verifier reads the test files back.
+ */
+const SWAP_TESTS = `PATH_ = "/tests/test_work.py"
+PASSING = ${JSON.stringify(PASSING_TESTS)}
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+def put(text):
+    with open("/tests/.t1swap", "w") as f:
+        f.write(text)
+    os.rename("/tests/.t1swap", PATH_)
+def reported():
+    try:
+        dirs = [d for d in os.listdir("/tmp") if d.startswith("t1-verify-")]
+    except OSError:
+        return False
+    return any(os.path.exists("/tmp/%s/report.xml" % d) for d in dirs)
+original = None
+while True:
+    if original is None:
+        text = read(PATH_)
+        time.sleep(0.0005)
+        if text is not None and text != PASSING and text.endswith("\\n") and read(PATH_) == text:
+            original = text
+            put(PASSING)
+    elif reported():
+        put(original)
+        original = None
+    time.sleep(0.0005)
+`
 
 let preloadLibrary: Uint8Array | undefined
 const hostDir = mkdtempSync(join(tmpdir(), "t1-forgery-"))
@@ -105,17 +146,13 @@ const hostDir = mkdtempSync(join(tmpdir(), "t1-forgery-"))
 const ATTACKS: ReadonlyArray<Attack> = [
   {
     name: "a wrapper in place of /usr/bin/python3 (and one earlier on PATH)",
-    script: [
-      `cat > /usr/local/bin/python3 <<'EOF'\n#!/bin/bash\nfor a in "$@"; do case $a in --junitxml=*) printf '%s' ${q(JUNIT)} > "\${a#--junitxml=}";; esac; done\necho "5 passed in 0.01s"\nEOF`,
-      "chmod +x /usr/local/bin/python3",
-      "rm -f /usr/bin/python3 && cp /usr/local/bin/python3 /usr/bin/python3",
-    ].join("\n"),
+    script: replacePython,
   },
   {
     name: "a patched _pytest in site-packages",
     script: [
       "F=/usr/lib/python3/dist-packages/_pytest/reports.py",
-      `cat >> $F <<'EOF'\n_t1_original = TestReport.from_item_and_call.__func__\ndef _t1_forged(cls, item, call):\n    r = _t1_original(cls, item, call)\n    r.outcome = "passed"\n    r.longrepr = None\n    return r\nTestReport.from_item_and_call = classmethod(_t1_forged)\nEOF`,
+      `cat >> $F <<'EOF'\n_t1_original = TestReport.from_item_and_call.__func__\ndef _t1_forged(cls, item, call):\n    r = _t1_original(cls, item, call)\n    if item.nodeid.startswith("test_work.py::"):\n        r.outcome = "passed"\n        r.longrepr = None\n    return r\nTestReport.from_item_and_call = classmethod(_t1_forged)\nEOF`,
       "rm -rf /usr/lib/python3/dist-packages/_pytest/__pycache__",
     ].join("\n"),
   },
@@ -150,20 +187,19 @@ const ATTACKS: ReadonlyArray<Attack> = [
   {
     name: "a library in /etc/ld.so.preload",
     files: () => ({ "/usr/local/lib/libt1forge.so": preloadLibrary ?? new Uint8Array() }),
-    script: "echo /usr/local/lib/libt1forge.so > /etc/ld.so.preload",
+    script: `${installFlipScript}\necho /usr/local/lib/libt1forge.so > /etc/ld.so.preload`,
   },
   {
-    name: "a background process that replaces the tests once they are uploaded",
-    // Builtins but for mv (no process per round while it waits), so that it wins every race it
-    // is in; whole files moved into place, or pytest could read one half-written (a collection
-    // error, seen on a loaded CI machine, rather than the forged pass this control shows).
-    script: `nohup setsid bash -c ${q(`while :; do for f in /tests/test_*.py; do [ -f "$f" ] || continue; IFS= read -r first < "$f"; [ "$first" = 'def test_1(): pass' ] || { printf '%s' ${q(PASSING_TESTS)} > /tests/.forged && mv -f /tests/.forged "$f"; }; done; done`)} >/dev/null 2>&1 &`,
+    name: "a background process that replaces the tests once they are uploaded (and puts them back)",
+    script: detachedPython(SWAP_TESTS),
   },
   {
     name: "a background process that rewrites the reports while the tests run",
-    // Whole files moved into place (a rename is atomic): a reader never sees one half-written.
-    script: `nohup setsid bash -c ${q(`while :; do for d in /tmp/t1-verify-*; do [ -d "$d" ] && printf '%s' ${q(JUNIT)} > "$d/.r" && mv -f "$d/.r" "$d/report.xml"; done; done`)} >/dev/null 2>&1 &`,
+    script: detachedPython("while True:\n    forge_reports()\n    time.sleep(0.001)"),
   },
+  ...OUTLIVING,
+  ...EXEC_FAILURE,
+  ...IN_PROCESS,
 ]
 
 const docker = connectDocker()
@@ -171,33 +207,56 @@ const runtime = ManagedRuntime.make(
   DockerDriverLive({ ownerId: `forgery-${randomUUID().slice(0, 6)}`, docker }),
 )
 
-const testsDir = join(hostDir, "tests")
-mkdirSync(testsDir)
-writeFileSync(join(testsDir, "test_work.py"), TESTS)
-
-const TASK = {
-  id: "forgery",
-  environment: { allowInternet: false, workdir: "/app" },
-  verifier: {
-    testsDir,
-    testDir: "/tests",
-    kind: "pytest" as const,
-    script: undefined,
-    scriptPath: undefined,
-    parser: undefined,
-    timeoutSec: 60,
-    expectedTests: 5,
-  },
+/** A pytest task whose tests are `files` (name → text), written under hostDir/`name`. */
+const pytestTask = (name: string, files: Readonly<Record<string, string>>) => {
+  const testsDir = join(hostDir, name)
+  mkdirSync(testsDir)
+  for (const [file, text] of Object.entries(files)) writeFileSync(join(testsDir, file), text)
+  return {
+    id: `forgery-${name}`,
+    environment: { allowInternet: false, workdir: "/app" },
+    verifier: {
+      testsDir,
+      testDir: "/tests",
+      kind: "pytest" as const,
+      script: undefined,
+      scriptPath: undefined,
+      parser: undefined,
+      timeoutSec: 60,
+      expectedTests: 5,
+    },
+  }
 }
 
 const HONEST = "for i in 1 2; do echo $i > /app/out$i.txt; done"
+
+/** The tasks attacked: the honest work gets tests 1 and 2 right in each. */
+const TASKS = {
+  answers: {
+    task: pytestTask("answers", { "test_work.py": TESTS }),
+    honest: HONEST,
+    file: "test_work.py",
+  },
+  release: {
+    task: pytestTask("release", { "test_release.py": RELEASE_TESTS }),
+    honest: RELEASE_HONEST,
+    file: "test_release.py",
+  },
+}
+const TASK = TASKS.answers.task
+
 const quick = { timeoutMs: 30_000, maxOutputBytes: 64 * 1024 }
 
-/** A fresh sandbox: honest work, the attack, then verification (guarded, or the fallback). */
+/**
+ * A fresh sandbox: honest work, the attack, then verification: as t1 verifies (`guarded`), or
+ * with the sandbox's own programs (the sandbox seen as one that can neither seal nor run
+ * processes of its own: the positive control).
+ */
 const attackThenVerify = (attack: Attack, guarded: boolean): Promise<VerifierOutcome> =>
   runtime.runPromise(
     Effect.gen(function* () {
       const driver = yield* SandboxDriver
+      const { task, honest } = TASKS[attack.task ?? "answers"]
       const info = yield* driver.create(sandboxSpec({ cpus: 1, memoryMb: 512, ttlMs: 180_000 }))
       return yield* Effect.gen(function* () {
         for (const [path, bytes] of Object.entries(attack.files?.() ?? {})) {
@@ -205,7 +264,7 @@ const attackThenVerify = (attack: Attack, guarded: boolean): Promise<VerifierOut
           const tar = yield* Effect.promise(() => singleFileTar(path.slice(slash + 1), bytes))
           yield* driver.put(info.id, path.slice(0, slash), tar)
         }
-        for (const step of [HONEST, attack.script]) {
+        for (const step of [honest, attack.script]) {
           const r = yield* driver.exec(info.id, step, quick)
           if (r.exitCode !== 0)
             return yield* Effect.die(
@@ -213,15 +272,63 @@ const attackThenVerify = (attack: Attack, guarded: boolean): Promise<VerifierOut
             )
         }
         const sandbox = driverSandbox(driver, info.id)
-        return yield* verifyEpisode(TASK).pipe(
+        return yield* verifyEpisode(task).pipe(
           Effect.provideService(
             VerifierSandbox,
-            guarded ? sandbox : { ...sandbox, execArgv: undefined },
+            guarded
+              ? sandbox
+              : { exec: sandbox.exec, put: sandbox.put, maxPutBytes: sandbox.maxPutBytes },
           ),
         )
       }).pipe(Effect.ensuring(Effect.ignore(driver.destroy(info.id))))
     }),
   )
+
+/** An outcome, or why the verification gave none. */
+type Result = { readonly outcome: VerifierOutcome } | { readonly error: string }
+
+const settle = (p: Promise<VerifierOutcome>): Promise<Result> =>
+  p.then(
+    (outcome) => ({ outcome }),
+    (e: unknown) => ({ error: e instanceof Error ? e.message : String(e) }),
+  )
+
+const UNGUARDED = /could have replaced/
+
+const show = (r: Result): string => {
+  if ("error" in r) return `no outcome: ${r.error.replaceAll("\n", " ").slice(0, 100)}`
+  const o = r.outcome
+  // A string: the outcome kinds grow as the verifier does (forged, unverifiable).
+  const kind: string = o.kind
+  const count = `${o.passed}/${o.total}`
+  if (kind === "scored")
+    return `${count}${UNGUARDED.test(o.notes.join("\n")) ? " (unguarded)" : ""}`
+  if (kind === "unverifiable") return `unverifiable: ${o.pathReason.slice(0, 90)}`
+  return `${kind} (reward ${o.reward})`
+}
+
+/** t1 held: the honest part at most, or no reward at all (forged, unverifiable). */
+const held = (r: Result, honestAtMost: number): boolean => {
+  if ("error" in r) return false
+  const o = r.outcome
+  const kind: string = o.kind
+  if (kind === "forged" || kind === "unverifiable") return o.reward === 0 && !o.resolved
+  return (
+    kind === "scored" &&
+    o.passed <= honestAtMost &&
+    o.reward <= honestAtMost &&
+    !o.resolved &&
+    !UNGUARDED.test(o.notes.join("\n"))
+  )
+}
+
+interface Row {
+  readonly name: string
+  readonly control: string
+  readonly t1: string
+  readonly held: boolean
+}
+const rows = new Map<number, Row>()
 
 beforeAll(async () => {
   await ensureTestBaseImage()
@@ -242,15 +349,28 @@ beforeAll(async () => {
 afterAll(async () => {
   await runtime.dispose()
   rmSync(hostDir, { recursive: true, force: true })
+  if (rows.size === 0) return
+  const lines = [...rows.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([, r]) => `| ${r.name} | ${r.control} | ${r.t1} | ${r.held ? "held" : "NOT HELD"} |`)
+  console.log(
+    [
+      "| attack (root in the sandbox) | sandbox's own programs (must be 5/5) | t1's verifier | t1 |",
+      "|---|---|---|---|",
+      ...lines,
+    ].join("\n"),
+  )
 })
 
 const score = (o: VerifierOutcome) => [o.passed, o.total, o.reward, o.resolved]
 
 describe("the verifier cannot be forged from inside the sandbox", () => {
   it("an honest agent is scored as before, through the toolchain", async () => {
-    const honest = await attackThenVerify({ name: "honest", script: "true" }, true)
-    expect(score(honest)).toEqual([2, 5, 2, false])
-    expect(honest.notes.join("\n")).not.toMatch(/could have replaced/)
+    for (const name of ["answers", "release"] as const) {
+      const honest = await attackThenVerify({ name: "honest", script: "true", task: name }, true)
+      expect(score(honest)).toEqual([2, 5, 2, false])
+      expect(honest.notes.join("\n")).not.toMatch(UNGUARDED)
+    }
   }, 60_000)
 
   it("a sandbox created without the toolchain is verified with its own programs, and says so", async () => {
@@ -280,21 +400,44 @@ describe("the verifier cannot be forged from inside the sandbox", () => {
     }
   }, 60_000)
 
-  for (const attack of ATTACKS) {
-    it(`${attack.name}: works against the sandbox's own programs, changes nothing under the toolchain`, async () => {
-      const [forged, guarded] = await Promise.all([
-        attackThenVerify(attack, false),
-        attackThenVerify(attack, true),
-      ])
-      // The positive control: the attack is real.
-      expect(forged.notes.join("\n")).toMatch(/could have replaced/)
-      expect(score(forged)).toEqual([5, 5, 5, true])
-      // t1's verification: the honest 2 of 5, every test by name.
-      expect(guarded.notes.join("\n")).not.toMatch(/could have replaced/)
-      expect(score(guarded)).toEqual([2, 5, 2, false])
-      expect(guarded.tests.map((t) => t.name).sort()).toEqual(
-        [1, 2, 3, 4, 5].map((i) => `test_work.py::test_${i}`),
-      )
-    }, 120_000)
-  }
+  // Concurrently (vitest's maxConcurrency at a time): each attack's two sandboxes are its own.
+  describe.concurrent("attacks", () => {
+    for (const [index, attack] of ATTACKS.entries()) {
+      it(`${attack.name}: works against the sandbox's own programs, not against t1's verifier`, async ({
+        expect,
+      }) => {
+        const [forged, guarded] = await Promise.all([
+          settle(attackThenVerify(attack, false)),
+          settle(attackThenVerify(attack, true)),
+        ])
+        const honestAtMost = attack.honestAtMost ?? 2
+        const file = TASKS[attack.task ?? "answers"].file
+        const exact =
+          "outcome" in guarded &&
+          guarded.outcome.kind === "scored" &&
+          guarded.outcome.tests
+            .map((t) => t.name)
+            .sort()
+            .join() === [1, 2, 3, 4, 5].map((i) => `${file}::test_${i}`).join()
+        rows.set(index, {
+          name: attack.name,
+          control: show(forged),
+          t1: show(guarded),
+          held: held(guarded, honestAtMost) && (attack.honestAtMost !== undefined || exact),
+        })
+        // The positive control: the attack is real.
+        if ("error" in forged) throw new Error(`the positive control failed: ${forged.error}`)
+        expect(forged.outcome.notes.join("\n")).toMatch(UNGUARDED)
+        expect(score(forged.outcome)).toEqual([5, 5, 5, true])
+        // t1's verification.
+        if ("error" in guarded) throw new Error(`t1's verification failed: ${guarded.error}`)
+        if (attack.honestAtMost === undefined) {
+          // The honest 2 of 5, every test by name.
+          expect(guarded.outcome.notes.join("\n")).not.toMatch(UNGUARDED)
+          expect(score(guarded.outcome)).toEqual([2, 5, 2, false])
+          expect(exact).toBe(true)
+        } else expect(held(guarded, honestAtMost), `t1 gave ${show(guarded)}`).toBe(true)
+      }, 120_000)
+    }
+  })
 })
