@@ -122,7 +122,8 @@ const startHelper = async (
  * the sandbox); what it changed or deleted is copied from a helper container of the image (the
  * toolchain's tar there) into the sandbox. A directory counts only when its type changed (a link
  * put where a directory was), since a directory of the diff otherwise just holds a change.
- * Ancestors of the pristine directories are checked for that too.
+ * Ancestors of the pristine directories are checked for that too. `diff` is the sandbox's
+ * `changes()`, taken while nothing ran in it.
  */
 export const restorePristine = async (
   docker: Dockerode,
@@ -130,10 +131,13 @@ export const restorePristine = async (
   image: string,
   volume: string,
   patterns: ReadonlyArray<string>,
+  diff: unknown,
 ): Promise<Restore> => {
   if (patterns.length === 0) return { restored: [], removed: [] }
   const place = pristineMatcher(patterns)
-  const diff: unknown = await docker.getContainer(sandboxId).changes()
+  // A path with anything of the diff below it is a directory in the sandbox (the upper layer
+  // holds that entry inside it): no need to ask the sandbox what it is.
+  const holding = new Set<string>()
   const added: string[] = []
   const changedUnder: string[] = []
   const changedAbove: string[] = []
@@ -142,15 +146,19 @@ export const restorePristine = async (
     const path: unknown = entry?.Path
     const kind: unknown = entry?.Kind
     if (typeof path !== "string" || typeof kind !== "number") continue
+    for (let at = path.lastIndexOf("/"); at > 0; at = path.lastIndexOf("/", at - 1))
+      holding.add(path.slice(0, at))
     const where = place(path)
     if (where === undefined) continue
     if (kind === ADDED && where === "under") added.push(path)
     else if (kind === CHANGED) (where === "under" ? changedUnder : changedAbove).push(path)
     else if (kind === DELETED) deleted.push(path)
   }
-  const changed = [...changedUnder, ...changedAbove]
-  const inSandbox =
-    changed.length === 0 ? new Map() : await typesIn(docker, sandboxId, changed, "the sandbox")
+  const unsure = [...changedUnder, ...changedAbove].filter((p) => !holding.has(p))
+  const inSandbox = new Map(
+    unsure.length === 0 ? [] : await typesIn(docker, sandboxId, unsure, "the sandbox"),
+  )
+  for (const path of holding) inSandbox.set(path, "d")
   // An ancestor still a directory in the sandbox needs no look at the image.
   const above = changedAbove.filter((p) => inSandbox.get(p) !== "d")
   const ask = [...deleted, ...changedUnder, ...above]

@@ -133,37 +133,50 @@ export const sealSandbox = (
       yield* engine("seal: wait for the sandbox to stop", () =>
         container.wait({ condition: "not-running" }),
       )
-      yield* engine("seal: start sandbox", () => container.start()).pipe(
-        Effect.catchTag("SandboxInfraError", (error) =>
-          Effect.fail(
-            new SandboxDied({
-              id,
-              reason: `it did not start again after its processes were stopped: ${error.reason}`,
-            }),
+      // Taken while nothing runs (the namespace's init exits only once all its processes are
+      // gone), beside the restart, whose init and sleep write nothing.
+      const restart = Effect.gen(function* () {
+        yield* engine("seal: start sandbox", () => container.start()).pipe(
+          Effect.catchTag("SandboxInfraError", (error) =>
+            Effect.fail(
+              new SandboxDied({
+                id,
+                reason: `it did not start again after its processes were stopped: ${error.reason}`,
+              }),
+            ),
           ),
-        ),
+        )
+        // A session opened while it was down is of the dead namespace too.
+        yield* closeSession(id)
+        const deadline = (yield* Clock.currentTimeMillis) + MAIN_START_MS
+        for (;;) {
+          const fresh = yield* inspect
+          if (!fresh.State.Running)
+            return yield* new SandboxDied({
+              id,
+              reason: `it stopped right after the restart (exit ${fresh.State.ExitCode})`,
+            })
+          const verdict = freshProcesses(yield* top, fresh.State.Pid)
+          if (verdict === "ok") break
+          if (verdict !== "starting" || (yield* Clock.currentTimeMillis) > deadline)
+            return yield* new SandboxInfraError({
+              operation: "seal",
+              reason: verdict === "starting" ? `${mainArgs} did not start` : verdict,
+            })
+          yield* Effect.sleep("20 millis")
+        }
+      })
+      const [diff] = yield* Effect.all(
+        [
+          engine("seal: list changed files", () =>
+            options.pristinePaths.length === 0 ? Promise.resolve([]) : container.changes(),
+          ),
+          restart,
+        ],
+        { concurrency: 2 },
       )
-      // A session opened while it was down is of the dead namespace too.
-      yield* closeSession(id)
-      const deadline = (yield* Clock.currentTimeMillis) + MAIN_START_MS
-      for (;;) {
-        const fresh = yield* inspect
-        if (!fresh.State.Running)
-          return yield* new SandboxDied({
-            id,
-            reason: `it stopped right after the restart (exit ${fresh.State.ExitCode})`,
-          })
-        const verdict = freshProcesses(yield* top, fresh.State.Pid)
-        if (verdict === "ok") break
-        if (verdict !== "starting" || (yield* Clock.currentTimeMillis) > deadline)
-          return yield* new SandboxInfraError({
-            operation: "seal",
-            reason: verdict === "starting" ? `${mainArgs} did not start` : verdict,
-          })
-        yield* Effect.sleep("20 millis")
-      }
       const restore = yield* Effect.tryPromise({
-        try: () => restorePristine(docker, id, info.Image, volume, options.pristinePaths),
+        try: () => restorePristine(docker, id, info.Image, volume, options.pristinePaths, diff),
         catch: (error): SandboxError => {
           if (error instanceof RestoreFailed)
             return new SandboxInfraError({ operation: "seal: restore", reason: error.message })
