@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file t1/v1/sandbox.proto.
  */
 export const file_t1_v1_sandbox: GenFile = /*@__PURE__*/
-  fileDesc("ChN0MS92MS9zYW5kYm94LnByb3RvEgV0MS52MSK+AgoLU2FuZGJveFNwZWMSDQoFaW1hZ2UYASABKAkSJQoGbGltaXRzGAIgASgLMhUudDEudjEuUmVzb3VyY2VMaW1pdHMSDwoHbmV0d29yaxgDIAEoCBIMCgR1c2VyGAQgASgJEg8KB3dvcmtkaXIYBSABKAkSLgoGbGFiZWxzGAYgAygLMh4udDEudjEuU2FuZGJveFNwZWMuTGFiZWxzRW50cnkSKAoDZW52GAcgAygLMhsudDEudjEuU2FuZGJveFNwZWMuRW52RW50cnkSFAoMaWRsZV90dGxfc2VjGAggASgNGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJMChRDcmVhdGVTYW5kYm94UmVxdWVzdBIgCgRzcGVjGAEgASgLMhIudDEudjEuU2FuZGJveFNwZWMSEgoKcmVxdWVzdF9pZBgCIAEoCSJxChNDcmVhdGVTYW5kYm94UmVzdWx0EhIKCnNhbmRib3hfaWQYASABKAkSIQoFZXJyb3IYAiABKAsyEi50MS52MS5FcnJvckRldGFpbBIOCgZkcml2ZXIYAyABKAkSEwoLZHVyYXRpb25fbXMYBCABKA0ibgoLRXhlY1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIPCgdjb21tYW5kGAIgASgJEhIKCnRpbWVvdXRfbXMYAyABKA0SGAoQbWF4X291dHB1dF9ieXRlcxgEIAEoDRIMCgRhcmd2GAUgAygJIsQBCgpFeGVjUmVzdWx0Eg4KBm91dHB1dBgBIAEoDBIRCglleGl0X2NvZGUYAiABKAUSEQoJdGltZWRfb3V0GAMgASgIEhEKCXRydW5jYXRlZBgEIAEoCBIZChFzZXNzaW9uX3Jlc3RhcnRlZBgFIAEoCBITCgtkdXJhdGlvbl9tcxgGIAEoDRIhCgVlcnJvchgHIAEoCzISLnQxLnYxLkVycm9yRGV0YWlsEhoKEm91dHB1dF90b3RhbF9ieXRlcxgIIAEoBCJACg9QdXRGaWxlc1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEgsKA3RhchgDIAEoDCIzCg5QdXRGaWxlc1Jlc3VsdBIhCgVlcnJvchgBIAEoCzISLnQxLnYxLkVycm9yRGV0YWlsIkYKD0dldEZpbGVzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJbWF4X2J5dGVzGAMgASgEIkAKDkdldEZpbGVzUmVzdWx0EgsKA3RhchgBIAEoDBIhCgVlcnJvchgCIAEoCzISLnQxLnYxLkVycm9yRGV0YWlsIisKFURlc3Ryb3lTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIkoKFERlc3Ryb3lTYW5kYm94UmVzdWx0EiEKBWVycm9yGAEgASgLMhIudDEudjEuRXJyb3JEZXRhaWwSDwoHZXhpc3RlZBgCIAEoCCKAAQoUU2FuZGJveEhvc3RIZWFydGJlYXQSDQoFb3duZXIYASABKAkSDgoGZHJpdmVyGAIgASgJEhMKC3NhbmRib3hfaWRzGAMgAygJEgwKBHdhcm0YBCABKA0SEAoIc3RhcnRpbmcYBSABKA0SFAoMc2VudF91bml4X21zGAYgASgDYgZwcm90bzM", [file_t1_v1_common]);
+  fileDesc("ChN0MS92MS9zYW5kYm94LnByb3RvEgV0MS52MSK+AgoLU2FuZGJveFNwZWMSDQoFaW1hZ2UYASABKAkSJQoGbGltaXRzGAIgASgLMhUudDEudjEuUmVzb3VyY2VMaW1pdHMSDwoHbmV0d29yaxgDIAEoCBIMCgR1c2VyGAQgASgJEg8KB3dvcmtkaXIYBSABKAkSLgoGbGFiZWxzGAYgAygLMh4udDEudjEuU2FuZGJveFNwZWMuTGFiZWxzRW50cnkSKAoDZW52GAcgAygLMhsudDEudjEuU2FuZGJveFNwZWMuRW52RW50cnkSFAoMaWRsZV90dGxfc2VjGAggASgNGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJMChRDcmVhdGVTYW5kYm94UmVxdWVzdBIgCgRzcGVjGAEgASgLMhIudDEudjEuU2FuZGJveFNwZWMSEgoKcmVxdWVzdF9pZBgCIAEoCSJxChNDcmVhdGVTYW5kYm94UmVzdWx0EhIKCnNhbmRib3hfaWQYASABKAkSIQoFZXJyb3IYAiABKAsyEi50MS52MS5FcnJvckRldGFpbBIOCgZkcml2ZXIYAyABKAkSEwoLZHVyYXRpb25fbXMYBCABKA0ibgoLRXhlY1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIPCgdjb21tYW5kGAIgASgJEhIKCnRpbWVvdXRfbXMYAyABKA0SGAoQbWF4X291dHB1dF9ieXRlcxgEIAEoDRIMCgRhcmd2GAUgAygJIsQBCgpFeGVjUmVzdWx0Eg4KBm91dHB1dBgBIAEoDBIRCglleGl0X2NvZGUYAiABKAUSEQoJdGltZWRfb3V0GAMgASgIEhEKCXRydW5jYXRlZBgEIAEoCBIZChFzZXNzaW9uX3Jlc3RhcnRlZBgFIAEoCBITCgtkdXJhdGlvbl9tcxgGIAEoDRIhCgVlcnJvchgHIAEoCzISLnQxLnYxLkVycm9yRGV0YWlsEhoKEm91dHB1dF90b3RhbF9ieXRlcxgIIAEoBCJUChJTZWFsU2FuZGJveFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIWCg5wcmlzdGluZV9wYXRocxgCIAMoCRISCgp0aW1lb3V0X21zGAMgASgNIsEBChFTZWFsU2FuZGJveFJlc3VsdBIhCgVlcnJvchgBIAEoCzISLnQxLnYxLkVycm9yRGV0YWlsEhEKCXRvb2xjaGFpbhgCIAEoCBIPCgdzdG9wcGVkGAMgASgNEhAKCHJlc3RvcmVkGAQgAygJEhYKDnJlc3RvcmVkX2NvdW50GAUgASgNEg8KB3JlbW92ZWQYBiADKAkSFQoNcmVtb3ZlZF9jb3VudBgHIAEoDRITCgtkdXJhdGlvbl9tcxgIIAEoDSJACg9QdXRGaWxlc1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEgsKA3RhchgDIAEoDCIzCg5QdXRGaWxlc1Jlc3VsdBIhCgVlcnJvchgBIAEoCzISLnQxLnYxLkVycm9yRGV0YWlsIkYKD0dldEZpbGVzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJbWF4X2J5dGVzGAMgASgEIkAKDkdldEZpbGVzUmVzdWx0EgsKA3RhchgBIAEoDBIhCgVlcnJvchgCIAEoCzISLnQxLnYxLkVycm9yRGV0YWlsIisKFURlc3Ryb3lTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIkoKFERlc3Ryb3lTYW5kYm94UmVzdWx0EiEKBWVycm9yGAEgASgLMhIudDEudjEuRXJyb3JEZXRhaWwSDwoHZXhpc3RlZBgCIAEoCCKAAQoUU2FuZGJveEhvc3RIZWFydGJlYXQSDQoFb3duZXIYASABKAkSDgoGZHJpdmVyGAIgASgJEhMKC3NhbmRib3hfaWRzGAMgAygJEgwKBHdhcm0YBCABKA0SEAoIc3RhcnRpbmcYBSABKA0SFAoMc2VudF91bml4X21zGAYgASgDYgZwcm90bzM", [file_t1_v1_common]);
 
 /**
  * The container (or local directory) an episode runs in.
@@ -265,6 +265,110 @@ export const ExecResultSchema: GenMessage<ExecResult> = /*@__PURE__*/
   messageDesc(file_t1_v1_sandbox, 4);
 
 /**
+ * Makes the sandbox safe to verify, from outside it (the verifier, before it runs the tests), on
+ * `<prefix>.sandbox.<sandbox_id>.seal`: every process the agent started is stopped (the docker
+ * driver kills the sandbox's whole PID namespace and starts it again on the same file system, a
+ * fresh init and a main process the agent could not replace), and the files under
+ * `pristine_paths` are the image's again. Drivers that cannot seal answer FAILED_PRECONDITION
+ * (not retryable); a seal that could not be completed or checked answers UNAVAILABLE, and the
+ * sandbox must then not be verified.
+ *
+ * @generated from message t1.v1.SealSandboxRequest
+ */
+export type SealSandboxRequest = Message<"t1.v1.SealSandboxRequest"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * Absolute directories whose files must be the image's (the Python site directories the
+   * tests import from); a component may hold `*` (any characters but `/`). Files the agent
+   * changed or deleted under them are put back, files it added removed.
+   *
+   * @generated from field: repeated string pristine_paths = 2;
+   */
+  pristinePaths: string[];
+
+  /**
+   * The whole seal gives up after this many milliseconds; 0 means the host's default.
+   *
+   * @generated from field: uint32 timeout_ms = 3;
+   */
+  timeoutMs: number;
+};
+
+/**
+ * Describes the message t1.v1.SealSandboxRequest.
+ * Use `create(SealSandboxRequestSchema)` to create a new message.
+ */
+export const SealSandboxRequestSchema: GenMessage<SealSandboxRequest> = /*@__PURE__*/
+  messageDesc(file_t1_v1_sandbox, 5);
+
+/**
+ * @generated from message t1.v1.SealSandboxResult
+ */
+export type SealSandboxResult = Message<"t1.v1.SealSandboxResult"> & {
+  /**
+   * @generated from field: t1.v1.ErrorDetail error = 1;
+   */
+  error?: ErrorDetail | undefined;
+
+  /**
+   * The sandbox has the verifier toolchain mounted; false: it was created without it and
+   * nothing was done (neither stopped nor restored).
+   *
+   * @generated from field: bool toolchain = 2;
+   */
+  toolchain: boolean;
+
+  /**
+   * Processes that ran besides the sandbox's init and main process, all stopped.
+   *
+   * @generated from field: uint32 stopped = 3;
+   */
+  stopped: number;
+
+  /**
+   * Paths under pristine_paths the agent changed or deleted, put back (at most 200 listed).
+   *
+   * @generated from field: repeated string restored = 4;
+   */
+  restored: string[];
+
+  /**
+   * @generated from field: uint32 restored_count = 5;
+   */
+  restoredCount: number;
+
+  /**
+   * Paths under pristine_paths the agent added, removed (at most 200 listed).
+   *
+   * @generated from field: repeated string removed = 6;
+   */
+  removed: string[];
+
+  /**
+   * @generated from field: uint32 removed_count = 7;
+   */
+  removedCount: number;
+
+  /**
+   * Wall-clock time of the seal, in milliseconds.
+   *
+   * @generated from field: uint32 duration_ms = 8;
+   */
+  durationMs: number;
+};
+
+/**
+ * Describes the message t1.v1.SealSandboxResult.
+ * Use `create(SealSandboxResultSchema)` to create a new message.
+ */
+export const SealSandboxResultSchema: GenMessage<SealSandboxResult> = /*@__PURE__*/
+  messageDesc(file_t1_v1_sandbox, 6);
+
+/**
  * Extracts a tar archive into the sandbox.
  *
  * @generated from message t1.v1.PutFilesRequest
@@ -295,7 +399,7 @@ export type PutFilesRequest = Message<"t1.v1.PutFilesRequest"> & {
  * Use `create(PutFilesRequestSchema)` to create a new message.
  */
 export const PutFilesRequestSchema: GenMessage<PutFilesRequest> = /*@__PURE__*/
-  messageDesc(file_t1_v1_sandbox, 5);
+  messageDesc(file_t1_v1_sandbox, 7);
 
 /**
  * @generated from message t1.v1.PutFilesResult
@@ -312,7 +416,7 @@ export type PutFilesResult = Message<"t1.v1.PutFilesResult"> & {
  * Use `create(PutFilesResultSchema)` to create a new message.
  */
 export const PutFilesResultSchema: GenMessage<PutFilesResult> = /*@__PURE__*/
-  messageDesc(file_t1_v1_sandbox, 6);
+  messageDesc(file_t1_v1_sandbox, 8);
 
 /**
  * Reads a file or directory out of the sandbox as a tar archive.
@@ -346,7 +450,7 @@ export type GetFilesRequest = Message<"t1.v1.GetFilesRequest"> & {
  * Use `create(GetFilesRequestSchema)` to create a new message.
  */
 export const GetFilesRequestSchema: GenMessage<GetFilesRequest> = /*@__PURE__*/
-  messageDesc(file_t1_v1_sandbox, 7);
+  messageDesc(file_t1_v1_sandbox, 9);
 
 /**
  * @generated from message t1.v1.GetFilesResult
@@ -370,7 +474,7 @@ export type GetFilesResult = Message<"t1.v1.GetFilesResult"> & {
  * Use `create(GetFilesResultSchema)` to create a new message.
  */
 export const GetFilesResultSchema: GenMessage<GetFilesResult> = /*@__PURE__*/
-  messageDesc(file_t1_v1_sandbox, 8);
+  messageDesc(file_t1_v1_sandbox, 10);
 
 /**
  * @generated from message t1.v1.DestroySandboxRequest
@@ -387,7 +491,7 @@ export type DestroySandboxRequest = Message<"t1.v1.DestroySandboxRequest"> & {
  * Use `create(DestroySandboxRequestSchema)` to create a new message.
  */
 export const DestroySandboxRequestSchema: GenMessage<DestroySandboxRequest> = /*@__PURE__*/
-  messageDesc(file_t1_v1_sandbox, 9);
+  messageDesc(file_t1_v1_sandbox, 11);
 
 /**
  * Destroying an unknown or already destroyed sandbox succeeds with existed = false.
@@ -411,7 +515,7 @@ export type DestroySandboxResult = Message<"t1.v1.DestroySandboxResult"> & {
  * Use `create(DestroySandboxResultSchema)` to create a new message.
  */
 export const DestroySandboxResultSchema: GenMessage<DestroySandboxResult> = /*@__PURE__*/
-  messageDesc(file_t1_v1_sandbox, 10);
+  messageDesc(file_t1_v1_sandbox, 12);
 
 /**
  * Published by every sandbox host on `<prefix>.sandbox.heartbeat` every few seconds, so clients
@@ -468,5 +572,5 @@ export type SandboxHostHeartbeat = Message<"t1.v1.SandboxHostHeartbeat"> & {
  * Use `create(SandboxHostHeartbeatSchema)` to create a new message.
  */
 export const SandboxHostHeartbeatSchema: GenMessage<SandboxHostHeartbeat> = /*@__PURE__*/
-  messageDesc(file_t1_v1_sandbox, 11);
+  messageDesc(file_t1_v1_sandbox, 13);
 
