@@ -51,8 +51,13 @@ const detail = (code: ErrorCode, message: string, fieldPath = "", retryable = fa
 const verifierMetrics = (metrics: MetricsShape) => ({
   verifications: metrics.counter({
     name: "t1_verifier_verifications_total",
-    help: "Verify requests answered, by result (resolved, unresolved, timeout, infra, invalid)",
+    help: "Verify requests answered, by result (resolved, unresolved, timeout, forged, infra, invalid)",
     labelNames: ["result"],
+  }),
+  forged: metrics.counter({
+    name: "t1_verifier_forged_total",
+    help: "Verifications whose test run the agent's code tampered with (a canary test reported wrong, a test file changed), scored 0, by task",
+    labelNames: ["task_set", "task"],
   }),
   tests: metrics.counter({
     name: "t1_verifier_tests_total",
@@ -205,8 +210,21 @@ export const runVerifier = (
         const o = outcome.success
         for (const t of o.tests) m.tests.inc({ outcome: t.outcome })
         m.verifications.inc({
-          result: o.timedOut ? "timeout" : o.resolved ? "resolved" : "unresolved",
+          result:
+            o.kind === "forged"
+              ? "forged"
+              : o.timedOut
+                ? "timeout"
+                : o.resolved
+                  ? "resolved"
+                  : "unresolved",
         })
+        if (o.kind === "forged") {
+          m.forged.inc({ task_set: req.task.taskSet, task: req.task.id })
+          yield* Effect.logWarning(
+            `verifier: episode ${req.episodeId} (attempt ${req.attempt}) of ${req.task.taskSet}/${req.task.id} is forged, scored 0: ${o.forgery.join("; ")}`,
+          )
+        }
         yield* Effect.logDebug(
           `verifier: episode ${req.episodeId}: ${o.passed}/${o.total} passed (${o.mode}) in ${o.durationMs} ms`,
         )

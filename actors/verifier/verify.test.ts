@@ -60,6 +60,98 @@ def pytest_runtest_makereport(item, call):
     outcome.get_result().outcome = "passed"
 `
 
+/** Tests of a task whose tests import the agent's module `helper` from the workdir. */
+const HELPER_TESTS = `from helper import answer
+
+def test_answer():
+    assert answer() == 42
+
+def test_answer_is_even():
+    assert answer() % 2 == 0
+
+def test_answer_is_positive():
+    assert answer() > 0
+`
+
+/** The agent's honest (and wrong) module: 1 of the 3 tests passes. */
+const HONEST_HELPER = `def answer():
+    return 0
+`
+
+/**
+ * The same module, forging: imported by the tests, it rewrites every report pytest makes from
+ * then on into a pass, inside pytest's own process (no conftest, no plugin, no file of pytest's
+ * touched), so that the report pytest writes says 3 of 3.
+ */
+const FORGING_HELPER = `import _pytest.reports
+
+_made = _pytest.reports.TestReport.__init__
+
+def _passed(self, *args, **kwargs):
+    _made(self, *args, **kwargs)
+    self.outcome = "passed"
+    self.longrepr = None
+
+_pytest.reports.TestReport.__init__ = _passed
+
+def answer():
+    return 0
+`
+
+/** The agent writes `body` as helper.py in the workdir. */
+const writeHelper = (body: string) =>
+  `echo ${Buffer.from(body).toString("base64")} | base64 -d > helper.py`
+
+/**
+ * A sandbox in which, right after t1's pytest call, `python` edits the JUnit report that call
+ * wrote (its path is taken from the call): what code that rewrites pytest's report would leave.
+ */
+const editingReport =
+  (python: string) =>
+  (s: VerifierSandboxShape): VerifierSandboxShape => {
+    const report = (text: string) => /--junitxml='([^']+)'/.exec(text.replaceAll("'\\''", "'"))?.[1]
+    const edit = (path: string) =>
+      `python3 -c "$(echo ${Buffer.from(python).toString("base64")} | base64 -d)" '${path}'`
+    const execArgv = s.execArgv
+    return {
+      ...s,
+      exec: (command, options) => {
+        const path = report(command)
+        return path === undefined
+          ? s.exec(command, options)
+          : s.exec(command, options).pipe(Effect.tap(() => s.exec(edit(path), options)))
+      },
+      ...(execArgv === undefined
+        ? {}
+        : {
+            execArgv: (argv, options) => {
+              const path = report(argv.join(" "))
+              return path === undefined
+                ? execArgv(argv, options)
+                : execArgv(argv, options).pipe(
+                    Effect.tap(() => execArgv(["bash", "-c", edit(path)], options)),
+                  )
+            },
+          }),
+    }
+  }
+
+/** Every failure and error taken out of the report: every test passed. */
+const ALL_PASS = `import re, sys
+p = sys.argv[1]
+x = open(p).read()
+x = re.sub(r"<(failure|error)\\b[^>]*?(/>|>.*?</\\1>)", "", x, flags=re.S)
+open(p, "w").write(x)
+`
+
+/** Every test case not of test_work.py taken out (the canaries among them). */
+const ONLY_WORK = `import re, sys
+p = sys.argv[1]
+x = open(p).read()
+x = re.sub(r'<testcase (?![^>]*file="test_work\\.py")[^>]*?(/>|>.*?</testcase>)', "", x, flags=re.S)
+open(p, "w").write(x)
+`
+
 const hostDirs: string[] = []
 afterAll(() => {
   for (const dir of hostDirs) rmSync(dir, { recursive: true, force: true })
@@ -219,6 +311,134 @@ const scenarios = (h: Harness) => {
     expect(failed?.message).toContain("out4.txt")
   })
 
+  it("runs its canaries beside the tests, and neither lists nor counts them", async () => {
+    const o = await outcomeOf(
+      verifyAfter(h, agentWrites(3), task(h, testsDir({ "test_work.py": WORK_TESTS }))),
+    )
+    expect([o.kind, o.forgery, o.passed, o.total, o.reward]).toEqual(["scored", [], 3, 5, 3])
+    expect(o.tests.map((t) => t.name).every((n) => n.startsWith("test_work.py::"))).toBe(true)
+    // pytest ran 7: the 5 tests (3 pass) and the 2 canaries (one passes, one fails).
+    expect(new TextDecoder().decode(o.outputTail)).toMatch(/3 failed, 4 passed/)
+  })
+
+  it("is forged, scored 0, when a module the tests import rewrites pytest's reports; honest, it scores", async () => {
+    const tests = testsDir({ "test_helper.py": HELPER_TESTS })
+    const t = task(h, tests, { expectedTests: 3 })
+    const honest = await outcomeOf(verifyAfter(h, writeHelper(HONEST_HELPER), t))
+    expect([honest.kind, honest.passed, honest.total, honest.reward, honest.forgery]).toEqual([
+      "scored",
+      1,
+      3,
+      1,
+      [],
+    ])
+    const forged = await outcomeOf(verifyAfter(h, writeHelper(FORGING_HELPER), t))
+    expect([forged.kind, forged.passed, forged.total, forged.reward, forged.resolved]).toEqual([
+      "forged",
+      0,
+      3,
+      0,
+      false,
+    ])
+    // The tests stay listed as pytest reported them (all passed), for diagnosis.
+    expect(forged.tests.map((x) => x.outcome)).toEqual(["passed", "passed", "passed"])
+    expect(forged.forgery.join("\n")).toMatch(
+      /^canary test_\w+\.py::test_\w+ must fail but passed in pytest's report report\.xml$/m,
+    )
+    const wire = resultFromOutcome(forged)
+    expect([wire.forged, wire.reward, wire.infraFailed, wire.forgeryEvidence]).toEqual([
+      true,
+      0,
+      false,
+      forged.forgery,
+    ])
+  })
+
+  it("is forged when the report was rewritten so that every test passes", async () => {
+    const o = await outcomeOf(
+      verifyAfter(h, agentWrites(3), task(h, testsDir({ "test_work.py": WORK_TESTS })), {
+        wrap: editingReport(ALL_PASS),
+      }),
+    )
+    expect([o.kind, o.passed, o.reward, o.resolved]).toEqual(["forged", 0, 0, false])
+    expect(o.tests.filter((t) => t.outcome === "passed")).toHaveLength(5)
+    expect(o.forgery.join("\n")).toContain("must fail but passed")
+  })
+
+  it("is forged when the canaries are missing from a report that has results", async () => {
+    const o = await outcomeOf(
+      verifyAfter(h, agentWrites(5), task(h, testsDir({ "test_work.py": WORK_TESTS })), {
+        wrap: editingReport(ONLY_WORK),
+      }),
+    )
+    expect([o.kind, o.passed, o.total, o.reward, o.resolved]).toEqual(["forged", 0, 5, 0, false])
+    expect(o.forgery.join("\n")).toMatch(/must pass but is missing/)
+    expect(o.forgery.join("\n")).toMatch(/must fail but is missing/)
+  })
+
+  it("is forged when a test file changes during the run, naming it", async () => {
+    // test_a.py's import rewrites test_b.py before pytest collects it: test_b then passes.
+    const tests = testsDir({
+      "test_a.py": `from pathlib import Path
+Path(__file__).with_name("test_b.py").write_text("def test_b():\\n    pass\\n")
+
+def test_a():
+    pass
+`,
+      "test_b.py": "def test_b():\n    assert False\n",
+    })
+    const o = await outcomeOf(verifyAfter(h, "", task(h, tests, { expectedTests: 2 })))
+    expect(byName(o.tests)).toEqual({
+      "test_a.py::test_a": "passed",
+      "test_b.py::test_b": "passed",
+    })
+    expect([o.kind, o.passed, o.reward, o.resolved]).toEqual(["forged", 0, 0, false])
+    expect(o.forgery).toEqual([
+      "test files changed during the run: test_b.py (sha256 differs from the upload)",
+    ])
+  })
+
+  it("is not forged when pytest died before it reported anything", async () => {
+    const dying = `import os
+def test_1(): pass
+def test_2(): os._exit(3)
+def test_3(): pass
+`
+    const o = await outcomeOf(
+      verifyAfter(h, "", task(h, testsDir({ "test_die.py": dying }), { expectedTests: 3 })),
+    )
+    expect([o.kind, o.forgery, o.passed, o.total]).toEqual(["scored", [], 0, 3])
+    expect(o.tests.map((t) => t.name).sort()).toEqual([
+      "test_die.py::test_1",
+      "test_die.py::test_2",
+      "test_die.py::test_3",
+    ])
+  })
+
+  it("runs every test despite -x in the task's addopts (the must-fail canary does not stop it)", async () => {
+    const o = await outcomeOf(
+      verifyAfter(
+        h,
+        agentWrites(1),
+        task(
+          h,
+          testsDir({
+            "test_work.py": WORK_TESTS,
+            "pytest.ini": "[pytest]\naddopts = -x --maxfail=1\n",
+          }),
+        ),
+      ),
+    )
+    expect([o.kind, o.passed, o.total]).toEqual(["scored", 1, 5])
+    expect(Object.values(byName(o.tests))).toEqual([
+      "passed",
+      "failed",
+      "failed",
+      "failed",
+      "failed",
+    ])
+  })
+
   it("resolves when every test passes", async () => {
     const o = await outcomeOf(
       verifyAfter(h, agentWrites(5), task(h, testsDir({ "test_work.py": WORK_TESTS }))),
@@ -275,6 +495,8 @@ def test_d(): pass
     )
     expect(Date.now() - started).toBeLessThan(25_000)
     expect(o.timedOut).toBe(true)
+    // Cut short, the canaries may never have run: that is no forgery.
+    expect([o.kind, o.forgery]).toEqual(["scored", []])
     expect([o.passed, o.total, o.reward, o.resolved]).toEqual([2, 4, 2, false])
     expect(o.notes.join("\n")).toContain("timeout of 3 s")
   })
@@ -421,8 +643,32 @@ if [ $? -eq 0 ]; then echo 1 > ${logs}/reward.txt; else echo 0 > ${logs}/reward.
       verifyAfter(h, agentWrites(4), task(h, dir, { kind: "script", script: "test.sh", testDir })),
     )
     expect([o.path, o.mode]).toEqual(["rewritten-script", "pytest"])
-    expect([o.passed, o.total]).toEqual([4, 5])
+    expect([o.kind, o.passed, o.total]).toEqual(["scored", 4, 5])
     expect(o.pathReason).toContain("over the network")
+  })
+
+  it("catches a rewritten script's pytest call forged by a module its tests import", async () => {
+    const testDir = h.testDir()
+    const script = TB2_TEST_SH.replaceAll("/tests/", `${testDir}/`)
+    const dir = testsDir({ "test_outputs.py": HELPER_TESTS, "test.sh": script })
+    const t = task(h, dir, { kind: "script", script: "test.sh", testDir, expectedTests: 3 })
+    const honest = await outcomeOf(verifyAfter(h, writeHelper(HONEST_HELPER), t))
+    expect([honest.path, honest.kind, honest.passed, honest.total]).toEqual([
+      "rewritten-script",
+      "scored",
+      1,
+      3,
+    ])
+    const forged = await outcomeOf(verifyAfter(h, writeHelper(FORGING_HELPER), t))
+    expect([forged.path, forged.kind, forged.passed, forged.reward]).toEqual([
+      "rewritten-script",
+      "forged",
+      0,
+      0,
+    ])
+    expect(forged.forgery.join("\n")).toContain(
+      "must fail but passed in pytest's report report-0.xml",
+    )
   })
 
   it("scores a TB1 script that stops before its tests 0 of the tests pytest collects, not 0/1", async () => {
@@ -454,6 +700,7 @@ python3 -m pytest "$TEST_DIR/test_work.py" -rA
     const yes = await outcomeOf(verifyAfter(h, agentWrites(1), t))
     const no = await outcomeOf(verifyAfter(h, "", t))
     expect([yes.mode, yes.passed, yes.total, yes.resolved]).toEqual(["exit-code", 1, 1, true])
+    expect(yes.notes.join("\n")).toContain("ran as written: no canary tests")
     expect([no.passed, no.total, no.resolved]).toEqual([0, 1, false])
   })
 }
