@@ -165,6 +165,42 @@ if uvx pytest /tests/test_a.py; then echo ok; fi
     )
   })
 
+  it("adds the verifier's extra test file to the calls that name their tests, and --maxfail to all", () => {
+    const script = `pip install pytest
+pytest /tests/test_a.py -x
+pytest -k fast /tests/test_b.py
+cd /app && pytest -rA
+pytest "$TEST_DIR/test_c.py" --maxfail=2
+`
+    const plan = planTestScript(script, inputs())
+    if (plan.kind !== "rewrite") throw new Error(plan.reason)
+    // -k selects tests away (a canary would be deselected); a call without paths discovers its
+    // tests itself, and one more path would replace that discovery.
+    expect(plan.runsExtra).toEqual([true, false, false, true])
+    const out = plan.render({
+      python: "python3",
+      report: (i) => `/s/report-${i}.xml`,
+      config: "/dev/null",
+      extraTest: "/tests/test_rows_0a1b2c.py",
+    })
+    expect(parses(out)).toBe(true)
+    const calls = out.split("\n").filter((l) => l.includes("console_main"))
+    expect(calls.map((c) => c.includes("'/tests/test_rows_0a1b2c.py'"))).toEqual([
+      true,
+      false,
+      false,
+      true,
+    ])
+    // After the call's own -x or --maxfail, so that it wins.
+    for (const c of calls) expect(c).toMatch(/ --maxfail=1000000000 /)
+    expect(calls[0]?.indexOf("-x")).toBeLessThan(calls[0]?.indexOf("--maxfail=1000000000") ?? 0)
+    expect(calls[3]?.indexOf("--maxfail=2")).toBeLessThan(
+      calls[3]?.indexOf("--maxfail=1000000000") ?? 0,
+    )
+    // Without the option nothing is added.
+    expect(render(plan)).not.toContain("test_rows_0a1b2c")
+  })
+
   it("runs as written, saying why, what it cannot rewrite safely or has nothing to rewrite", () => {
     const reasonOf = (script: string, files: Record<string, string> = {}) => {
       const plan = planTestScript(script, inputs(files))

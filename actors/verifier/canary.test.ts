@@ -1,0 +1,68 @@
+import { execFileSync } from "node:child_process"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { describe, expect, it } from "vitest"
+import { canaryEvidence, isCanary, makeCanaries } from "./canary.ts"
+import type { TestCaseResult, TestOutcome } from "./outcome.ts"
+
+const result = (name: string, outcome: TestOutcome): TestCaseResult => ({
+  name,
+  outcome,
+  durationMs: 0,
+  message: "",
+})
+
+describe("canaries", () => {
+  it("are fresh each run, avoid the task's file names, and one passes, one fails under Python", () => {
+    const a = makeCanaries(new Set())
+    const b = makeCanaries(new Set())
+    expect(a.file).toMatch(/^test_[a-z]+_[0-9a-f]{6}\.py$/)
+    expect([a.file, ...a.mustPass, ...a.mustFail]).not.toEqual([
+      b.file,
+      ...b.mustPass,
+      ...b.mustFail,
+    ])
+    expect(a.text).not.toMatch(/canary/i)
+    const dir = mkdtempSync(join(tmpdir(), "t1-canary-"))
+    try {
+      writeFileSync(join(dir, "c.py"), a.text)
+      const run = (fn: string) =>
+        execFileSync("python3", ["-c", `import c; c.${fn}()`], { cwd: dir, stdio: "pipe" })
+      for (const fn of a.mustPass) expect(() => run(fn)).not.toThrow()
+      for (const fn of a.mustFail) expect(() => run(fn)).toThrow(/AssertionError/)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it("tell a report that is not pytest's own: wrong outcomes, missing tests, hidden failures", () => {
+    const c = makeCanaries(new Set())
+    const pass = `${c.file}::${c.mustPass[0]}`
+    const fail = `${c.file}::${c.mustFail[0]}`
+    const task = result("test_work.py::test_1", "failed")
+    const honest = [task, result(pass, "passed"), result(fail, "failed")]
+    expect(canaryEvidence(c, honest, true, "here")).toEqual([])
+    expect(
+      canaryEvidence(c, [task, result(pass, "passed"), result(fail, "passed")], true, "here"),
+    ).toEqual([`canary ${fail} must fail but passed here`])
+    // A skip is not counted: turning failures into skips hides them.
+    expect(
+      canaryEvidence(c, [result(pass, "passed"), result(fail, "skipped")], false, "here"),
+    ).toEqual([`canary ${fail} must fail but was skipped here`])
+    expect(canaryEvidence(c, [task], true, "here")).toEqual([
+      `canary ${fail} must fail but is missing here`,
+      `canary ${pass} must pass but is missing here`,
+    ])
+    expect(
+      canaryEvidence(c, [task, result(pass, "error"), result(fail, "failed")], true, "here"),
+    ).toEqual([`canary ${pass} must pass but error here`])
+    // Cut short (a timeout) or nothing reported: missing or unfinished canaries are no evidence.
+    expect(canaryEvidence(c, [task], false, "here")).toEqual([])
+    expect(canaryEvidence(c, [task, result(pass, "failed")], false, "here")).toEqual([])
+    // Results named from another root (a rewritten script's call elsewhere) still match.
+    expect(isCanary(c, `../../tests/${pass}`)).toBe(true)
+    expect(isCanary(c, c.file)).toBe(true)
+    expect(isCanary(c, "test_work.py::test_1")).toBe(false)
+  })
+})
