@@ -16,7 +16,7 @@ import {
 } from "../../proto/index.ts"
 import { ERROR_HEADER } from "../../services/actor/index.ts"
 import { Bus, type BusShape, MemoryBusLive, subjectsFor } from "../../services/bus/index.ts"
-import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
+import { Metrics, type MetricsShape, makeMetrics } from "../../services/metrics/index.ts"
 import { packDirectory } from "../../services/tar/index.ts"
 import { sandboxClient } from "../sandbox/client.ts"
 import { sandboxSpec } from "../sandbox/driver.ts"
@@ -46,6 +46,35 @@ mkdirSync(join(taskRoot, "fixtures", "five", "tests"), { recursive: true })
 writeFileSync(join(taskRoot, "fixtures", "five", "tests", "test_work.py"), WORK_TESTS)
 const testsTar = (await packDirectory(join(taskRoot, "fixtures", "five", "tests"))).tar
 
+/** Tests that import the agent's module `helper` from the workdir. */
+mkdirSync(join(taskRoot, "fixtures", "helper", "tests"), { recursive: true })
+writeFileSync(
+  join(taskRoot, "fixtures", "helper", "tests", "test_helper.py"),
+  `from helper import answer
+
+def test_answer():
+    assert answer() == 42
+
+def test_answer_is_even():
+    assert answer() % 2 == 0
+`,
+)
+/** The agent's module, rewriting every report pytest makes into a pass once imported. */
+const FORGING_HELPER = `import _pytest.reports
+
+_made = _pytest.reports.TestReport.__init__
+
+def _passed(self, *args, **kwargs):
+    _made(self, *args, **kwargs)
+    self.outcome = "passed"
+    self.longrepr = None
+
+_pytest.reports.TestReport.__init__ = _passed
+
+def answer():
+    return 0
+`
+
 /** Tests bigger than one bus message (1 MiB): they reach the sandbox in pieces. */
 const bigData = randomBytes(3 * 1024 * 1024)
 mkdirSync(join(taskRoot, "fixtures", "big", "tests"), { recursive: true })
@@ -74,7 +103,10 @@ let run = 0
 const fresh = () => join(scratch, `run-${++run}`)
 
 /** A sandbox host (local driver) and a verifier on one in-memory bus, and `f` beside them. */
-const withActors = <A, E>(f: (bus: BusShape) => Effect.Effect<A, E, Scope.Scope>) =>
+const withActors = <A, E>(
+  f: (bus: BusShape) => Effect.Effect<A, E, Scope.Scope>,
+  metrics: MetricsShape = makeMetrics({ defaultMetrics: false }),
+) =>
   Effect.runPromise(
     Effect.scoped(
       Effect.gen(function* () {
@@ -107,18 +139,11 @@ const withActors = <A, E>(f: (bus: BusShape) => Effect.Effect<A, E, Scope.Scope>
         )
         return yield* f(bus)
       }),
-    ).pipe(
-      Effect.provide(
-        Layer.mergeAll(
-          MemoryBusLive(),
-          Layer.succeed(Metrics, makeMetrics({ defaultMetrics: false })),
-        ),
-      ),
-    ),
+    ).pipe(Effect.provide(Layer.mergeAll(MemoryBusLive(), Layer.succeed(Metrics, metrics)))),
   )
 
-/** A sandbox where the agent wrote out1..out<n>.txt. */
-const episode = (bus: BusShape, n: number) =>
+/** A sandbox where the agent wrote out1..out<n>.txt, then ran `work`. */
+const episode = (bus: BusShape, n: number, work = "") =>
   Effect.gen(function* () {
     const client = sandboxClient(bus, subjects)
     const { sandboxId } = yield* client
@@ -131,6 +156,7 @@ const episode = (bus: BusShape, n: number) =>
         }),
       )
     yield* client.exec(sandboxId, `for i in $(seq 1 ${n}); do echo $i > out$i.txt; done`)
+    if (work !== "") yield* client.exec(sandboxId, work)
     return sandboxId
   })
 
@@ -204,6 +230,39 @@ describe("verifier actor over the bus (sandbox host on the local driver)", () =>
     ])
     expect(result.durationMs).toBeGreaterThan(0)
     expect(new TextDecoder().decode(result.outputTail)).toContain("short test summary info")
+  })
+
+  it("answers a forged verification as a score of 0 with its evidence, and counts it by task", async () => {
+    const metrics = makeMetrics({ defaultMetrics: false })
+    const helper = `echo ${Buffer.from(FORGING_HELPER).toString("base64")} | base64 -d > helper.py`
+    const result = await withActors(
+      (bus) =>
+        Effect.gen(function* () {
+          const sandboxId = yield* episode(bus, 0, helper)
+          return yield* verify(
+            bus,
+            request(sandboxId, { source: { case: "dir", value: "helper/tests" } }, 2),
+          )
+        }),
+      metrics,
+    )
+    expect(summary(result)).toEqual({
+      passed: 0,
+      total: 2,
+      reward: 0,
+      resolved: false,
+      infraFailed: false,
+    })
+    expect(result.forged).toBe(true)
+    expect(result.forgeryEvidence.join("\n")).toContain("must fail but passed")
+    // Tests as pytest reported them, for diagnosis.
+    expect(result.tests.map((t) => t.outcome)).toEqual([TestOutcome.PASSED, TestOutcome.PASSED])
+    const counted = await metrics.registry.getSingleMetricAsString("t1_verifier_forged_total")
+    expect(counted).toContain('t1_verifier_forged_total{task_set="fixtures",task="five"} 1')
+    const results = await metrics.registry.getSingleMetricAsString(
+      "t1_verifier_verifications_total",
+    )
+    expect(results).toContain('t1_verifier_verifications_total{result="forged"} 1')
   })
 
   it("copies tests larger than a bus message in pieces", async () => {
