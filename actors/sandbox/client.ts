@@ -22,9 +22,12 @@ import {
   PutFilesRequestSchema,
   PutFilesResultSchema,
   type SandboxSpec,
+  SealSandboxRequestSchema,
+  SealSandboxResultSchema,
 } from "../../proto/index.ts"
 import { ERROR_HEADER } from "../../services/actor/index.ts"
 import type { BusError, BusShape, Subjects } from "../../services/bus/index.ts"
+import type { SealOptions, SealReport } from "./driver.ts"
 import { SandboxNotFound } from "./errors.ts"
 
 /** The host answered with an error: `retryable` means infra (another sandbox may work). */
@@ -146,6 +149,33 @@ export const sandboxClient = (bus: BusShape, subjects: Subjects) => {
       options: { readonly timeoutMs?: number; readonly maxOutputBytes?: number } = {},
     ): Effect.Effect<ExecResult, SandboxClientError> =>
       execRequest(sandboxId, { argv: [...argv] }, options),
+    /**
+     * Seals the sandbox for verification (SandboxDriverShape.seal). A host whose driver cannot
+     * answers a SandboxRequestFailed that is not retryable.
+     */
+    seal: (
+      sandboxId: string,
+      options: SealOptions,
+    ): Effect.Effect<SealReport, SandboxClientError> =>
+      call(
+        "seal",
+        subjects.sandbox(sandboxId, "seal"),
+        SealSandboxRequestSchema,
+        { sandboxId, pristinePaths: [...options.pristinePaths], timeoutMs: options.timeoutMs },
+        SealSandboxResultSchema,
+        options.timeoutMs + SLACK_MS,
+        sandboxId,
+      ).pipe(
+        Effect.map((r) => ({
+          toolchain: r.toolchain,
+          stopped: r.stopped,
+          restored: r.restored,
+          restoredCount: r.restoredCount,
+          removed: r.removed,
+          removedCount: r.removedCount,
+          durationMs: r.durationMs,
+        })),
+      ),
     put: (sandboxId: string, path: string, tar: Uint8Array) =>
       call(
         "put",

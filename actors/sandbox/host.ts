@@ -7,6 +7,7 @@ import {
   CreateSandboxResultSchema,
   DestroySandboxRequestSchema,
   DestroySandboxResultSchema,
+  ErrorCode,
   ExecRequestSchema,
   ExecResultSchema,
   GetFilesRequestSchema,
@@ -14,6 +15,8 @@ import {
   PutFilesRequestSchema,
   PutFilesResultSchema,
   SandboxHostHeartbeatSchema,
+  SealSandboxRequestSchema,
+  SealSandboxResultSchema,
 } from "../../proto/index.ts"
 import { MalformedMessage, protobufDecoder, runActor } from "../../services/actor/index.ts"
 import {
@@ -34,7 +37,7 @@ import { EngineUnavailable, InvalidCommand, type SandboxError } from "./errors.t
 import { sandboxMetrics } from "./metrics.ts"
 import { reapOnce, startReaper } from "./reaper.ts"
 import { makeSandboxPool, type PoolOptions } from "./warm-pool.ts"
-import { errorDetail, type SpecDefaults, specFromWire } from "./wire.ts"
+import { errorDetail, type SpecDefaults, sealOptionsFromWire, specFromWire } from "./wire.ts"
 
 export interface SandboxHostOptions {
   readonly subjects: Subjects
@@ -73,7 +76,7 @@ interface Leased {
 }
 
 // probe: answered empty, so a host can tell that a new sandbox's subscription is live.
-const OPS = ["exec", "put", "get", "destroy", "probe"] as const
+const OPS = ["exec", "put", "get", "destroy", "seal", "probe"] as const
 type Op = (typeof OPS)[number]
 
 /** The operation is the subject's last token. */
@@ -87,7 +90,7 @@ const encode = <Desc extends DescMessage>(schema: Desc, init: Parameters<typeof 
 
 /**
  * The sandbox actor: creates sandboxes on `<prefix>.sandbox.create` (queue group `sandbox`, so
- * hosts share the load) and serves each one on `<prefix>.sandbox.<id>.{exec,put,get,destroy}`.
+ * hosts share the load) and serves each one on `<prefix>.sandbox.<id>.{exec,put,get,destroy,seal}`.
  */
 export const runSandboxHost = (
   options: SandboxHostOptions,
@@ -267,6 +270,32 @@ export const runSandboxHost = (
                   })
                 }
                 return encode(GetFilesResultSchema, { tar: r.success })
+              }
+              case "seal": {
+                const req = yield* decodeOr(SealSandboxRequestSchema, bytes)
+                const sealOptions = sealOptionsFromWire(req)
+                if (sealOptions instanceof Error) {
+                  yield* countError(sealOptions)
+                  return encode(SealSandboxResultSchema, { error: errorDetail(sealOptions) })
+                }
+                if (driver.seal === undefined)
+                  return encode(SealSandboxResultSchema, {
+                    error: {
+                      code: ErrorCode.FAILED_PRECONDITION,
+                      message: `the ${driver.kind} driver cannot seal a sandbox (stop the agent's processes and restore pristine paths from outside it)`,
+                      retryable: false,
+                    },
+                  })
+                const r = yield* driver
+                  .seal(id, sealOptions)
+                  .pipe(Effect.tapError(countError), Effect.result)
+                if (r._tag === "Failure")
+                  return encode(SealSandboxResultSchema, { error: errorDetail(r.failure) })
+                return encode(SealSandboxResultSchema, {
+                  ...r.success,
+                  restored: [...r.success.restored],
+                  removed: [...r.success.removed],
+                })
               }
               case "probe":
                 return new Uint8Array(0)

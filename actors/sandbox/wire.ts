@@ -4,9 +4,11 @@ import {
   type ErrorDetail,
   ErrorDetailSchema,
   type SandboxSpec as SandboxSpecMessage,
+  type SealSandboxRequest,
 } from "../../proto/index.ts"
-import { DEFAULT_PIDS_LIMIT, type SandboxSpec } from "./driver.ts"
+import { DEFAULT_PIDS_LIMIT, type SandboxSpec, type SealOptions } from "./driver.ts"
 import { InvalidSandboxSpec, type SandboxError } from "./errors.ts"
+import { pristinePathsProblem } from "./pristine.ts"
 
 export interface SpecDefaults {
   readonly image: string
@@ -71,6 +73,21 @@ export const specFromWire = (
       wire?.idleTtlSec === undefined || wire.idleTtlSec === 0
         ? defaults.ttlMs
         : wire.idleTtlSec * 1000,
+  }
+}
+
+/** A seal's timeout when the request leaves it 0, and the most one may ask for. */
+export const DEFAULT_SEAL_TIMEOUT_MS = 60_000
+export const MAX_SEAL_TIMEOUT_MS = 10 * 60_000
+
+/** A wire seal request as the driver's options; a bad pristine path names the field. */
+export const sealOptionsFromWire = (req: SealSandboxRequest): SealOptions | InvalidSandboxSpec => {
+  const problem = pristinePathsProblem(req.pristinePaths)
+  if (problem !== undefined)
+    return new InvalidSandboxSpec({ field: "pristine_paths", reason: problem.reason })
+  return {
+    pristinePaths: [...req.pristinePaths],
+    timeoutMs: Math.min(req.timeoutMs || DEFAULT_SEAL_TIMEOUT_MS, MAX_SEAL_TIMEOUT_MS),
   }
 }
 

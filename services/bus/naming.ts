@@ -8,7 +8,8 @@ export const subjectsFor = (prefix = "t1") => ({
   /** JetStream stream of one job's trajectory chunks and episode ends. */
   trajectories: (job: string) => `${prefix}.traj.${job}`,
   sandboxCreate: `${prefix}.sandbox.create`,
-  sandbox: (id: string, op: "exec" | "put" | "get" | "destroy") => `${prefix}.sandbox.${id}.${op}`,
+  sandbox: (id: string, op: "exec" | "put" | "get" | "destroy" | "seal") =>
+    `${prefix}.sandbox.${id}.${op}`,
   verify: `${prefix}.verify`,
   bufferTake: (job: string) => `${prefix}.buffer.${job}.take`,
   weights: (job: string) => `${prefix}.weights.${job}`,
