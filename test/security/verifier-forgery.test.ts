@@ -43,6 +43,7 @@ import {
 } from "./attacks/forge.ts"
 import { IN_PROCESS, RELEASE_HONEST, RELEASE_TESTS } from "./attacks/in-process.ts"
 import { OUTLIVING } from "./attacks/outliving.ts"
+import { NSS_MODULE_C, verifierLoads } from "./attacks/verifier-loads.ts"
 
 const TESTS = `from pathlib import Path
 
@@ -141,6 +142,7 @@ while True:
 `
 
 let preloadLibrary: Uint8Array | undefined
+let nssModule: Uint8Array | undefined
 const hostDir = mkdtempSync(join(tmpdir(), "t1-forgery-"))
 
 const ATTACKS: ReadonlyArray<Attack> = [
@@ -200,6 +202,7 @@ const ATTACKS: ReadonlyArray<Attack> = [
   ...OUTLIVING,
   ...EXEC_FAILURE,
   ...IN_PROCESS,
+  ...verifierLoads(() => nssModule ?? new Uint8Array()),
 ]
 
 const docker = connectDocker()
@@ -336,6 +339,16 @@ beforeAll(async () => {
   writeFileSync(source, PRELOAD_C)
   execFileSync("gcc", ["-shared", "-fPIC", "-O2", "-o", join(hostDir, "forge.so"), source])
   preloadLibrary = new Uint8Array(readFileSync(join(hostDir, "forge.so")))
+  writeFileSync(join(hostDir, "nss.c"), NSS_MODULE_C)
+  execFileSync("gcc", [
+    "-shared",
+    "-fPIC",
+    "-O2",
+    "-o",
+    join(hostDir, "nss.so"),
+    join(hostDir, "nss.c"),
+  ])
+  nssModule = new Uint8Array(readFileSync(join(hostDir, "nss.so")))
   // The first create builds the verifier toolchain when the engine lacks it (~20 s).
   await runtime.runPromise(
     Effect.gen(function* () {

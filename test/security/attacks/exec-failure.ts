@@ -7,28 +7,29 @@ import type { Attack } from "./attack.ts"
 import { q, replacePython } from "./forge.ts"
 
 /**
- * Fills the sandbox's pids limit with `sleep`s that all end at one moment, a few seconds on
- * (long enough for the verifier's first exec to fail, short enough that a shell's fork retries
- * get through after), refilling any pid that frees meanwhile; touches FLAG once full.
+ * Fills the sandbox's pids limit with `sleep`s, refilling any pid that frees, touches FLAG once
+ * full and ends the whole lot (its process group) LIFETIME seconds later: long enough for the
+ * verifier's first exec to fail, short enough that a shell's fork retries get through after.
  */
-const HOG_PY = `import os, sys, time
-deadline = time.time() + float(sys.argv[1])
+const HOG_PY = `import os, signal, sys, time
+lifetime = float(sys.argv[1])
 flag = sys.argv[2]
-full = False
-while time.time() < deadline:
+deadline = None
+while deadline is None or time.time() < deadline:
     try:
         pid = os.fork()
     except OSError:
-        if not full:
-            full = True
+        if deadline is None:
+            deadline = time.time() + lifetime
             open(flag, "w").close()
         time.sleep(0.002)
         continue
     if pid == 0:
         try:
-            os.execv("/bin/sleep", ["sleep", "%.3f" % max(0.01, deadline - time.time())])
+            os.execv("/bin/sleep", ["sleep", "600"])
         finally:
             os._exit(0)
+os.killpg(0, signal.SIGKILL)
 `
 
 export const EXEC_FAILURE: ReadonlyArray<Attack> = [
@@ -48,8 +49,10 @@ export const EXEC_FAILURE: ReadonlyArray<Attack> = [
     // Builtins only once the hog runs: the shell could not fork. Returns once the limit is full.
     script: [
       replacePython,
-      `nohup setsid /usr/bin/python3.11 -c ${q(HOG_PY)} 4 /tmp/.t1full >/dev/null 2>&1 &`,
-      `start=$SECONDS; until [ -e /tmp/.t1full ] || [ $((SECONDS - start)) -gt 20 ]; do :; done; [ -e /tmp/.t1full ]`,
+      // Waits on a FIFO no one writes (read -t, a builtin): a busy loop would slow the filling.
+      "mkfifo /tmp/.t1wait",
+      `nohup setsid /usr/bin/python3.11 -c ${q(HOG_PY)} 3 /tmp/.t1full >/dev/null 2>&1 &`,
+      `start=$SECONDS; until [ -e /tmp/.t1full ] || [ $((SECONDS - start)) -gt 20 ]; do read -t 0.05 <> /tmp/.t1wait; done; [ -e /tmp/.t1full ]`,
     ].join("\n"),
     honestAtMost: 2,
   },
