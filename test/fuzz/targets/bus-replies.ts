@@ -11,6 +11,7 @@ import {
   ExecResultSchema,
   GetFilesResultSchema,
   PutFilesResultSchema,
+  SealSandboxResultSchema,
   VerifierResultSchema,
 } from "../../../proto/index.ts"
 import { ERROR_HEADER } from "../../../services/actor/index.ts"
@@ -55,6 +56,15 @@ const REPLIES: ReadonlyArray<Reply> = [
     name: "sandbox get",
     schema: GetFilesResultSchema,
     call: (bus) => sandboxClient(bus, subjects).get("sb-1", "/app"),
+  },
+  {
+    name: "sandbox seal",
+    schema: SealSandboxResultSchema,
+    call: (bus) =>
+      sandboxClient(bus, subjects).seal("sb-1", {
+        pristinePaths: ["/usr/lib/python3*/dist-packages"],
+        timeoutMs: 1000,
+      }),
   },
   {
     name: "sandbox destroy",

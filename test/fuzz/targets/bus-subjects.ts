@@ -1,7 +1,7 @@
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf"
 import { Effect } from "effect"
 import { diagnosticActor } from "../../../actors/diagnostic/index.ts"
-import { specFromWire } from "../../../actors/sandbox/wire.ts"
+import { sealOptionsFromWire, specFromWire } from "../../../actors/sandbox/wire.ts"
 import { taskFromWire } from "../../../actors/verifier/wire.ts"
 import {
   CreateSandboxRequestSchema,
@@ -15,6 +15,7 @@ import {
   PutFilesRequestSchema,
   ReadyTrajectorySchema,
   SandboxHostHeartbeatSchema,
+  SealSandboxRequestSchema,
   TakeBatchRequestSchema,
   TrajectoryRecordSchema,
   VerifyRequestSchema,
@@ -83,6 +84,15 @@ const SUBJECTS: ReadonlyArray<Subject> = [
     schema: ExecRequestSchema,
     consumer: "sandbox host",
     decode: protobufDecoder(ExecRequestSchema),
+  },
+  {
+    subject: "t1.sandbox.<id>.seal",
+    schema: SealSandboxRequestSchema,
+    consumer: "sandbox host, then sealOptionsFromWire",
+    decode: decodeThen(SealSandboxRequestSchema, (req) => {
+      const options = sealOptionsFromWire(req)
+      return options instanceof Error ? Effect.fail(options) : Effect.succeed(options)
+    }),
   },
   {
     subject: "t1.sandbox.<id>.put",
