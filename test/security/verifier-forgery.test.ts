@@ -15,7 +15,8 @@
  * (no seal: the fallback, for a driver without separate processes), where the attack must work
  * (5 of 5): the positive control that shows the attack is real. Every forger passes only the
  * task's tests and leaves the verifier's canaries as pytest reports them, so the canaries alone
- * do not stop it there. The file prints a table of both results; RELIABILITY.md has it.
+ * do not stop it there (but for one that shows the canaries at work). The file prints a table of
+ * both results.
  */
 import { execFileSync } from "node:child_process"
 import { randomUUID } from "node:crypto"
@@ -368,7 +369,7 @@ afterAll(async () => {
     .map(([, r]) => `| ${r.name} | ${r.control} | ${r.t1} | ${r.held ? "held" : "NOT HELD"} |`)
   console.log(
     [
-      "| attack (root in the sandbox) | sandbox's own programs (must be 5/5) | t1's verifier | t1 |",
+      "| attack (root in the sandbox) | sandbox's own programs (the positive control) | t1's verifier | t1 |",
       "|---|---|---|---|",
       ...lines,
     ].join("\n"),
@@ -441,7 +442,10 @@ describe("the verifier cannot be forged from inside the sandbox", () => {
         // The positive control: the attack is real.
         if ("error" in forged) throw new Error(`the positive control failed: ${forged.error}`)
         expect(forged.outcome.notes.join("\n")).toMatch(UNGUARDED)
-        expect(score(forged.outcome)).toEqual([5, 5, 5, true])
+        if (attack.caughtByCanaries === true) {
+          const kind: string = forged.outcome.kind
+          expect([kind, forged.outcome.reward]).toEqual(["forged", 0])
+        } else expect(score(forged.outcome)).toEqual([5, 5, 5, true])
         // t1's verification.
         if ("error" in guarded) throw new Error(`t1's verification failed: ${guarded.error}`)
         if (attack.honestAtMost === undefined) {

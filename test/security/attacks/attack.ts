@@ -14,4 +14,9 @@ export interface Attack {
    * must score exactly the honest 2 of 5, every test by name.
    */
   readonly honestAtMost?: number
+  /**
+   * The attack is one the canaries catch wherever they run, the sandbox's own programs included:
+   * its positive control is a forged outcome rather than 5 of 5.
+   */
+  readonly caughtByCanaries?: boolean
 }
