@@ -137,6 +137,41 @@ describe("tasks check report", () => {
     expect(scoreCell({ kind: "error", error: "image: x\ny" })).toBe("error: image: x")
   })
 
+  it("shows a forged run as FORGED, never ok, with its evidence; the check fails", () => {
+    const evidence =
+      "canary test_rows_0a1b2c.py::test_keys_3d4e5f must fail but passed in pytest's report report.xml"
+    const forged = outcome({
+      kind: "forged",
+      forgery: [evidence],
+      passed: 0,
+      reward: 0,
+      resolved: false,
+    })
+    // A reference solution that forges its way through, beside an honest no-op.
+    const r = row(verified(forged), verified(nothing))
+    expect([r.status, r.ok, r.problems]).toEqual([
+      "forged",
+      false,
+      [`reference run FORGED: ${evidence}`],
+    ])
+    expect(scoreCell(verified(forged))).toBe("FORGED 0/2")
+    expect(judge(verified(outcome()), verified(forged)).problems).toEqual([
+      `no-op run FORGED: ${evidence}`,
+    ])
+    expect(checkExitCode([row(verified(outcome()), verified(nothing)), r])).toBe(1)
+    const table = formatTable([r])
+    expect(table).toMatch(/FORGED 0\/2 .* FORGED$/m)
+    expect(table).not.toMatch(/ ok$/m)
+    const details = formatDetails([r])
+    expect(details).toContain("--- t: FORGED")
+    expect(details).toContain("result: FORGED, scored 0 of 2")
+    expect(details).toContain(`forgery evidence:\n      - ${evidence}`)
+    expect(rowJson(r)).toMatchObject({
+      status: "forged",
+      reference: { kind: "forged", forgery: [evidence] },
+    })
+  })
+
   it("exits 1 on any failure, else 3 on any unverifiable task, else 0", () => {
     const ok = row(verified(outcome()), verified(nothing))
     const bad = row(verified(failing), verified(nothing))

@@ -32,8 +32,12 @@ import {
 import { packFiles } from "../services/tar/index.ts"
 import { loadTasks, type Task } from "../tasks/index.ts"
 
-/** ok: the reference resolves and the no-op does not; unverifiable: the tests cannot run here. */
-export type CheckStatus = "ok" | "failed" | "unverifiable"
+/**
+ * ok: the reference resolves and the no-op does not; forged: the verifier found a run's tests
+ * tampered with (its canaries or test files; a task whose own tests trip them shows here too);
+ * unverifiable: the tests cannot run here.
+ */
+export type CheckStatus = "ok" | "failed" | "forged" | "unverifiable"
 
 /** How the reference solution's script ended. */
 export interface SolveRun {
@@ -75,7 +79,7 @@ export interface CheckRow {
 
 export interface CheckReport {
   readonly rows: ReadonlyArray<CheckRow>
-  /** 0 all ok, 1 some task failed, 3 none failed but some are unverifiable here. */
+  /** 0 all ok, 1 some task failed or was forged, 3 none failed but some are unverifiable here. */
   readonly exitCode: 0 | 1 | 3
 }
 
@@ -137,6 +141,7 @@ export const scoreCell = (run: RunResult): string => {
   if (run.kind === "error") return `error: ${firstLine(run.error)}`
   const o = run.outcome
   if (o.kind === "unverifiable") return `unverifiable${missingText(o.missing)}`
+  if (o.kind === "forged") return `FORGED 0/${o.total}`
   return `${o.passed}/${o.total}${o.timedOut ? " (timed out)" : ""}`
 }
 
@@ -156,7 +161,7 @@ export const judge = (
   else if (reference.outcome.kind === "unverifiable") {
     unverifiable = true
     for (const m of reference.outcome.missing) missing.add(m)
-  } else if (!reference.outcome.resolved) {
+  } else if (reference.outcome.kind !== "forged" && !reference.outcome.resolved) {
     const o = reference.outcome
     const exit =
       reference.solve === undefined || reference.solve.exitCode === 0
@@ -176,6 +181,15 @@ export const judge = (
     failures.push(
       `a no-op agent resolves the task (${noop.outcome.passed}/${noop.outcome.total}): the tests check nothing the agent must do`,
     )
+  const forgery = [
+    ...(reference.kind === "verified" && reference.outcome.kind === "forged"
+      ? reference.outcome.forgery.map((e) => `reference run FORGED: ${e}`)
+      : []),
+    ...(noop.kind === "verified" && noop.outcome.kind === "forged"
+      ? noop.outcome.forgery.map((e) => `no-op run FORGED: ${e}`)
+      : []),
+  ]
+  if (forgery.length > 0) return { status: "forged", problems: [...forgery, ...failures] }
   if (failures.length > 0) return { status: "failed", problems: failures }
   if (unverifiable)
     return {
@@ -199,16 +213,22 @@ export const imageFailureRow = (task: string, error: string): CheckRow => ({
   problems: [`image: ${firstLine(error)}`],
 })
 
-/** Exit status of a check: 1 when any task failed, else 3 when any is unverifiable, else 0. */
+/** Exit status of a check: 1 when any task failed or was forged, else 3 when any is unverifiable, else 0. */
 export const checkExitCode = (rows: ReadonlyArray<CheckRow>): 0 | 1 | 3 =>
-  rows.some((r) => r.status === "failed")
+  rows.some((r) => r.status === "failed" || r.status === "forged")
     ? 1
     : rows.some((r) => r.status === "unverifiable")
       ? 3
       : 0
 
 const statusCell = (status: CheckStatus) =>
-  status === "ok" ? "ok" : status === "failed" ? "FAIL" : "UNVERIFIABLE"
+  status === "ok"
+    ? "ok"
+    : status === "failed"
+      ? "FAIL"
+      : status === "forged"
+        ? "FORGED"
+        : "UNVERIFIABLE"
 
 const cut = (c: string, chars = CELL_CHARS) => (c.length > chars ? `${c.slice(0, chars - 1)}…` : c)
 
@@ -245,9 +265,13 @@ const runDetails = (name: string, run: RunResult): string[] => {
   else {
     const o = run.outcome
     out.push(
-      `    result: ${o.kind === "unverifiable" ? `unverifiable${missingText(o.missing)}` : `${o.passed}/${o.total} passed${o.timedOut ? ", the tests timed out" : ""}`} (mode ${o.mode}, exit ${o.exitCode})`,
+      `    result: ${o.kind === "unverifiable" ? `unverifiable${missingText(o.missing)}` : o.kind === "forged" ? `FORGED, scored 0 of ${o.total}` : `${o.passed}/${o.total} passed${o.timedOut ? ", the tests timed out" : ""}`} (mode ${o.mode}, exit ${o.exitCode})`,
       `    path: ${o.path}${o.pathReason === "" ? "" : `: ${o.pathReason}`}`,
     )
+    if (o.forgery.length > 0) {
+      out.push("    forgery evidence:")
+      for (const e of o.forgery) out.push(indent(e, "      - ").replace(/\n {6}- /g, "\n        "))
+    }
     const failing = o.tests.filter((t) => t.outcome !== "passed")
     if (failing.length > 0) {
       out.push("    tests not passed:")
@@ -292,14 +316,12 @@ export const formatDetails = (rows: ReadonlyArray<CheckRow>): string =>
       }
       const referenceShown =
         r.reference.kind === "error" ||
-        r.reference.outcome.kind === "unverifiable" ||
+        r.reference.outcome.kind !== "scored" ||
         !r.reference.outcome.resolved
       if (referenceShown) out.push(...runDetails("reference", r.reference))
       const noopShown =
         !(r.noop.kind === "error" && r.reference.kind === "error") &&
-        (r.noop.kind === "error" ||
-          r.noop.outcome.kind === "unverifiable" ||
-          r.noop.outcome.resolved)
+        (r.noop.kind === "error" || r.noop.outcome.kind !== "scored" || r.noop.outcome.resolved)
       if (noopShown) out.push(...runDetails("no-op", r.noop))
       return out.join("\n")
     })
@@ -320,6 +342,7 @@ const runJson = (run: RunResult): Record<string, unknown> => {
     resolved: o.resolved,
     kind: o.kind,
     missing: o.missing,
+    forgery: o.forgery,
     path: o.path,
     pathReason: o.pathReason,
     mode: o.mode,

@@ -230,8 +230,11 @@ export const tasksCommand = (
  * with a line on stderr when none failed but some are unverifiable here; else success.
  */
 export const finishCheck = (report: CheckReport): Effect.Effect<void, TaskCheckFailed> => {
+  // A forged task failed the check too (its evidence is in the details above).
   const named = (status: "failed" | "unverifiable") =>
-    report.rows.filter((r) => r.status === status).map((r) => r.task)
+    report.rows
+      .filter((r) => r.status === status || (status === "failed" && r.status === "forged"))
+      .map((r) => r.task)
   if (report.exitCode === 1)
     return Effect.fail(
       new TaskCheckFailed({ failed: named("failed"), unverifiable: named("unverifiable") }),
