@@ -19,7 +19,9 @@ import { BASE_IMAGE } from "../image/index.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "../image/testing.ts"
 import { TOOLCHAIN_BIN } from "../toolchain/index.ts"
 import { connectDocker, DockerDriverLive } from "./index.ts"
+import { freshProcesses } from "./seal.ts"
 import { SEAL_HELPER_LABEL } from "./seal-restore.ts"
+import { containerOptions, TOOLCHAIN_LABEL } from "./spec.ts"
 
 const owner = `test-seal-${randomUUID().slice(0, 8)}`
 const docker = connectDocker()
@@ -309,6 +311,45 @@ describe("docker driver: seal", () => {
     expect(got.report.stopped).toBeGreaterThanOrEqual(2)
     expect(got.left).toEqual(FRESH)
   }, 90_000)
+
+  it("fails closed on a sandbox whose main process the agent could have replaced", async () => {
+    const made = await use((d) => d.create(spec))
+    const volume = (await docker.getContainer(made.id).inspect()).Config.Labels[TOOLCHAIN_LABEL]
+    await use((d) => d.destroy(made.id))
+    // As an older driver made them: the toolchain mounted, the image's own sleep as main process.
+    const config = containerOptions(
+      { ...spec, workdir: "/" },
+      { owner, createdAtMs: Date.now(), toolchain: volume },
+    )
+    const old = await docker.createContainer({ ...config, Entrypoint: ["sleep", "infinity"] })
+    try {
+      await old.start()
+      await sh(old.id, "nohup sleep 1000 >/dev/null 2>&1 &")
+      const error = await sealFailure(old.id, pristine)
+      expect(error._tag).toBe("SandboxInfraError")
+      expect(error.message).toContain("the agent could have replaced it")
+      // Refused before anything was stopped.
+      expect(await processes(old.id)).toContain("sleep 1000")
+    } finally {
+      await old.remove({ force: true })
+    }
+  }, 60_000)
+
+  it("accepts only docker-init and the toolchain's sleep after the restart", () => {
+    const init = { pid: 10, ppid: 1, args: `/sbin/docker-init -- ${TOOLCHAIN_BIN}/sleep infinity` }
+    const main = { pid: 11, ppid: 10, args: `${TOOLCHAIN_BIN}/sleep infinity` }
+    expect(freshProcesses([init, main], 10)).toBe("ok")
+    expect(freshProcesses([init], 10)).toBe("starting")
+    expect(freshProcesses([init, { ...main, args: init.args }], 10)).toBe("starting")
+    expect(freshProcesses([init, main, { pid: 12, ppid: 10, args: "sh -c evil" }], 10)).toMatch(
+      /unexpected processes after the restart: .*12 \(parent 10\) "sh -c evil"/,
+    )
+    expect(freshProcesses([init, { ...main, args: "sleep infinity" }], 10)).toMatch(/unexpected/)
+    expect(freshProcesses([{ ...init, args: "/bin/sh" }, main], 10)).toMatch(
+      /is not running docker-init/,
+    )
+    expect(freshProcesses([init, main], 99)).toMatch(/is not running docker-init/)
+  })
 
   it("measures: an idle seal, and one restoring a few files", async () => {
     const info = await use((d) => d.create(spec))
