@@ -132,8 +132,13 @@ export const restorePristine = async (
   volume: string,
   patterns: ReadonlyArray<string>,
   diff: unknown,
+  signal?: AbortSignal,
 ): Promise<Restore> => {
   if (patterns.length === 0) return { restored: [], removed: [] }
+  // A seal that gave up (its timeout) changes nothing more: the engine calls already made finish.
+  const stillWanted = () => {
+    if (signal?.aborted === true) throw new RestoreFailed("abandoned: the seal gave up")
+  }
   const place = pristineMatcher(patterns)
   // A path with anything of the diff below it is a directory in the sandbox (the upper layer
   // holds that entry inside it): no need to ask the sandbox what it is.
@@ -164,6 +169,7 @@ export const restorePristine = async (
   const ask = [...deleted, ...changedUnder, ...above]
   const restore: string[] = []
   if (ask.length > 0) {
+    stillWanted()
     const helper = await startHelper(docker, sandboxId, image, volume)
     try {
       const inImage = await typesIn(docker, helper.id, ask, "the image")
@@ -174,8 +180,10 @@ export const restorePristine = async (
         if (original === undefined) added.push(path)
         else if (!(original === "d" && inSandbox.get(path) === "d")) restore.push(path)
       }
+      stillWanted()
       await removeAll(docker, sandboxId, added)
       for (const part of chunks(topmost([...restore].sort()))) {
+        stillWanted()
         const copied = await pipeArchive(
           docker,
           helper.id,
@@ -199,7 +207,10 @@ export const restorePristine = async (
     } finally {
       await helper.remove({ force: true, v: true }).catch(() => undefined)
     }
-  } else await removeAll(docker, sandboxId, added)
+  } else {
+    stillWanted()
+    await removeAll(docker, sandboxId, added)
+  }
   return { restored: [...restore].sort(), removed: [...added].sort() }
 }
 

@@ -312,6 +312,26 @@ describe("docker driver: seal", () => {
     expect(got.left).toEqual(FRESH)
   }, 90_000)
 
+  it("gives up with an infra error at its timeout, leaving no helper behind", async () => {
+    const info = await use((d) => d.create(spec))
+    try {
+      await sh(info.id, `echo x >> ${SITE}/pytest/__init__.py`)
+      const error = await sealFailure(info.id, { ...pristine, timeoutMs: 1 })
+      expect([error._tag, error.message]).toEqual([
+        "SandboxInfraError",
+        "seal failed: not done within 1 ms",
+      ])
+      await new Promise((r) => setTimeout(r, 2000))
+      const helpers = await docker.listContainers({
+        all: true,
+        filters: { label: [`${SEAL_HELPER_LABEL}=${info.id}`] },
+      })
+      expect(helpers).toEqual([])
+    } finally {
+      await use((d) => d.destroy(info.id))
+    }
+  }, 60_000)
+
   it("fails closed on a sandbox whose main process the agent could have replaced", async () => {
     const made = await use((d) => d.create(spec))
     const volume = (await docker.getContainer(made.id).inspect()).Config.Labels[TOOLCHAIN_LABEL]

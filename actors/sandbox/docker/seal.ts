@@ -176,7 +176,8 @@ export const sealSandbox = (
         { concurrency: 2 },
       )
       const restore = yield* Effect.tryPromise({
-        try: () => restorePristine(docker, id, info.Image, volume, options.pristinePaths, diff),
+        try: (signal) =>
+          restorePristine(docker, id, info.Image, volume, options.pristinePaths, diff, signal),
         catch: (error): SandboxError => {
           if (error instanceof RestoreFailed)
             return new SandboxInfraError({ operation: "seal: restore", reason: error.message })
