@@ -107,8 +107,9 @@ __attribute__((constructor)) static void forge(void) {
 `
 
 /**
- * Swaps the uploaded test_work.py for one whose tests all pass, and puts the original back once
- * pytest's report is written, before the verifier reads the test files back.
+ * Swaps the uploaded test_work.py for one whose tests all pass, and puts the original back as
+ * soon as pytest has read it (its assertion-rewritten bytecode appears) or reported, before the
+ * verifier reads the test files back.
  */
 const SWAP_TESTS = `PATH_ = "/tests/test_work.py"
 PASSING = ${JSON.stringify(PASSING_TESTS)}
@@ -122,7 +123,12 @@ def put(text):
     with open("/tests/.t1swap", "w") as f:
         f.write(text)
     os.rename("/tests/.t1swap", PATH_)
-def reported():
+def collected():
+    try:
+        if any(n.startswith("test_work.") for n in os.listdir("/tests/__pycache__")):
+            return True
+    except OSError:
+        pass
     try:
         dirs = [d for d in os.listdir("/tmp") if d.startswith("t1-verify-")]
     except OSError:
@@ -132,14 +138,14 @@ original = None
 while True:
     if original is None:
         text = read(PATH_)
-        time.sleep(0.0005)
+        time.sleep(0.0002)
         if text is not None and text != PASSING and text.endswith("\\n") and read(PATH_) == text:
             original = text
             put(PASSING)
-    elif reported():
+    elif collected():
         put(original)
         original = None
-    time.sleep(0.0005)
+    time.sleep(0.0002)
 `
 
 let preloadLibrary: Uint8Array | undefined
