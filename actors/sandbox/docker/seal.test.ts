@@ -216,6 +216,23 @@ describe("docker driver: seal", () => {
       expect(
         await sh(info.id, `test -L ${SITE}/pytest || echo dir; cat /tmp/fake/pytest/__init__.py`),
       ).toBe("dir\nraise SystemExit(0)\n")
+      // Above the pristine directory: /usr/lib/python3 itself, a link to a patched copy.
+      await sh(
+        info.id,
+        [
+          "cp -a /usr/lib/python3 /tmp/py3",
+          "echo 'raise SystemExit(0)' > /tmp/py3/dist-packages/pytest/__init__.py",
+          "rm -rf /usr/lib/python3 && ln -s /tmp/py3 /usr/lib/python3",
+        ].join("\n"),
+      )
+      const above = await seal(info.id)
+      expect(above.restored).toEqual(["/usr/lib/python3"])
+      expect(
+        await sh(
+          info.id,
+          `test -L /usr/lib/python3 || echo dir; grep -c SystemExit ${SITE}/pytest/__init__.py`,
+        ),
+      ).toBe("dir\n0\n")
     } finally {
       await use((d) => d.destroy(info.id))
     }
