@@ -173,12 +173,15 @@ export const restorePristine = async (
     const helper = await startHelper(docker, sandboxId, image, volume)
     try {
       const inImage = await typesIn(docker, helper.id, ask, "the image")
+      const aboveSet = new Set(above)
       for (const path of deleted) if (inImage.has(path)) restore.push(path)
       for (const path of [...changedUnder, ...above]) {
         const original = inImage.get(path)
-        // Changed yet not in the image: made by the agent all the same.
-        if (original === undefined) added.push(path)
-        else if (!(original === "d" && inSandbox.get(path) === "d")) restore.push(path)
+        // Changed yet not in the image: made by the agent all the same (but a directory above
+        // the pristine ones is not the seal's to remove).
+        if (original === undefined) {
+          if (!aboveSet.has(path)) added.push(path)
+        } else if (!(original === "d" && inSandbox.get(path) === "d")) restore.push(path)
       }
       stillWanted()
       await removeAll(docker, sandboxId, added)
