@@ -150,13 +150,13 @@ export const sandboxClient = (bus: BusShape, subjects: Subjects) => {
     ): Effect.Effect<ExecResult, SandboxClientError> =>
       execRequest(sandboxId, { argv: [...argv] }, options),
     /**
-     * Seals the sandbox for verification (SandboxDriverShape.seal). A host whose driver cannot
-     * answers a SandboxRequestFailed that is not retryable.
+     * Seals the sandbox for verification (SandboxDriverShape.seal); undefined when the host's
+     * driver cannot seal (the local driver).
      */
     seal: (
       sandboxId: string,
       options: SealOptions,
-    ): Effect.Effect<SealReport, SandboxClientError> =>
+    ): Effect.Effect<SealReport | undefined, SandboxClientError> =>
       call(
         "seal",
         subjects.sandbox(sandboxId, "seal"),
@@ -166,15 +166,19 @@ export const sandboxClient = (bus: BusShape, subjects: Subjects) => {
         options.timeoutMs + SLACK_MS,
         sandboxId,
       ).pipe(
-        Effect.map((r) => ({
-          toolchain: r.toolchain,
-          stopped: r.stopped,
-          restored: r.restored,
-          restoredCount: r.restoredCount,
-          removed: r.removed,
-          removedCount: r.removedCount,
-          durationMs: r.durationMs,
-        })),
+        Effect.map((r): SealReport | undefined =>
+          r.unsupported
+            ? undefined
+            : {
+                toolchain: r.toolchain,
+                stopped: r.stopped,
+                restored: r.restored,
+                restoredCount: r.restoredCount,
+                removed: r.removed,
+                removedCount: r.removedCount,
+                durationMs: r.durationMs,
+              },
+        ),
       ),
     put: (sandboxId: string, path: string, tar: Uint8Array) =>
       call(

@@ -279,13 +279,7 @@ export const runSandboxHost = (
                   return encode(SealSandboxResultSchema, { error: errorDetail(sealOptions) })
                 }
                 if (driver.seal === undefined)
-                  return encode(SealSandboxResultSchema, {
-                    error: {
-                      code: ErrorCode.FAILED_PRECONDITION,
-                      message: `the ${driver.kind} driver cannot seal a sandbox (stop the agent's processes and restore pristine paths from outside it)`,
-                      retryable: false,
-                    },
-                  })
+                  return encode(SealSandboxResultSchema, { unsupported: true })
                 const r = yield* driver
                   .seal(id, sealOptions)
                   .pipe(Effect.tapError(countError), Effect.result)

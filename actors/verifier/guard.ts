@@ -138,6 +138,8 @@ export const guard = (
     if (!sealed.ok)
       return refused(`the sandbox could not be sealed before the tests: ${sealed.reason}`)
     const report = sealed.report
+    if (report === undefined)
+      return unguarded("its driver cannot stop the agent's processes from outside the sandbox")
     if (!report.toolchain)
       return unguarded("the sandbox has no verifier toolchain (its host created it without one)")
 

@@ -50,10 +50,10 @@ export interface VerifierSandboxShape {
   ) => Effect.Effect<ShellResult, SandboxCallFailed>
   /**
    * Stops every process of the agent from outside the sandbox and puts the image's files back
-   * under the given paths (SandboxDriverShape.seal); absent where the sandbox cannot, and then
-   * the verification is unguarded.
+   * under the given paths (SandboxDriverShape.seal); absent, or answering undefined (a sandbox
+   * host whose driver cannot), where the sandbox cannot, and then the verification is unguarded.
    */
-  readonly seal?: (options: SealOptions) => Effect.Effect<SealReport, SandboxCallFailed>
+  readonly seal?: (options: SealOptions) => Effect.Effect<SealReport | undefined, SandboxCallFailed>
   /** Unpacks a tar archive at path (made when missing). */
   readonly put: (path: string, tar: Uint8Array) => Effect.Effect<void, SandboxCallFailed>
   /** Largest archive one put may carry; bigger uploads are sent in pieces. */
@@ -132,6 +132,7 @@ export const clientSandbox = (
     client
       .execArgv(id, argv, options)
       .pipe(Effect.map(shellResultOf), Effect.mapError(fromClientError("exec"))),
+  seal: (options) => client.seal(id, options).pipe(Effect.mapError(fromClientError("seal"))),
   put: (path, tar) =>
     client.put(id, path, tar).pipe(Effect.asVoid, Effect.mapError(fromClientError("put"))),
   maxPutBytes: Math.max(64 * 1024, maxPayload - PUT_HEADROOM),

@@ -24,6 +24,7 @@ import {
   type VerifierPath,
 } from "./outcome.ts"
 import { type ShellResult, VerifierSandbox, type VerifierSandboxShape } from "./port.ts"
+import { blamePristine } from "./pristine.ts"
 import { probePackages } from "./probe.ts"
 import { parseRewardJson, parseRewardText, type RewardFile } from "./reward-files.ts"
 import { NO_MAXFAIL, PYTEST_MAIN, planTestScript, type Requirement } from "./rewrite.ts"
@@ -125,7 +126,26 @@ export const verifyEpisode = (
       scratch: `/tmp/t1-verify-${nonce}`,
     }
     const archive = options.tests ?? (yield* packTests(v))
-    const guarded = yield* guard(given)
+    const guarded = yield* guard(given, { workdir })
+    if (guarded.unverifiable !== undefined)
+      return {
+        kind: "unverifiable",
+        missing: [],
+        forgery: [],
+        path: v.kind === "pytest" ? "pytest" : "script",
+        pathReason: `nothing ran: ${guarded.unverifiable}`,
+        tests: [],
+        passed: 0,
+        total: v.expectedTests,
+        reward: 0,
+        resolved: false,
+        timedOut: false,
+        mode: "none",
+        notes: [guarded.unverifiable],
+        durationMs: (yield* Clock.currentTimeMillis) - started,
+        exitCode: -1,
+        outputTail: new Uint8Array(0),
+      } satisfies VerifierOutcome
     const sandbox = guarded.sandbox
     const python = options.python ?? guarded.python ?? "python3"
     const canaries = yield* canariesFor(archive)
@@ -189,6 +209,28 @@ export const verifyEpisode = (
         ? yield* collectScript(sandbox, places, run, maxReportBytes, v.expectedTests)
         : yield* collectPytest(sandbox, plan, places, run, maxReportBytes, canary)
     notes.push(...found.notes)
+    // Output is what code inside pytest can print: with the guard on, only the report counts.
+    if (guarded.guarded && plan.kind !== "script" && found.mode === "pytest-summary")
+      return {
+        kind: "unverifiable",
+        missing: [],
+        forgery: [],
+        ...described,
+        tests: [],
+        passed: 0,
+        total: v.expectedTests,
+        reward: 0,
+        resolved: false,
+        timedOut: run.timedOut,
+        mode: "none",
+        notes: [
+          ...notes,
+          "pytest wrote no report, and a guarded verification does not take results from the test command's output",
+        ],
+        durationMs: (yield* Clock.currentTimeMillis) - started,
+        exitCode: run.timedOut ? -1 : run.exitCode,
+        outputTail: run.output.subarray(Math.max(0, run.output.byteLength - MAX_OUTPUT_TAIL_BYTES)),
+      } satisfies VerifierOutcome
     const ownTests =
       canary === undefined ? found.tests : found.tests.filter((t) => !isCanary(canary, t.name))
     // Nothing ran to completion: each test pytest can collect here counts as one not passed,
@@ -225,6 +267,7 @@ export const verifyEpisode = (
         expectedTests: v.expectedTests,
         apply: run.timedOut || found.nothingReported || failedEarly,
       })
+    notes.push(...blamePristine(tests, guarded.pristineFiles))
     const tripwire = yield* checkTripwire(sandbox, places.testDir, expected)
     if (tripwire.kind === "unchecked")
       notes.push(`the test files were not checked for changes after the run: ${tripwire.reason}`)
