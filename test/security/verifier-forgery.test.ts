@@ -6,8 +6,10 @@
  * into every process through /etc/ld.so.preload, leaving processes behind that rewrite the tests
  * or the reports while the tests run (some that look dead in /proc, a chain that never stays
  * one process, PID 1 itself taken over through /proc/1/mem: attacks/outliving.ts), making the
- * verifier's own commands fail to start (attacks/exec-failure.ts), and rewriting the reports
- * from code the tests import (attacks/in-process.ts).
+ * verifier's own commands fail to start (attacks/exec-failure.ts), rewriting the reports from
+ * code the tests import (attacks/in-process.ts), and having the verifier's own programs load the
+ * agent's library through the sandbox's /etc/nsswitch.conf or openssl.cnf
+ * (attacks/verifier-loads.ts).
  *
  * Each attack runs twice on the same kind of sandbox: verified as t1 verifies (sealed from
  * outside, the read-only toolchain, canaries, guard.ts), where the reward must stay the honest
@@ -44,7 +46,7 @@ import {
 } from "./attacks/forge.ts"
 import { IN_PROCESS, RELEASE_HONEST, RELEASE_TESTS } from "./attacks/in-process.ts"
 import { OUTLIVING } from "./attacks/outliving.ts"
-import { NSS_MODULE_C, verifierLoads } from "./attacks/verifier-loads.ts"
+import { FORGE_LIBRARY_C, verifierLoads } from "./attacks/verifier-loads.ts"
 
 const TESTS = `from pathlib import Path
 
@@ -149,7 +151,7 @@ while True:
 `
 
 let preloadLibrary: Uint8Array | undefined
-let nssModule: Uint8Array | undefined
+let forgeLibrary: Uint8Array | undefined
 const hostDir = mkdtempSync(join(tmpdir(), "t1-forgery-"))
 
 const ATTACKS: ReadonlyArray<Attack> = [
@@ -209,7 +211,7 @@ const ATTACKS: ReadonlyArray<Attack> = [
   ...OUTLIVING,
   ...EXEC_FAILURE,
   ...IN_PROCESS,
-  ...verifierLoads(() => nssModule ?? new Uint8Array()),
+  ...verifierLoads(() => forgeLibrary ?? new Uint8Array()),
 ]
 
 const docker = connectDocker()
@@ -340,22 +342,18 @@ interface Row {
 }
 const rows = new Map<number, Row>()
 
+/** `source` built as a shared library on the host (the sandboxes have no compiler). */
+const compile = (name: string, source: string): Uint8Array => {
+  writeFileSync(join(hostDir, `${name}.c`), source)
+  const library = join(hostDir, `${name}.so`)
+  execFileSync("gcc", ["-shared", "-fPIC", "-O2", "-o", library, join(hostDir, `${name}.c`)])
+  return new Uint8Array(readFileSync(library))
+}
+
 beforeAll(async () => {
   await ensureTestBaseImage()
-  const source = join(hostDir, "forge.c")
-  writeFileSync(source, PRELOAD_C)
-  execFileSync("gcc", ["-shared", "-fPIC", "-O2", "-o", join(hostDir, "forge.so"), source])
-  preloadLibrary = new Uint8Array(readFileSync(join(hostDir, "forge.so")))
-  writeFileSync(join(hostDir, "nss.c"), NSS_MODULE_C)
-  execFileSync("gcc", [
-    "-shared",
-    "-fPIC",
-    "-O2",
-    "-o",
-    join(hostDir, "nss.so"),
-    join(hostDir, "nss.c"),
-  ])
-  nssModule = new Uint8Array(readFileSync(join(hostDir, "nss.so")))
+  preloadLibrary = compile("forge", PRELOAD_C)
+  forgeLibrary = compile("library", FORGE_LIBRARY_C)
   // The first create builds the verifier toolchain when the engine lacks it (~20 s).
   await runtime.runPromise(
     Effect.gen(function* () {
