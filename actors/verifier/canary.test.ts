@@ -24,6 +24,8 @@ describe("canaries", () => {
       ...b.mustFail,
     ])
     expect(a.text).not.toMatch(/canary/i)
+    // Named as the task's python_files says test files are, so that discovery finds it.
+    expect(makeCanaries(new Set(), "check_*.py").file).toMatch(/^check_[a-z]+_[0-9a-f]{6}\.py$/)
     const dir = mkdtempSync(join(tmpdir(), "t1-canary-"))
     try {
       writeFileSync(join(dir, "c.py"), a.text)

@@ -39,10 +39,14 @@ const testBody = (name: string, passes: boolean): string => {
   return `def ${name}():\n    text = "${text}"\n    assert len(text.upper()) == ${text.length + off}\n`
 }
 
-/** A fresh canary file whose name is none of `taken` (the task's own test files). */
-export const makeCanaries = (taken: ReadonlySet<string>): Canaries => {
-  let file = `test_${word()}_${suffix()}.py`
-  while (taken.has(file)) file = `test_${word()}_${suffix()}.py`
+/**
+ * A fresh canary file whose name is none of `taken` (the task's own test files), made from
+ * `pattern` (one `*`), as pytest's python_files names test files.
+ */
+export const makeCanaries = (taken: ReadonlySet<string>, pattern = "test_*.py"): Canaries => {
+  const name = () => pattern.replace("*", `${word()}_${suffix()}`)
+  let file = name()
+  while (taken.has(file)) file = name()
   const pass = `test_${word()}_${suffix()}`
   let fail = `test_${word()}_${suffix()}`
   while (fail === pass) fail = `test_${word()}_${suffix()}`

@@ -352,7 +352,7 @@ const scenarios = (h: Harness) => {
       false,
       forged.forgery,
     ])
-  })
+  }, 120_000)
 
   it("is forged when the report was rewritten so that every test passes", async () => {
     const o = await outcomeOf(
@@ -437,6 +437,20 @@ def test_3(): pass
       "failed",
       "failed",
     ])
+  })
+
+  it("names its canary file as the task's python_files names test files", async () => {
+    const ini = "[pytest]\npython_files = check_*.py\n"
+    const o = await outcomeOf(
+      verifyAfter(
+        h,
+        agentWrites(3),
+        task(h, testsDir({ "check_work.py": WORK_TESTS, "pytest.ini": ini })),
+      ),
+    )
+    expect(o.forgery).toEqual([])
+    expect([o.kind, o.passed, o.total]).toEqual(["scored", 3, 5])
+    expect(new TextDecoder().decode(o.outputTail)).toMatch(/3 failed, 4 passed/)
   })
 
   it("resolves when every test passes", async () => {
@@ -669,7 +683,7 @@ if [ $? -eq 0 ]; then echo 1 > ${logs}/reward.txt; else echo 0 > ${logs}/reward.
     expect(forged.forgery.join("\n")).toContain(
       "must fail but passed in pytest's report report-0.xml",
     )
-  })
+  }, 120_000)
 
   it("scores a TB1 script that stops before its tests 0 of the tests pytest collects, not 0/1", async () => {
     const script = `#!/bin/bash

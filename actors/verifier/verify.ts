@@ -355,8 +355,9 @@ const configOf = (archive: TestsArchive, testDir: string): string => {
 }
 
 /**
- * Fresh canaries for this run, or none (with why) when the task's ini file renames what pytest
- * collects as tests (`python_functions`), so that a canary named test_… would not be one.
+ * Fresh canaries for this run, named as the task's ini file says test files are (python_files),
+ * or none (with why) when it renames test functions (python_functions) or names test files in a
+ * way t1 cannot follow: pytest's own discovery must find the canary file like any other.
  */
 const canariesFor = (
   archive: TestsArchive,
@@ -373,7 +374,16 @@ const canariesFor = (
         note: `no canary tests ran: ${configFile} sets python_functions; only the tripwire on the test files can tell a forged result`,
       }
     const taken = new Set([...archive.files].map((f) => posix.basename(f)))
-    return { canaries: makeCanaries(taken), note: undefined }
+    const files = /^\s*python_files\s*=(.*)$/m.exec(text)?.[1]
+    if (files === undefined) return { canaries: makeCanaries(taken), note: undefined }
+    // `check_*.py`, `*_check.py`: one wildcard in a plain file name (ini words or TOML strings).
+    const pattern = files.match(/[\w.-]*\*[\w.-]*\.py\b/)?.[0]
+    if (pattern === undefined)
+      return {
+        canaries: undefined,
+        note: `no canary tests ran: ${configFile} names test files in a way t1 does not follow (python_files =${files}); only the tripwire on the test files can tell a forged result`,
+      }
+    return { canaries: makeCanaries(taken, pattern), note: undefined }
   })
 
 /**
