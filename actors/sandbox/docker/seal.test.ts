@@ -325,7 +325,7 @@ describe("docker driver: seal", () => {
       removedCount: 0,
     })
     // sleep 1000 and the agent's shell (setsid and bash).
-    expect(got.report.stopped).toBeGreaterThanOrEqual(2)
+    expect(got.report?.stopped).toBeGreaterThanOrEqual(2)
     expect(got.left).toEqual(FRESH)
   }, 90_000)
 
