@@ -312,7 +312,6 @@ type Plan =
       readonly kind: "pytest"
       readonly path: VerifierPath
       readonly reason: string
-      /** The test directory, and the canary file when there is one (named: always collected). */
       readonly targets: ReadonlyArray<string>
       /** The ini file the tests bring, or /dev/null: never one the agent left above them. */
       readonly config: string
@@ -410,7 +409,8 @@ const planRun = (
         kind: "pytest",
         path: "pytest",
         reason: "a pytest task: t1 runs pytest on its test files",
-        targets: canaries === undefined ? [testDir] : [testDir, `${testDir}/${canaries.file}`],
+        // The canary file lies there, named as the task names test files: discovery finds it.
+        targets: [testDir],
         config,
         notes: [],
       }
