@@ -7,7 +7,6 @@ import {
   CreateSandboxResultSchema,
   DestroySandboxRequestSchema,
   DestroySandboxResultSchema,
-  ErrorCode,
   ExecRequestSchema,
   ExecResultSchema,
   GetFilesRequestSchema,

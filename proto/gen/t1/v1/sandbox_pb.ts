@@ -269,9 +269,9 @@ export const ExecResultSchema: GenMessage<ExecResult> = /*@__PURE__*/
  * `<prefix>.sandbox.<sandbox_id>.seal`: every process the agent started is stopped (the docker
  * driver kills the sandbox's whole PID namespace and starts it again on the same file system, a
  * fresh init and a main process the agent could not replace), and the files under
- * `pristine_paths` are the image's again. Drivers that cannot seal answer FAILED_PRECONDITION
- * (not retryable); a seal that could not be completed or checked answers UNAVAILABLE, and the
- * sandbox must then not be verified.
+ * `pristine_paths` are the image's again. A host whose driver cannot seal answers `unsupported`;
+ * a seal that could not be completed or checked answers UNAVAILABLE, and the sandbox must then
+ * not be verified.
  *
  * @generated from message t1.v1.SealSandboxRequest
  */
