@@ -111,7 +111,7 @@ __attribute__((constructor)) static void forge(void) {
 /**
  * Swaps the uploaded test_work.py for one whose tests all pass, and puts the original back as
  * soon as pytest has read it (its assertion-rewritten bytecode appears) or reported, before the
- * verifier reads the test files back.
+ * verifier reads the test files back; once (the file put back must stay as uploaded).
  */
 const SWAP_TESTS = `PATH_ = "/tests/test_work.py"
 PASSING = ${JSON.stringify(PASSING_TESTS)}
@@ -146,7 +146,7 @@ while True:
             put(PASSING)
     elif collected():
         put(original)
-        original = None
+        break
     time.sleep(0.0002)
 `
 
@@ -316,7 +316,7 @@ const show = (r: Result): string => {
   if (kind === "scored")
     return `${count}${UNGUARDED.test(o.notes.join("\n")) ? " (unguarded)" : ""}`
   if (kind === "unverifiable") return `unverifiable: ${o.pathReason.slice(0, 90)}`
-  return `${kind} (reward ${o.reward})`
+  return `${kind} (reward ${o.reward}): ${o.forgery.join("; ").slice(0, 90)}`
 }
 
 /** t1 held: the honest part at most, or no reward at all (forged, unverifiable). */
