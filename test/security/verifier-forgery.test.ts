@@ -384,8 +384,11 @@ const score = (o: VerifierOutcome) => [o.passed, o.total, o.reward, o.resolved]
 
 describe("the verifier cannot be forged from inside the sandbox", () => {
   it("an honest agent is scored as before, through the toolchain", async () => {
-    for (const name of ["answers", "release"] as const) {
-      const honest = await attackThenVerify({ name: "honest", script: "true", task: name }, true)
+    const tasks = ["answers", "release"] as const
+    const outcomes = await Promise.all(
+      tasks.map((task) => attackThenVerify({ name: "honest", script: "true", task }, true)),
+    )
+    for (const honest of outcomes) {
       expect(score(honest)).toEqual([2, 5, 2, false])
       expect(honest.notes.join("\n")).not.toMatch(UNGUARDED)
     }
