@@ -183,6 +183,8 @@ interface Harness {
   readonly killFromOutside: (id: string) => Promise<void>
   /** The sandbox has its own root filesystem (docker): the agent can plant files at /. */
   readonly ownRoot: boolean
+  /** Verified with the read-only toolchain, outside the agent's shell (guard.ts). */
+  readonly guarded: boolean
 }
 
 const task = (
@@ -591,12 +593,18 @@ def test_fails_loudly():
     for (const t of o.tests) expect(Buffer.byteLength(t.message)).toBeLessThanOrEqual(4096)
   })
 
-  it("falls back to the -rA summary when the report is over the size limit", async () => {
+  it("falls back to the -rA summary when the report is over the size limit (unguarded only)", async () => {
     const o = await outcomeOf(
       verifyAfter(h, agentWrites(3), task(h, testsDir({ "test_work.py": WORK_TESTS })), {
         maxReportBytes: 100,
       }),
     )
+    expect(o.notes.join("\n")).toContain("over the limit")
+    // Output is what code inside pytest can print: a guarded verification does not score it.
+    if (h.guarded) {
+      expect([o.kind, o.mode, o.reward]).toEqual(["unverifiable", "none", 0])
+      return
+    }
     expect(o.mode).toBe("pytest-summary")
     expect([o.passed, o.total]).toEqual([3, 5])
     expect(o.notes.join("\n")).toContain("over the limit")
@@ -763,6 +771,7 @@ describe("verifyEpisode on the local driver", () => {
     workdir: "/app",
     killFromOutside: (id) => killLocalSandboxProcesses(id, root),
     ownRoot: false,
+    guarded: false,
   })
 })
 
@@ -789,6 +798,7 @@ describe("verifyEpisode on the docker driver", () => {
       await docker.getContainer(id).kill()
     },
     ownRoot: true,
+    guarded: true,
   })
 })
 
