@@ -49,16 +49,39 @@ describe("canaries", () => {
       canaryEvidence(c, [task, result(pass, "passed"), result(fail, "passed")], true, "here"),
     ).toEqual([`canary ${fail} must fail but passed here`])
     // A skip is not counted: turning failures into skips hides them.
+    const passing = result("test_work.py::test_2", "passed")
     expect(
-      canaryEvidence(c, [result(pass, "passed"), result(fail, "skipped")], false, "here"),
+      canaryEvidence(c, [passing, result(pass, "passed"), result(fail, "skipped")], false, "here"),
     ).toEqual([`canary ${fail} must fail but was skipped here`])
+    // A conftest that skips every test (canaries too) lifts nothing: no evidence.
+    expect(
+      canaryEvidence(
+        c,
+        [
+          result("test_work.py::test_1", "skipped"),
+          result(pass, "skipped"),
+          result(fail, "skipped"),
+        ],
+        true,
+        "here",
+      ),
+    ).toEqual([])
     expect(canaryEvidence(c, [task], true, "here")).toEqual([
       `canary ${fail} must fail but is missing here`,
       `canary ${pass} must pass but is missing here`,
     ])
     expect(
-      canaryEvidence(c, [task, result(pass, "error"), result(fail, "failed")], true, "here"),
-    ).toEqual([`canary ${pass} must pass but error here`])
+      canaryEvidence(c, [task, result(pass, "failed"), result(fail, "failed")], true, "here"),
+    ).toEqual([`canary ${pass} must pass but failed here`])
+    // An autouse fixture of the task's conftest that errors for every test: no evidence.
+    expect(
+      canaryEvidence(
+        c,
+        [result("test_work.py::test_1", "error"), result(pass, "error"), result(fail, "error")],
+        true,
+        "here",
+      ),
+    ).toEqual([])
     // Cut short (a timeout) or nothing reported: missing or unfinished canaries are no evidence.
     expect(canaryEvidence(c, [task], false, "here")).toEqual([])
     expect(canaryEvidence(c, [task, result(pass, "failed")], false, "here")).toEqual([])

@@ -73,9 +73,12 @@ const resultOf = (
 
 /**
  * What is wrong with the canaries in one report, one sentence each; empty when nothing is.
- * `complete`: the run reported results and was not cut short, so every canary must be there and
- * the must-pass one must have passed. A must-fail canary that passed (or was skipped: a skip is
- * not counted, so it hides a failure) is wrong in any report.
+ * `complete`: the run reported results and was not cut short, so every canary must be there.
+ * Evidence is what pytest itself never reports: a must-fail canary that passed, a must-pass
+ * canary whose plain assert failed, a canary missing from a complete run, a must-fail canary
+ * skipped beside tests that passed. An error is not (a task's conftest may have an autouse
+ * fixture that errors for every test, canaries included, when the agent's work is missing), and
+ * earns a forger nothing: it does not count as a pass.
  */
 export const canaryEvidence = (
   canaries: Canaries,
@@ -85,12 +88,14 @@ export const canaryEvidence = (
 ): string[] => {
   const evidence: string[] = []
   const id = (fn: string) => `${canaries.file}::${fn}`
+  // A skip is not counted: failures turned into skips leave only passes, which reads as
+  // resolved. Where nothing passed (a conftest that skips everything) it lifts nothing.
+  const anyPassed = tests.some((t) => t.outcome === "passed" && !isCanary(canaries, t.name))
   for (const fn of canaries.mustFail) {
     const r = resultOf(canaries, tests, fn)
-    if (r !== undefined && (r.outcome === "passed" || r.outcome === "skipped"))
-      evidence.push(
-        `canary ${id(fn)} must fail but ${r.outcome === "passed" ? "passed" : "was skipped"} ${where}`,
-      )
+    if (r?.outcome === "passed") evidence.push(`canary ${id(fn)} must fail but passed ${where}`)
+    else if (r?.outcome === "skipped" && anyPassed)
+      evidence.push(`canary ${id(fn)} must fail but was skipped ${where}`)
     else if (r === undefined && complete)
       evidence.push(`canary ${id(fn)} must fail but is missing ${where}`)
   }
@@ -98,10 +103,7 @@ export const canaryEvidence = (
   for (const fn of canaries.mustPass) {
     const r = resultOf(canaries, tests, fn)
     if (r === undefined) evidence.push(`canary ${id(fn)} must pass but is missing ${where}`)
-    else if (r.outcome !== "passed")
-      evidence.push(
-        `canary ${id(fn)} must pass but ${r.outcome === "skipped" ? "was skipped" : r.outcome} ${where}`,
-      )
+    else if (r.outcome === "failed") evidence.push(`canary ${id(fn)} must pass but failed ${where}`)
   }
   return evidence
 }
