@@ -115,21 +115,24 @@ export const sealSandbox = (
           operation: "seal",
           reason: `the sandbox's main process is ${JSON.stringify(entrypoint)}, not ${mainArgs} (created by an older driver?): after a restart the agent could have replaced it`,
         })
-      let stopped = 0
-      if (info.State.Running) {
-        const rows = yield* top
-        const initPid = info.State.Pid
-        const main = rows.find((r) => r.ppid === initPid && r.args === mainArgs)
-        stopped = rows.filter((r) => r.pid !== initPid && r !== main).length
-      }
+      // A sandbox that died under its episode (killed, OOM) is the machinery's failure, as an
+      // exec would find it: the episode is re-run, never verified on what was left.
+      if (!info.State.Running)
+        return yield* new SandboxDied({
+          id,
+          reason: `the container is ${info.State.Status} (exit ${info.State.ExitCode}${info.State.OOMKilled ? ", OOM-killed" : ""})`,
+        })
+      const rows = yield* top
+      const initPid = info.State.Pid
+      const main = rows.find((r) => r.ppid === initPid && r.args === mainArgs)
+      const stopped = rows.filter((r) => r.pid !== initPid && r !== main).length
       yield* closeSession(id)
-      if (info.State.Running)
-        yield* engine("seal: kill sandbox", () => container.kill({ signal: "SIGKILL" })).pipe(
-          Effect.catchTag("SandboxInfraError", (error) =>
-            // 409: it stopped meanwhile, which is as good.
-            error.reason.startsWith("409") ? Effect.void : Effect.fail(error),
-          ),
-        )
+      yield* engine("seal: kill sandbox", () => container.kill({ signal: "SIGKILL" })).pipe(
+        Effect.catchTag("SandboxInfraError", (error) =>
+          // 409: it stopped meanwhile, which is as good.
+          error.reason.startsWith("409") ? Effect.void : Effect.fail(error),
+        ),
+      )
       yield* engine("seal: wait for the sandbox to stop", () =>
         container.wait({ condition: "not-running" }),
       )
