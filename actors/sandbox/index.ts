@@ -155,6 +155,5 @@ export {
   TOOLCHAIN_BASH,
   TOOLCHAIN_BIN,
   TOOLCHAIN_PYTHON,
-  TOOLCHAIN_REAP,
   TOOLCHAIN_TIMEOUT,
 } from "./toolchain/index.ts"

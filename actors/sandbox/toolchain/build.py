@@ -148,11 +148,10 @@ def main():
         for n in names:
             if n.endswith(".so"):
                 needed_libraries(os.path.join(root, n), seen)
-    # The two scripts of t1's own come in the environment (the build runs from `python3 -c`).
-    for name, variable in (("python3", "T1V_PYTHON3"), ("reap", "T1V_REAP")):
-        with open(OUT + "/bin/" + name, "w") as f:
-            f.write(os.environ[variable])
-        os.chmod(OUT + "/bin/" + name, 0o755)
+    # t1's own python3 launcher comes in the environment (the build runs from `python3 -c`).
+    with open(OUT + "/bin/python3", "w") as f:
+        f.write(os.environ["T1V_PYTHON3"])
+    os.chmod(OUT + "/bin/python3", 0o755)
     # Test scripts written for python:* images call `python`.
     os.symlink("python3", OUT + "/bin/python")
     subprocess.run([OUT + "/bin/" + PY, "-ISB", "-c", "import compileall, sys; "

@@ -16,23 +16,22 @@ export const TOOLCHAIN_ROOT = "/.t1v"
 export const TOOLCHAIN_BIN = `${TOOLCHAIN_ROOT}/bin`
 export const TOOLCHAIN_BASH = `${TOOLCHAIN_BIN}/bash`
 export const TOOLCHAIN_PYTHON = `${TOOLCHAIN_BIN}/python3`
-export const TOOLCHAIN_REAP = `${TOOLCHAIN_BIN}/reap`
 export const TOOLCHAIN_TIMEOUT = `${TOOLCHAIN_BIN}/timeout`
 
 const source = (name: string) => readFileSync(new URL(`./${name}`, import.meta.url), "utf8")
 
-let sources: { readonly build: string; readonly python3: string; readonly reap: string } | undefined
+let sources: { readonly build: string; readonly python3: string } | undefined
 /** Read on first use: every process that loads the docker driver imports this module. */
 const toolchainSources = () => {
-  sources ??= { build: source("build.py"), python3: source("python3"), reap: source("reap") }
+  sources ??= { build: source("build.py"), python3: source("python3") }
   return sources
 }
 
 /** The volume holding the toolchain built from `imageId` by this version of the sources. */
 export const toolchainVolume = (imageId: string): string => {
-  const { build, python3, reap } = toolchainSources()
+  const { build, python3 } = toolchainSources()
   const hash = createHash("sha256")
-  for (const part of [build, python3, reap]) hash.update(part).update("\0")
+  for (const part of [build, python3]) hash.update(part).update("\0")
   return `t1-verifier-${hash.update(imageId).digest("hex").slice(0, 16)}`
 }
 
@@ -106,7 +105,7 @@ export const ensureToolchain = async (docker: Dockerode, image: string): Promise
     { readOnly: true },
   ).catch(() => ({ exitCode: -1, output: "" }))
   if (complete.exitCode === 0) return volume
-  const { build, python3, reap } = toolchainSources()
+  const { build, python3 } = toolchainSources()
   const built = await runWithVolume(
     docker,
     image,
@@ -114,7 +113,7 @@ export const ensureToolchain = async (docker: Dockerode, image: string): Promise
     ["python3", "-c", build, TOOLCHAIN_ROOT],
     {
       readOnly: false,
-      env: [`T1V_PYTHON3=${python3}`, `T1V_REAP=${reap}`, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"],
+      env: [`T1V_PYTHON3=${python3}`, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"],
     },
   )
   if (built.exitCode !== 0)
