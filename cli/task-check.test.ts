@@ -25,6 +25,7 @@ const outcome = (overrides: Partial<VerifierOutcome> = {}): VerifierOutcome => (
   kind: "scored",
   missing: [],
   forgery: [],
+  guarded: true,
   path: "pytest",
   pathReason: "a pytest task",
   tests: [

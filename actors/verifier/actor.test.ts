@@ -263,6 +263,11 @@ describe("verifier actor over the bus (sandbox host on the local driver)", () =>
       "t1_verifier_verifications_total",
     )
     expect(results).toContain('t1_verifier_verifications_total{result="forged"} 1')
+    // The local driver cannot seal: the result and the metric say the verification was unguarded.
+    expect(result.unguarded).toBe(true)
+    expect(result.notes.join("\n")).toMatch(/^unguarded: .*its driver cannot stop/m)
+    const unguarded = await metrics.registry.getSingleMetricAsString("t1_verifier_unguarded_total")
+    expect(unguarded).toContain("t1_verifier_unguarded_total 1")
   })
 
   it("copies tests larger than a bus message in pieces", async () => {

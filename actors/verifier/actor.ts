@@ -51,8 +51,12 @@ const detail = (code: ErrorCode, message: string, fieldPath = "", retryable = fa
 const verifierMetrics = (metrics: MetricsShape) => ({
   verifications: metrics.counter({
     name: "t1_verifier_verifications_total",
-    help: "Verify requests answered, by result (resolved, unresolved, timeout, forged, infra, invalid)",
+    help: "Verify requests answered, by result (resolved, unresolved, timeout, forged, unverifiable, infra, invalid)",
     labelNames: ["result"],
+  }),
+  unguarded: metrics.counter({
+    name: "t1_verifier_unguarded_total",
+    help: "Verifications run with the sandbox's own shell and Python (a driver that cannot seal, such as the local driver, or a sandbox without the toolchain): the agent could have forged them",
   }),
   forged: metrics.counter({
     name: "t1_verifier_forged_total",
@@ -213,12 +217,15 @@ export const runVerifier = (
           result:
             o.kind === "forged"
               ? "forged"
-              : o.timedOut
-                ? "timeout"
-                : o.resolved
-                  ? "resolved"
-                  : "unresolved",
+              : o.kind === "unverifiable"
+                ? "unverifiable"
+                : o.timedOut
+                  ? "timeout"
+                  : o.resolved
+                    ? "resolved"
+                    : "unresolved",
         })
+        if (!o.guarded) m.unguarded.inc()
         if (o.kind === "forged") {
           m.forged.inc({ task_set: req.task.taskSet, task: req.task.id })
           yield* Effect.logWarning(

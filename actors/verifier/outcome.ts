@@ -56,6 +56,12 @@ export interface VerifierOutcome {
   readonly missing: ReadonlyArray<string>
   /** Why the results cannot be trusted, one sentence each (set when forged). */
   readonly forgery: ReadonlyArray<string>
+  /**
+   * False: verified with the sandbox's own shell and Python (a driver that cannot seal, such as
+   * the local driver, or a sandbox created without the toolchain), which the agent could have
+   * replaced; the notes say why.
+   */
+  readonly guarded: boolean
   readonly path: VerifierPath
   /** Why that path was taken, in a sentence. */
   readonly pathReason: string

@@ -989,6 +989,7 @@ describe("reading verifier results", () => {
       kind: "scored" as const,
       missing: [],
       forgery: [],
+      guarded: true,
       path: "pytest" as const,
       pathReason: "a pytest task",
       tests,

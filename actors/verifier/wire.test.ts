@@ -8,6 +8,7 @@ const scored: VerifierOutcome = {
   kind: "scored",
   missing: [],
   forgery: [],
+  guarded: true,
   path: "rewritten-script",
   pathReason: "the script fetches pytest with uvx and the sandbox has no network",
   tests: [
@@ -41,6 +42,11 @@ const unverifiable: VerifierOutcome = {
 }
 
 describe("resultFromOutcome", () => {
+  it("says when the tests ran with the sandbox's own programs", () => {
+    expect(resultFromOutcome(scored).unguarded).toBe(false)
+    expect(resultFromOutcome({ ...scored, guarded: false }).unguarded).toBe(true)
+  })
+
   it("carries a scored outcome's counts, tests, path and notes", () => {
     const r = resultFromOutcome(scored)
     expect({

@@ -103,6 +103,7 @@ export const resultFromOutcome = (outcome: VerifierOutcome): VerifierResult => {
     path: PATH[outcome.path],
     pathReason: truncateUtf8(outcome.pathReason),
     notes: outcome.notes.slice(0, MAX_NOTES).map((n) => truncateUtf8(n)),
+    unguarded: !outcome.guarded,
   }
   if (outcome.kind === "unverifiable")
     return create(VerifierResultSchema, {

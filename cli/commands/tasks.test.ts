@@ -70,6 +70,7 @@ describe("t1 tasks", () => {
       kind: "unverifiable",
       missing: ["numpy"],
       forgery: [],
+      guarded: true,
       path: "script",
       pathReason: "",
       tests: [],
