@@ -41,8 +41,9 @@ Options:
   --turns N               agent turns per episode (default ${UP_DEFAULTS.turns})
   --concurrency N         episodes at once (default ${UP_DEFAULTS.concurrency})
   --driver local|docker   sandboxes: local (default; a shell on this host in private namespaces,
-                          for the ladder's trusted synthetic tasks) or docker (a container per
-                          episode on the local engine; the base image is built when missing)
+                          for the ladder's trusted synthetic tasks; verification unguarded) or
+                          docker (a container per episode on the local engine, verification
+                          sealed and guarded; the base image is built when missing)
   --train DIR --eval DIR  your own task sets instead of the ladder (both; --driver docker unless
                           you trust them)
   --out DIR               report directory (default t1-up-report)
@@ -156,6 +157,10 @@ export const upCommand = (args: ReadonlyArray<string>): Effect.Effect<void, unkn
         yield* ensureSandboxEngine(
           "t1 up",
           "; --driver local runs the ladder's sandboxes on this host",
+        )
+      else
+        yield* Effect.logWarning(
+          "t1 up: --driver local runs the agent's commands on this host and verifies with its shell and Python: verification is unguarded (outcomes say so, t1_verifier_unguarded_total counts them); use --driver docker for tasks you do not trust",
         )
       const endpoint = yield* serveMetrics({ port: metricsPort })
       yield* Effect.logInfo(`t1 up: metrics at ${endpoint.url}/metrics`)
