@@ -80,6 +80,12 @@ const typesIn = async (
   return types
 }
 
+/**
+ * The helper's lifetime: a restore ends long before (the seal's own timeout is shorter), and a
+ * helper whose driver died mid-restore stops here and removes itself (AutoRemove).
+ */
+const HELPER_LIFETIME_SEC = 600
+
 /** A container of the sandbox's image idling on the toolchain's sleep: no program of the image runs. */
 const startHelper = async (
   docker: Dockerode,
@@ -89,7 +95,7 @@ const startHelper = async (
 ): Promise<Dockerode.Container> => {
   const helper = await docker.createContainer({
     Image: image,
-    Entrypoint: [`${TOOLCHAIN_BIN}/sleep`, "infinity"],
+    Entrypoint: [`${TOOLCHAIN_BIN}/sleep`, String(HELPER_LIFETIME_SEC)],
     Cmd: [],
     User: "0:0",
     WorkingDir: "/",
@@ -103,7 +109,7 @@ const startHelper = async (
       CapAdd: ["DAC_READ_SEARCH"],
       SecurityOpt: ["no-new-privileges:true"],
       PidsLimit: 64,
-      AutoRemove: false,
+      AutoRemove: true,
       LogConfig: { Type: "none", Config: {} },
     },
   })
