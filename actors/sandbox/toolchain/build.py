@@ -31,7 +31,7 @@ def patch_bytes(data, old, new):
         raise SystemExit(f"{new!r} is longer than {old!r}")
     count = data.count(old + b"\0")
     if count == 0:
-        raise SystemExit(f"{old!r} not found in the loader")
+        raise SystemExit(f"{old!r} not found where the toolchain patches it")
     return data.replace(old + b"\0", new + b"\0" * (len(old) - len(new) + 1))
 
 
@@ -59,6 +59,44 @@ def build_loader():
     with open(path, "wb") as f:
         f.write(data)
     os.chmod(path, 0o755)
+
+
+def patch_file(path, pairs):
+    with open(path, "rb") as f:
+        data = f.read()
+    for old, new in pairs:
+        data = patch_bytes(data, old, new)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+# Every database glibc's NSS reads; each is served by `files`, built into libc since 2.34.
+NSSWITCH = "".join(name + ": files\n" for name in (
+    "passwd", "group", "shadow", "gshadow", "hosts", "networks", "protocols", "services",
+    "ethers", "rpc", "netgroup", "aliases", "publickey", "initgroups"))
+
+
+def close_configured_loading():
+    """glibc and OpenSSL load code that files of the sandbox name: NSS modules listed in
+    /etc/nsswitch.conf (bash and Python look users up), gconv modules, OpenSSL providers and
+    engines named in openssl.cnf (Python's hashlib reads it). The toolchain's own copies of libc
+    and libcrypto are patched to read those files and directories under ROOT instead, where
+    the agent cannot write."""
+    gconv = b"/usr/lib/x86_64-linux-gnu/gconv"
+    patch_file(OUT + "/lib/libc.so.6", [
+        (b"/etc/nsswitch.conf", b"/.t1v/nsswitch.cnf"),
+        (gconv + b"/gconv-modules.cache", b"/.t1v/nogconv/gconv-modules.cache"),
+        (gconv, b"/.t1v/nogconv"),
+    ])
+    with open(OUT + "/nsswitch.cnf", "w") as f:
+        f.write(NSSWITCH)
+    crypto = OUT + "/lib/libcrypto.so.3"
+    if os.path.exists(crypto):
+        patch_file(crypto, [
+            (b"/usr/lib/ssl", b"/.t1v/nossl"),
+            (b"/usr/lib/x86_64-linux-gnu/ossl-modules", b"/.t1v/nomodules"),
+            (b"/usr/lib/x86_64-linux-gnu/engines-3", b"/.t1v/noengines"),
+        ])
 
 
 def set_interpreter(path):
@@ -148,6 +186,7 @@ def main():
         for n in names:
             if n.endswith(".so"):
                 needed_libraries(os.path.join(root, n), seen)
+    close_configured_loading()
     # t1's own python3 launcher comes in the environment (the build runs from `python3 -c`).
     with open(OUT + "/bin/python3", "w") as f:
         f.write(os.environ["T1V_PYTHON3"])
