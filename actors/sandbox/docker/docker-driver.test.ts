@@ -279,6 +279,28 @@ describe("docker driver", () => {
     expect(error.message).toContain("t1-no-such-image:404")
   })
 
+  it("runs no HEALTHCHECK of the task image: it would run the agent's programs during verification", async () => {
+    const image = `t1-test-healthcheck:${owner}`
+    execFileSync("docker", ["build", "-q", "--network", "none", "-t", image, "-"], {
+      input: `FROM ${BASE_IMAGE}\nHEALTHCHECK --interval=1s --start-period=1s CMD touch /tmp/healthcheck-ran\n`,
+    })
+    try {
+      const info = await withDriver((d) => d.create(spec({ image })))
+      try {
+        const config = await docker.getContainer(info.id).inspect()
+        expect(config.Config.Healthcheck?.Test).toEqual(["NONE"])
+        await new Promise((resolve) => setTimeout(resolve, 3000))
+        expect((await run(info.id, "ls /tmp/healthcheck-ran 2>&1; true")).text).toMatch(
+          /No such file/,
+        )
+      } finally {
+        await withDriver((d) => d.destroy(info.id))
+      }
+    } finally {
+      execFileSync("docker", ["rmi", "-f", image], { stdio: "ignore" })
+    }
+  }, 60_000)
+
   it("rejects a bad spec with InvalidSandboxSpec naming the field, leaving no container", async () => {
     const cases: Array<[Partial<SandboxSpec>, string]> = [
       [{ image: "" }, "image"],

@@ -146,6 +146,9 @@ export const containerOptions = (
     Labels: sandboxLabels(spec, bookkeeping),
     Tty: false,
     OpenStdin: false,
+    // An image's HEALTHCHECK runs a program of the container's file system every few seconds,
+    // as root, whatever the agent made of it: during verification too. Sandboxes have none.
+    Healthcheck: { Test: ["NONE"] },
     AttachStdin: false,
     AttachStdout: false,
     AttachStderr: false,
