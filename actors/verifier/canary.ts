@@ -10,12 +10,28 @@ import { randomBytes, randomInt } from "node:crypto"
 import { posix } from "node:path"
 import type { TestCaseResult } from "./outcome.ts"
 
+/**
+ * Canaries appended to one of the task's own test files: they run in its module, after whatever
+ * it imports (the agent's code among it), so a forger that spares the tests of modules that do
+ * not import its code spares none of them.
+ */
+export interface Appended {
+  /** The test file's path in the test directory, as the archive names it. */
+  readonly path: string
+  /** What is appended to it. */
+  readonly code: string
+  readonly mustPass: string
+  readonly mustFail: string
+}
+
 export interface Canaries {
   /** The file's name in the test directory, e.g. `test_layout_3fa9c1.py`. */
   readonly file: string
   readonly text: string
   readonly mustPass: ReadonlyArray<string>
   readonly mustFail: ReadonlyArray<string>
+  /** Canaries appended to the task's test files (pytest tasks only). */
+  readonly appended: ReadonlyArray<Appended>
 }
 
 const WORDS = [
@@ -52,15 +68,46 @@ export const makeCanaries = (taken: ReadonlySet<string>, pattern = "test_*.py"):
   while (fail === pass) fail = `test_${word()}_${suffix()}`
   const tests = [testBody(pass, true), testBody(fail, false)]
   if (randomInt(2) === 0) tests.reverse()
-  return { file, text: tests.join("\n\n"), mustPass: [pass], mustFail: [fail] }
+  return { file, text: tests.join("\n\n"), mustPass: [pass], mustFail: [fail], appended: [] }
 }
+
+/** `canaries` with a must-pass and a must-fail test appended to each of `files` (their texts). */
+export const appendCanaries = (
+  canaries: Canaries,
+  files: ReadonlyArray<{ readonly path: string; readonly text: string }>,
+): Canaries => {
+  const used = new Set([...canaries.mustPass, ...canaries.mustFail])
+  const fresh = () => {
+    let name = `test_${word()}_${suffix()}`
+    while (used.has(name) || files.some((f) => f.text.includes(name)))
+      name = `test_${word()}_${suffix()}`
+    used.add(name)
+    return name
+  }
+  const appended = files.map(({ path }) => {
+    const mustPass = fresh()
+    const mustFail = fresh()
+    const tests = [testBody(mustPass, true), testBody(mustFail, false)]
+    if (randomInt(2) === 0) tests.reverse()
+    return { path, code: `\n\n${tests.join("\n\n")}`, mustPass, mustFail }
+  })
+  return { ...canaries, appended }
+}
+
+/** The function of a pytest node id (`f.py::K::test_y[1]` → `test_y`). */
+const functionOf = (name: string) => (name.split("::").at(-1) ?? "").replace(/\[.*$/, "")
 
 /** The file part of a pytest node id (`sub/test_x.py::TestK::test_y` → `sub/test_x.py`). */
 const fileOf = (name: string) => name.split("::")[0] ?? name
 
 /** The result belongs to the canary file: one of its tests, or its collection error. */
 export const isCanary = (canaries: Canaries, name: string): boolean =>
-  posix.basename(fileOf(name)) === canaries.file
+  posix.basename(fileOf(name)) === canaries.file ||
+  (name.includes("::") &&
+    canaries.appended.some((a) => {
+      const fn = functionOf(name)
+      return fn === a.mustPass || fn === a.mustFail
+    }))
 
 const resultOf = (
   canaries: Canaries,
@@ -105,5 +152,42 @@ export const canaryEvidence = (
     if (r === undefined) evidence.push(`canary ${id(fn)} must pass but is missing ${where}`)
     else if (r.outcome === "failed") evidence.push(`canary ${id(fn)} must pass but failed ${where}`)
   }
+  evidence.push(...appendedEvidence(canaries.appended, tests, complete, where))
   return evidence
 }
+
+/** Whether a reported name is the file `path` (relative to the test directory, or deeper). */
+const sameFile = (name: string, path: string) => {
+  const file = fileOf(name)
+  return file === path || file.endsWith(`/${path}`)
+}
+
+/**
+ * The appended canaries' evidence. Their module is the task's: when it reports as a whole (a
+ * collection error, a module-level skip) or skips its tests (a module `pytestmark`), its canaries
+ * say nothing. Otherwise the same rules as the canary file's.
+ */
+const appendedEvidence = (
+  appended: ReadonlyArray<Appended>,
+  tests: ReadonlyArray<TestCaseResult>,
+  complete: boolean,
+  where: string,
+): string[] =>
+  appended.flatMap((a) => {
+    const mine = tests.filter((t) => sameFile(t.name, a.path))
+    if (mine.some((t) => !t.name.includes("::"))) return []
+    const find = (fn: string) => mine.find((t) => functionOf(t.name) === fn)
+    const pass = find(a.mustPass)
+    const fail = find(a.mustFail)
+    const id = (fn: string) => `${a.path}::${fn}`
+    const out: string[] = []
+    if (fail?.outcome === "passed")
+      out.push(`canary ${id(a.mustFail)} must fail but passed ${where}`)
+    if (pass?.outcome === "failed")
+      out.push(`canary ${id(a.mustPass)} must pass but failed ${where}`)
+    if (complete && mine.length > 0) {
+      if (fail === undefined) out.push(`canary ${id(a.mustFail)} must fail but is missing ${where}`)
+      if (pass === undefined) out.push(`canary ${id(a.mustPass)} must pass but is missing ${where}`)
+    }
+    return out
+  })

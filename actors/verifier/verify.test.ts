@@ -319,8 +319,9 @@ const scenarios = (h: Harness) => {
     )
     expect([o.kind, o.forgery, o.passed, o.total, o.reward]).toEqual(["scored", [], 3, 5, 3])
     expect(o.tests.map((t) => t.name).every((n) => n.startsWith("test_work.py::"))).toBe(true)
-    // pytest ran 7: the 5 tests (3 pass) and the 2 canaries (one passes, one fails).
-    expect(new TextDecoder().decode(o.outputTail)).toMatch(/3 failed, 4 passed/)
+    // pytest ran 9: the 5 tests (3 pass), the canary file's 2 and the 2 appended to
+    // test_work.py (one of each pair passes, one fails).
+    expect(new TextDecoder().decode(o.outputTail)).toMatch(/4 failed, 5 passed/)
   })
 
   it("is forged, scored 0, when a module the tests import rewrites pytest's reports; honest, it scores", async () => {
@@ -395,9 +396,11 @@ def test_a():
       "test_b.py::test_b": "passed",
     })
     expect([o.kind, o.passed, o.reward, o.resolved]).toEqual(["forged", 0, 0, false])
-    expect(o.forgery).toEqual([
+    expect(o.forgery).toContain(
       "test files changed during the run: test_b.py (sha256 differs from the upload)",
-    ])
+    )
+    // The rewrite also dropped the canaries appended to test_b.py.
+    expect(o.forgery.join("\n")).toMatch(/canary test_b\.py::test_\w+ must fail but is missing/)
   })
 
   it("is not forged when pytest died before it reported anything", async () => {
@@ -452,7 +455,7 @@ def test_3(): pass
     )
     expect(o.forgery).toEqual([])
     expect([o.kind, o.passed, o.total]).toEqual(["scored", 3, 5])
-    expect(new TextDecoder().decode(o.outputTail)).toMatch(/3 failed, 4 passed/)
+    expect(new TextDecoder().decode(o.outputTail)).toMatch(/4 failed, 5 passed/)
   })
 
   it("resolves when every test passes", async () => {

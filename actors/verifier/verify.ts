@@ -8,7 +8,7 @@ import {
   type TestsArchive,
 } from "../../services/tar/index.ts"
 import type { TaskEnvironment, TaskVerifier } from "../../tasks/task.ts"
-import { type Canaries, canaryEvidence, isCanary, makeCanaries } from "./canary.ts"
+import { appendCanaries, type Canaries, canaryEvidence, isCanary, makeCanaries } from "./canary.ts"
 import { InvalidVerifierTask, type VerifierError, VerifierInfraError } from "./errors.ts"
 import { guard } from "./guard.ts"
 import { parseJunitXml } from "./junit.ts"
@@ -183,8 +183,19 @@ export const verifyEpisode = (
     // The verifier's own files (the rewritten script, the canaries) go over the task's.
     const own = new Map<string, Uint8Array>()
     if (plan.kind === "rewritten") own.set(plan.script, new TextEncoder().encode(plan.text))
-    const canary = plan.kind === "script" ? undefined : canaries.canaries
-    if (canary !== undefined) own.set(canary.file, new TextEncoder().encode(canary.text))
+    const canary =
+      plan.kind === "script"
+        ? undefined
+        : plan.kind === "pytest" && canaries.canaries !== undefined
+          ? yield* appendToTaskTests(archive, canaries.canaries, canaries.pattern)
+          : canaries.canaries
+    if (canary !== undefined) {
+      own.set(canary.file, new TextEncoder().encode(canary.text))
+      for (const a of canary.appended) {
+        const body = (yield* Effect.promise(() => archive.read(a.path))) ?? new Uint8Array(0)
+        own.set(a.path, new TextEncoder().encode(`${decode(body)}${a.code}`))
+      }
+    }
     const expected = yield* Effect.promise(() =>
       fingerprints(
         archive.tar,
@@ -364,7 +375,12 @@ const configOf = (archive: TestsArchive, testDir: string): string => {
  */
 const canariesFor = (
   archive: TestsArchive,
-): Effect.Effect<{ readonly canaries: Canaries | undefined; readonly note: string | undefined }> =>
+): Effect.Effect<{
+  readonly canaries: Canaries | undefined
+  readonly note: string | undefined
+  /** How the task names its test files (python_files), one `*`. */
+  readonly pattern: string
+}> =>
   Effect.gen(function* () {
     const configFile = CONFIG_FILES.find((name) => archive.files.has(name))
     const text =
@@ -375,18 +391,52 @@ const canariesFor = (
       return {
         canaries: undefined,
         note: `no canary tests ran: ${configFile} sets python_functions; only the tripwire on the test files can tell a forged result`,
+        pattern: "",
       }
     const taken = new Set([...archive.files].map((f) => posix.basename(f)))
     const files = /^\s*python_files\s*=(.*)$/m.exec(text)?.[1]
-    if (files === undefined) return { canaries: makeCanaries(taken), note: undefined }
+    if (files === undefined)
+      return { canaries: makeCanaries(taken), note: undefined, pattern: "test_*.py" }
     // `check_*.py`, `*_check.py`: one wildcard in a plain file name (ini words or TOML strings).
     const pattern = files.match(/[\w.-]*\*[\w.-]*\.py\b/)?.[0]
     if (pattern === undefined)
       return {
         canaries: undefined,
         note: `no canary tests ran: ${configFile} names test files in a way t1 does not follow (python_files =${files}); only the tripwire on the test files can tell a forged result`,
+        pattern: "",
       }
-    return { canaries: makeCanaries(taken, pattern), note: undefined }
+    return { canaries: makeCanaries(taken, pattern), note: undefined, pattern }
+  })
+
+/** Test files larger than this get no appended canaries (they are read and re-sent whole). */
+const MAX_APPEND_BYTES = 1024 * 1024
+
+/**
+ * `canaries` plus a must-pass and a must-fail test appended to each of the task's test files
+ * pytest collects (named as `pattern`, `test_*.py` by default, which pytest also reads as
+ * `*_test.py`), UTF-8 and not over MAX_APPEND_BYTES.
+ */
+const appendToTaskTests = (archive: TestsArchive, canaries: Canaries, pattern: string) =>
+  Effect.gen(function* () {
+    const patterns = pattern === "test_*.py" ? ["test_*.py", "*_test.py"] : [pattern]
+    const matches = (file: string) =>
+      patterns.some((p) => {
+        const [head = "", tail = ""] = p.split("*")
+        const base = posix.basename(file)
+        return (
+          base.length > head.length + tail.length && base.startsWith(head) && base.endsWith(tail)
+        )
+      })
+    const files: { path: string; text: string }[] = []
+    for (const path of [...archive.files].sort()) {
+      if (!matches(path) || path === canaries.file) continue
+      const bytes = yield* Effect.promise(() => archive.read(path))
+      if (bytes === undefined || bytes.byteLength > MAX_APPEND_BYTES) continue
+      const text = new TextDecoder("utf-8", { fatal: false }).decode(bytes)
+      if (text.includes("\uFFFD")) continue
+      files.push({ path, text })
+    }
+    return appendCanaries(canaries, files)
   })
 
 /**
