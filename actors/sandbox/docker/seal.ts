@@ -17,7 +17,7 @@ import { MAIN_PROCESS, TOOLCHAIN_LABEL } from "./spec.ts"
 export const SEAL_LIST_CAP = 200
 
 /** How long the fresh init has to start its main process before the seal gives up on it. */
-const MAIN_START_MS = 3000
+const MAIN_START_MS = 15_000
 
 interface Row {
   readonly pid: number
@@ -44,19 +44,28 @@ const mainArgs = MAIN_PROCESS.join(" ")
  * the toolchain's sleep under it, "starting" while init has not started the sleep yet, else why
  * not.
  */
+const others = (rows: ReadonlyArray<Row>, initPid: number) => rows.filter((r) => r.pid !== initPid)
+
 export const freshProcesses = (rows: ReadonlyArray<Row>, initPid: number): string => {
   const init = rows.find((r) => r.pid === initPid)
+  // Listed before the runtime's own init stage has executed docker-init (seen on a loaded
+  // machine): still starting. Nothing of the agent's runs in the fresh namespace to fake it;
+  // past the deadline the caller fails with the message.
   if (init === undefined || !init.args.endsWith(` -- ${mainArgs}`))
-    return `its init (pid ${initPid}) is not running docker-init with ${mainArgs}`
-  const others = rows.filter((r) => r.pid !== initPid)
-  const [only] = others
+    return others(rows, initPid).length === 0 ||
+      init === undefined ||
+      !init.args.includes("docker-init")
+      ? "starting"
+      : `its init (pid ${initPid}) is not running docker-init with ${mainArgs}`
+  const rest = others(rows, initPid)
+  const [only] = rest
   if (only === undefined) return "starting"
-  if (others.length === 1 && only.ppid === initPid) {
+  if (rest.length === 1 && only.ppid === initPid) {
     if (only.args === mainArgs) return "ok"
     // Forked by init, not yet the sleep it executes.
     if (only.args === init.args) return "starting"
   }
-  return `unexpected processes after the restart: ${others
+  return `unexpected processes after the restart: ${rest
     .map((r) => `${r.pid} (parent ${r.ppid}) ${JSON.stringify(r.args.slice(0, 200))}`)
     .join("; ")}`
 }
