@@ -127,26 +127,16 @@ export const verifyEpisode = (
     }
     const archive = options.tests ?? (yield* packTests(v))
     const guarded = yield* guard(given, { workdir })
+    const elapsed = Effect.map(Clock.currentTimeMillis, (now) => now - started)
     if (guarded.unverifiable !== undefined)
-      return {
-        kind: "unverifiable",
-        missing: [],
-        forgery: [],
-        guarded: true,
+      return unverifiableOutcome({
         path: v.kind === "pytest" ? "pytest" : "script",
         pathReason: `nothing ran: ${guarded.unverifiable}`,
-        tests: [],
-        passed: 0,
-        total: v.expectedTests,
-        reward: 0,
-        resolved: false,
-        timedOut: false,
-        mode: "none",
+        expectedTests: v.expectedTests,
+        guarded: true,
         notes: [guarded.unverifiable],
-        durationMs: (yield* Clock.currentTimeMillis) - started,
-        exitCode: -1,
-        outputTail: new Uint8Array(0),
-      } satisfies VerifierOutcome
+        durationMs: yield* elapsed,
+      })
     const sandbox = guarded.sandbox
     const python = options.python ?? guarded.python ?? "python3"
     const canaries = yield* canariesFor(archive)
@@ -160,24 +150,14 @@ export const verifyEpisode = (
     const described = { path: plan.path, pathReason: plan.reason }
 
     if (plan.kind === "unverifiable") {
-      return {
-        kind: "unverifiable",
-        missing: plan.missing.map((r) => r.spec),
-        forgery: [],
-        guarded: guarded.guarded,
+      return unverifiableOutcome({
         ...described,
-        tests: [],
-        passed: 0,
-        total: v.expectedTests,
-        reward: 0,
-        resolved: false,
-        timedOut: false,
-        mode: "none",
+        missing: plan.missing.map((r) => r.spec),
+        expectedTests: v.expectedTests,
+        guarded: guarded.guarded,
         notes,
-        durationMs: (yield* Clock.currentTimeMillis) - started,
-        exitCode: -1,
-        outputTail: new Uint8Array(0),
-      } satisfies VerifierOutcome
+        durationMs: yield* elapsed,
+      })
     }
 
     // The verifier's own files (the rewritten script, the canaries) go over the task's.
@@ -224,27 +204,17 @@ export const verifyEpisode = (
     notes.push(...found.notes)
     // Output is what code inside pytest can print: with the guard on, only the report counts.
     if (guarded.guarded && plan.kind !== "script" && found.mode === "pytest-summary")
-      return {
-        kind: "unverifiable",
-        missing: [],
-        forgery: [],
-        guarded: guarded.guarded,
+      return unverifiableOutcome({
         ...described,
-        tests: [],
-        passed: 0,
-        total: v.expectedTests,
-        reward: 0,
-        resolved: false,
-        timedOut: run.timedOut,
-        mode: "none",
+        expectedTests: v.expectedTests,
+        guarded: guarded.guarded,
         notes: [
           ...notes,
           "pytest wrote no report, and a guarded verification does not take results from the test command's output",
         ],
-        durationMs: (yield* Clock.currentTimeMillis) - started,
-        exitCode: run.timedOut ? -1 : run.exitCode,
-        outputTail: run.output.subarray(Math.max(0, run.output.byteLength - MAX_OUTPUT_TAIL_BYTES)),
-      } satisfies VerifierOutcome
+        durationMs: yield* elapsed,
+        run,
+      })
     const ownTests =
       canary === undefined ? found.tests : found.tests.filter((t) => !isCanary(canary, t.name))
     // Nothing ran to completion: each test pytest can collect here counts as one not passed,
@@ -301,11 +271,45 @@ export const verifyEpisode = (
       timedOut: run.timedOut,
       mode: found.mode,
       notes,
-      durationMs: (yield* Clock.currentTimeMillis) - started,
+      durationMs: yield* elapsed,
       exitCode: run.timedOut ? -1 : run.exitCode,
       outputTail: run.output.subarray(Math.max(0, run.output.byteLength - MAX_OUTPUT_TAIL_BYTES)),
     } satisfies VerifierOutcome
   })
+
+/** No score exists (the tests cannot run, or ran with nothing trustworthy to read): reward 0, excluded. */
+const unverifiableOutcome = (o: {
+  readonly path: VerifierPath
+  readonly pathReason: string
+  readonly missing?: ReadonlyArray<string>
+  readonly expectedTests: number
+  readonly guarded: boolean
+  readonly notes: ReadonlyArray<string>
+  readonly durationMs: number
+  /** The test command, when it ran. */
+  readonly run?: ShellResult
+}): VerifierOutcome => ({
+  kind: "unverifiable",
+  missing: o.missing ?? [],
+  forgery: [],
+  guarded: o.guarded,
+  path: o.path,
+  pathReason: o.pathReason,
+  tests: [],
+  passed: 0,
+  total: o.expectedTests,
+  reward: 0,
+  resolved: false,
+  timedOut: o.run?.timedOut ?? false,
+  mode: "none",
+  notes: o.notes,
+  durationMs: o.durationMs,
+  exitCode: o.run === undefined || o.run.timedOut ? -1 : o.run.exitCode,
+  outputTail:
+    o.run === undefined
+      ? new Uint8Array(0)
+      : o.run.output.subarray(Math.max(0, o.run.output.byteLength - MAX_OUTPUT_TAIL_BYTES)),
+})
 
 const packTests = (v: TaskVerifier): Effect.Effect<TestsArchive, InvalidVerifierTask> => {
   const invalid = (reason: string) =>
