@@ -18,11 +18,14 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { Effect, Logger, ManagedRuntime } from "effect"
-import { connectDocker, DockerDriverLive } from "../actors/sandbox/docker/index.ts"
-import { SandboxDriver, sandboxSpec } from "../actors/sandbox/driver.ts"
-import { ensureTestBaseImage } from "../actors/sandbox/image/testing.ts"
-import { driverSandbox, VerifierSandbox } from "../actors/verifier/port.ts"
-import { verifyEpisode } from "../actors/verifier/verify.ts"
+import {
+  buildBaseImage,
+  connectDocker,
+  DockerDriverLive,
+  SandboxDriver,
+  sandboxSpec,
+} from "../actors/sandbox/index.ts"
+import { driverSandbox, VerifierSandbox, verifyEpisode } from "../actors/verifier/index.ts"
 import { median } from "./stats.ts"
 
 /** The last commit before the seal, canaries and fail-closed guard (issue 40). */
@@ -133,8 +136,9 @@ const beforeSide = async (): Promise<Side> => {
 type Kind = "own" | "before" | "after"
 
 const main = async () => {
-  await ensureTestBaseImage()
   const docker = connectDocker()
+  // Found in milliseconds when the engine has it; built offline (about a minute) when not.
+  await Effect.runPromise(buildBaseImage({ docker }))
   const after: Side = {
     DockerDriverLive,
     SandboxDriver,
