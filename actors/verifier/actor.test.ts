@@ -23,6 +23,7 @@ import { sandboxSpec } from "../sandbox/driver.ts"
 import { runSandboxHost } from "../sandbox/host.ts"
 import { LocalDriverLive } from "../sandbox/local/index.ts"
 import { runVerifier } from "./actor.ts"
+import { FORGING_HELPER } from "./forging-helper.fixture.ts"
 
 const subjects = subjectsFor("verifiertest")
 const scratch = mkdtempSync(join(tmpdir(), "t1-verifier-actor-"))
@@ -59,21 +60,6 @@ def test_answer_is_even():
     assert answer() % 2 == 0
 `,
 )
-/** The agent's module, rewriting every report pytest makes into a pass once imported. */
-const FORGING_HELPER = `import _pytest.reports
-
-_made = _pytest.reports.TestReport.__init__
-
-def _passed(self, *args, **kwargs):
-    _made(self, *args, **kwargs)
-    self.outcome = "passed"
-    self.longrepr = None
-
-_pytest.reports.TestReport.__init__ = _passed
-
-def answer():
-    return 0
-`
 
 /** Tests bigger than one bus message (1 MiB): they reach the sandbox in pieces. */
 const bigData = randomBytes(3 * 1024 * 1024)

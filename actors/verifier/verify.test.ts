@@ -20,6 +20,7 @@ import { SandboxDied } from "../sandbox/errors.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "../sandbox/image/testing.ts"
 import { killLocalSandboxProcesses, LocalDriverLive } from "../sandbox/local/index.ts"
 import { SandboxCallFailed, VerifierInfraError } from "./errors.ts"
+import { FORGING_HELPER } from "./forging-helper.fixture.ts"
 import { parseJunitXml } from "./junit.ts"
 import { truncateUtf8 } from "./outcome.ts"
 import {
@@ -75,26 +76,6 @@ def test_answer_is_positive():
 
 /** The agent's honest (and wrong) module: 1 of the 3 tests passes. */
 const HONEST_HELPER = `def answer():
-    return 0
-`
-
-/**
- * The same module, forging: imported by the tests, it rewrites every report pytest makes from
- * then on into a pass, inside pytest's own process (no conftest, no plugin, no file of pytest's
- * touched), so that the report pytest writes says 3 of 3.
- */
-const FORGING_HELPER = `import _pytest.reports
-
-_made = _pytest.reports.TestReport.__init__
-
-def _passed(self, *args, **kwargs):
-    _made(self, *args, **kwargs)
-    self.outcome = "passed"
-    self.longrepr = None
-
-_pytest.reports.TestReport.__init__ = _passed
-
-def answer():
     return 0
 `
 
