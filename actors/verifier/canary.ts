@@ -20,6 +20,8 @@ export interface Appended {
   readonly path: string
   /** What is appended to it. */
   readonly code: string
+  /** The file as the verifier uploads it: the task's text, then `code`. */
+  readonly text: string
   readonly mustPass: string
   readonly mustFail: string
 }
@@ -84,12 +86,13 @@ export const appendCanaries = (
     used.add(name)
     return name
   }
-  const appended = files.map(({ path }) => {
+  const appended = files.map(({ path, text }) => {
     const mustPass = fresh()
     const mustFail = fresh()
     const tests = [testBody(mustPass, true), testBody(mustFail, false)]
     if (randomInt(2) === 0) tests.reverse()
-    return { path, code: `\n\n${tests.join("\n\n")}`, mustPass, mustFail }
+    const code = `\n\n${tests.join("\n\n")}`
+    return { path, code, text: `${text}${code}`, mustPass, mustFail }
   })
   return { ...canaries, appended }
 }
