@@ -512,7 +512,11 @@ const turnLoop = (
         }
         execMs = (yield* Clock.currentTimeMillis) - execStarted
         progress.execMs += execMs
-        observation = concatBytes(parts)
+        // Blind (an evaluation control): the commands ran and changed the sandbox, but the
+        // policy reads nothing of what they printed. Feedback on a malformed reply (above) stays:
+        // it is about the reply, not the sandbox, and without it a blind episode would also lose
+        // the format's correction.
+        observation = limits.blindObservations ? new Uint8Array(0) : concatBytes(parts)
       }
       if (complete) {
         builder.appendContext(glue)

@@ -36,11 +36,15 @@ interface Run {
 const run = async (
   limits: MessageInitShape<typeof LimitsSchema>,
   sampling: MessageInitShape<typeof SamplingParamsSchema> = { temperature: 1, maxTokens: 64 },
-  o: { readonly output?: string; readonly execDelayMs?: number } = {},
+  o: {
+    readonly output?: string
+    readonly execDelayMs?: number
+    readonly replies?: ReadonlyArray<string>
+  } = {},
 ): Promise<Run> => {
   const execs: Array<{ timeoutMs: number; maxOutputBytes: number }> = []
   const requests: GenerateRequest[] = []
-  const scripted = scriptedPolicy(tokenizer, () => ["```bash\nls -la\n```"])
+  const scripted = scriptedPolicy(tokenizer, () => o.replies ?? ["```bash\nls -la\n```"])
   const ports: EpisodePortsShape = {
     createSandbox: () => Effect.succeed("sb-1"),
     exec: (_, __, options) =>
@@ -154,6 +158,28 @@ describe("an episode honours its work item's limits", () => {
     expect(few).toBeLessThan(many)
     // What the turn adds beyond the observation (the reply and the turn markers) is the same.
     expect(many - few).toBeGreaterThanOrEqual(256 - 16 - 8)
+  })
+
+  it("blind_observations: the commands run, the policy reads nothing they printed", async () => {
+    // A malformed first reply, then a command: the third call's context holds both observations.
+    const replies = ["I will look around first.", "```bash\nls -la\n```"]
+    const seen = async (blindObservations: boolean) => {
+      const r = await run({ maxTurns: 3, blindObservations }, undefined, {
+        output: "secret-output\n",
+        replies,
+      })
+      expect(r.execs).toHaveLength(2)
+      return tokenizer.decode(r.requests[2]?.ids ?? new Uint32Array(0))
+    }
+    const sighted = await seen(false)
+    expect(sighted).toContain("secret-output")
+    expect(sighted).toContain("[exit code 0]")
+    const blind = await seen(true)
+    expect(blind).not.toContain("secret-output")
+    expect(blind).not.toContain("[exit code")
+    // The feedback on the malformed reply is about the reply, not the sandbox: it stays.
+    expect(blind).toContain("No command found.")
+    expect(blind.length).toBeLessThan(sighted.length)
   })
 })
 

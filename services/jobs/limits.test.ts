@@ -24,6 +24,7 @@ describe("episodeLimitsOf", () => {
           observationMaxBytes: 100,
           observationMaxTokens: 20,
           commandTimeoutMs: 1500,
+          blindObservations: true,
         },
         sampling: { maxTokens: 33 },
       }),
@@ -36,6 +37,7 @@ describe("episodeLimitsOf", () => {
       observationMaxTokens: 20,
       commandTimeoutMs: 1500,
       turnMaxTokens: 33,
+      blindObservations: true,
     })
   })
 

@@ -17,6 +17,8 @@ export interface EpisodeLimits {
   readonly commandTimeoutMs: number
   /** Tokens one policy call may generate. */
   readonly turnMaxTokens: number
+  /** Command outputs reach the policy as empty observations (an evaluation control). */
+  readonly blindObservations: boolean
 }
 
 export const DEFAULT_EPISODE_LIMITS: EpisodeLimits = {
@@ -27,6 +29,7 @@ export const DEFAULT_EPISODE_LIMITS: EpisodeLimits = {
   observationMaxTokens: 512,
   commandTimeoutMs: 30_000,
   turnMaxTokens: 256,
+  blindObservations: false,
 }
 
 /**
@@ -52,5 +55,7 @@ export const episodeLimitsOf = (
     observationMaxTokens: orDefault(l?.observationMaxTokens, defaults.observationMaxTokens),
     commandTimeoutMs: orDefault(l?.commandTimeoutMs, defaults.commandTimeoutMs),
     turnMaxTokens: orDefault(item.sampling?.maxTokens, defaults.turnMaxTokens),
+    // proto3 cannot tell false from unset: true turns it on, otherwise the default applies.
+    blindObservations: l?.blindObservations === true || defaults.blindObservations,
   }
 }

@@ -122,6 +122,11 @@ const COVERAGE: Record<string, Coverage> = {
   "limits.command_timeout_ms": {
     shown: [[LIMITS, "command_timeout_ms: each command runs with that timeout"]],
   },
+  "limits.blind_observations": {
+    shown: [
+      [LIMITS, "blind_observations: the commands run, the policy reads nothing they printed"],
+    ],
+  },
   samples_per_task: {
     shown: [
       EVAL_RUN,
