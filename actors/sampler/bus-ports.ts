@@ -9,6 +9,7 @@ import {
 } from "../../proto/index.ts"
 import { Bus, type BusShape, type Subjects } from "../../services/bus/index.ts"
 import { sandboxClient } from "../sandbox/index.ts"
+import { SEAL_TIMEOUT_MS } from "../verifier/index.ts"
 import {
   CommandRejected,
   EpisodeInfraError,
@@ -96,7 +97,10 @@ export const busPorts = (
           ...(item.task ? { task: item.task } : {}),
         }),
       )
-      const timeoutMs = ((item.task?.verifierTimeoutSec ?? 0) || 600) * 1000 + 60_000
+      // The verifier's budget: sealing the sandbox, then the tests' own timeout; a minute more
+      // for copying files in and reports out.
+      const timeoutMs =
+        SEAL_TIMEOUT_MS + ((item.task?.verifierTimeoutSec ?? 0) || 600) * 1000 + 60_000
       return bus.request(subjects.verify, request, { timeoutMs }).pipe(
         Effect.retry({
           while: (e) => e._tag === "NoResponders",

@@ -9,6 +9,7 @@ export {
   type VerifierError,
   VerifierInfraError,
 } from "./errors.ts"
+export { SEAL_TIMEOUT_MS } from "./guard.ts"
 export { parseJunitXml } from "./junit.ts"
 export type {
   TestCaseResult,

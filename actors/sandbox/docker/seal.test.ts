@@ -378,6 +378,10 @@ describe("docker driver: seal", () => {
     expect(freshProcesses([init, main], 10)).toBe("ok")
     expect(freshProcesses([init], 10)).toBe("starting")
     expect(freshProcesses([init, { ...main, args: init.args }], 10)).toBe("starting")
+    // Mid-exec (seen under load): the name is set, the arguments not yet.
+    expect(freshProcesses([init, { ...main, args: "[sleep]" }], 10)).toBe("starting")
+    expect(freshProcesses([init, { ...main, args: "[sh]" }], 10)).toMatch(/unexpected/)
+    expect(freshProcesses([init, { ...main, args: "[sleep] <defunct>" }], 10)).toMatch(/unexpected/)
     expect(freshProcesses([init, main, { pid: 12, ppid: 10, args: "sh -c evil" }], 10)).toMatch(
       /unexpected processes after the restart: .*12 \(parent 10\) "sh -c evil"/,
     )

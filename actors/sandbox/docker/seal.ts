@@ -38,6 +38,7 @@ const rowsOf = (top: unknown): ReadonlyArray<Row> => {
 }
 
 const mainArgs = MAIN_PROCESS.join(" ")
+const execingMain = `[${(MAIN_PROCESS[0] ?? "").split("/").pop()}]`
 
 /**
  * What runs in a freshly started sandbox: "ok" when exactly its init (host pid `initPid`) and
@@ -62,8 +63,9 @@ export const freshProcesses = (rows: ReadonlyArray<Row>, initPid: number): strin
   if (only === undefined) return "starting"
   if (rest.length === 1 && only.ppid === initPid) {
     if (only.args === mainArgs) return "ok"
-    // Forked by init, not yet the sleep it executes.
-    if (only.args === init.args) return "starting"
+    // Forked by init, not yet the sleep it executes; or inside that exec, where the kernel has
+    // named the process but not yet laid out its arguments (ps prints the name in brackets).
+    if (only.args === init.args || only.args === execingMain) return "starting"
   }
   return `unexpected processes after the restart: ${rest
     .map((r) => `${r.pid} (parent ${r.ppid}) ${JSON.stringify(r.args.slice(0, 200))}`)
@@ -161,6 +163,7 @@ export const sealSandbox = (
         // A session opened while it was down is of the dead namespace too.
         yield* closeSession(id)
         const deadline = (yield* Clock.currentTimeMillis) + MAIN_START_MS
+        let pause = 20
         for (;;) {
           const fresh = yield* inspect
           if (!fresh.State.Running)
@@ -175,7 +178,9 @@ export const sealSandbox = (
               operation: "seal",
               reason: verdict === "starting" ? `${mainArgs} did not start` : verdict,
             })
-          yield* Effect.sleep("20 millis")
+          // Each look is a `ps` by the engine: back off, as a loaded engine starts slowly anyway.
+          yield* Effect.sleep(pause)
+          pause = Math.min(pause * 2, 320)
         }
       })
       const [diff] = yield* Effect.all(
