@@ -77,7 +77,7 @@ const workItem = (jobId: string, index: number, task: Task, turns: number): Epis
     limits: {
       maxTurns: turns + 1,
       maxTokens: 32_768,
-      wallClockSec: 240,
+      wallClockSec: 480,
       commandTimeoutMs: 10_000,
       observationMaxBytes: 2048,
       observationMaxTokens: 256,
