@@ -9,8 +9,10 @@
  *   3. RL on many more train tasks that have verifiers but no demonstrations: each step admits
  *      whole groups of episodes, the buffer serves them, the learner updates and publishes
  *      weights the samplers switch to;
- *   4. evaluation again; and an SFT-only control arm: the same warm start given RL's optimiser
- *      steps as more SFT on the same demonstrations, evaluated the same way.
+ *   4. evaluation again, and once more blind (the commands run but the policy reads empty
+ *      observations: what of the held-out score needs no looking); and an SFT-only control arm:
+ *      the same warm start given RL's optimiser steps as more SFT on the same demonstrations,
+ *      evaluated the same way.
  *
  * Repeated for several seeds (ladder, model initialisation and sampling all follow the seed).
  *
@@ -34,6 +36,7 @@ import {
   LADDER_RECIPE_DEFAULTS as D,
   type LadderRecipe,
   type LadderRecipeOptions,
+  meanResolvedTurns,
   openLadderRecipe,
   type RecipeScore,
   type RecipeTask,
@@ -76,15 +79,18 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --sft-lr X             SFT learning rate (default ${D.sftLr})
   --rl-steps N           RL updates (default ${D.rlSteps})
   --seed-minutes M       a seed's time budget: RL stops before an update that would leave too
-                         little of it for the evaluation after RL and the SFT control (each
-                         estimated from the run's own timings so far); the report gives the
-                         updates done (default ${DEFAULT_SEED_MINUTES}; 0: no budget, every --rl-steps)
+                         little of it for the evaluations after RL (the blind one included) and
+                         the SFT control (each estimated from the run's own timings so far); the
+                         report gives the updates done (default ${DEFAULT_SEED_MINUTES}; 0: no
+                         budget, every --rl-steps)
   --tasks-per-step N     tasks per RL update (default ${D.tasksPerStep})
   --samples N            episodes per task in an RL update: the group (default ${D.samples})
   --waves N              dynamic sampling: an update admits further waves of fresh tasks until
                          --tasks-per-step of its groups have a varying reward, at most N
                          waves (default ${D.waves}; 1: off)
-  --eval-samples N       episodes per held-out task (default ${D.evalSamples})
+  --eval-samples N       episodes per held-out task (default ${D.evalSamples}); after RL the
+                         held-out tasks are also evaluated blind (the policy reads empty
+                         observations: Limits.blind_observations), always
   --rl-temperature X     sampling temperature of RL episodes, trained at the same temperature
                          (default ${D.rlTemperature})
   --eval-temperature X   sampling temperature of the evaluations (default ${D.evalTemperature}; 0 is
@@ -133,6 +139,8 @@ interface SeedResult {
   readonly seed: number
   readonly before: { readonly id: Score; readonly ood: Score; readonly seen: Score }
   readonly after: { readonly id: Score; readonly ood: Score; readonly seen: Score }
+  /** The held-out tasks after RL with empty observations. */
+  readonly blindAfter: Score
   readonly control: Score
   readonly controlSeen: Score
   readonly steps: number
@@ -229,10 +237,15 @@ const runSeed = (
 
       // 2. Samplers on the warm start; evaluation before RL.
       const policy = yield* recipe.startSamplers(warm.model)
-      const evaluate = (name: string, version: bigint, tasks: ReadonlyArray<RecipeTask>) =>
+      const evaluate = (
+        name: string,
+        version: bigint,
+        tasks: ReadonlyArray<RecipeTask>,
+        blind = false,
+      ) =>
         tasks.length === 0
           ? Effect.succeed(scoreTrajectories([], recipe.rungOf))
-          : Effect.map(recipe.evaluate(name, version, tasks), (ts) => {
+          : Effect.map(recipe.evaluate(name, version, tasks, undefined, { blind }), (ts) => {
               if (o.dump !== undefined) dumpEpisodes(o.dump, `seed${seed}-${name}`, ts, recipe)
               return scoreTrajectories(ts, recipe.rungOf)
             })
@@ -247,9 +260,10 @@ const runSeed = (
       const beforeOod = yield* timed(evaluate("ood-before", 0n, recipe.heldOut))
       const beforeSeen = yield* timed(evaluate("seen-before", 0n, seen))
       const before = { id: beforeId.value, ood: beforeOod.value, seen: beforeSeen.value }
-      // What must still fit in the budget after RL: the same evaluations again, then the
-      // control's SFT steps (at most one per RL update) and its held-out and seen-names runs.
-      const reserveMs = 2 * (beforeId.ms + beforeSeen.ms) + beforeOod.ms + sftStepMs * o.rlSteps
+      // What must still fit in the budget after RL: the same evaluations again, the held-out one
+      // blind, then the control's SFT steps (at most one per RL update) and its held-out and
+      // seen-names runs.
+      const reserveMs = 3 * beforeId.ms + 2 * beforeSeen.ms + beforeOod.ms + sftStepMs * o.rlSteps
       const budget = new RlTimeBudget(started + o.seedMinutes * 60_000, reserveMs, Date.now())
       log(
         `seed ${seed}: before RL: held-out ${(rate(before.id) * 100).toFixed(1)}%, OOD ${(rate(before.ood) * 100).toFixed(1)}%, seen names ${pctOf(before.seen)}`,
@@ -276,8 +290,10 @@ const runSeed = (
         ood: yield* evaluate("ood-after", rl.version, recipe.heldOut),
         seen: yield* evaluate("seen-after", rl.version, seen),
       }
+      // Before the control takes the samplers' weights.
+      const blindAfter = yield* evaluate("eval-blind-after", rl.version, recipe.heldIn, true)
       log(
-        `seed ${seed}: after RL: held-out ${(rate(after.id) * 100).toFixed(1)}%, OOD ${(rate(after.ood) * 100).toFixed(1)}%, seen names ${pctOf(after.seen)}`,
+        `seed ${seed}: after RL: held-out ${(rate(after.id) * 100).toFixed(1)}% (blind ${(rate(blindAfter) * 100).toFixed(1)}%, resolved in ${turnsOf(after.id)} turns), OOD ${(rate(after.ood) * 100).toFixed(1)}%, seen names ${pctOf(after.seen)}`,
       )
 
       // 4. The SFT-only control: RL's optimiser steps spent on more SFT of the same demonstrations.
@@ -302,6 +318,7 @@ const runSeed = (
         seed,
         before,
         after,
+        blindAfter,
         control: controlScore,
         controlSeen,
         steps: rl.steps,
@@ -315,36 +332,58 @@ const runSeed = (
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`
 /** A set's resolved rate, "–" when it was not evaluated (the seen names at 0 per family). */
 const pctOf = (s: Score) => (s.episodes === 0 ? "–" : pct(rate(s)))
+/** Mean turns of a score's resolved episodes, "–" when none resolved. */
+const turnsOf = (s: Score) => meanResolvedTurns(s)?.toFixed(2) ?? "–"
+/** The mean over seeds of their mean turns to resolve, over the seeds that resolved any. */
+const meanTurnsOf = (scores: ReadonlyArray<Score>): number | null => {
+  const turns = scores.flatMap((s) => meanResolvedTurns(s) ?? [])
+  return turns.length === 0 ? null : mean(turns)
+}
+
+/**
+ * Per rung, the held-out resolved rates before RL, after, and after blind: pooled over seeds
+ * (resolved / episodes), null where a rung had no episode.
+ */
+const perRung = (results: ReadonlyArray<SeedResult>) => {
+  const rungs = [...new Set(results.flatMap((r) => Object.keys(r.before.id.rungs)))].sort()
+  const pooled = (rung: string, pick: (r: SeedResult) => Score) => {
+    let episodes = 0
+    let resolved = 0
+    for (const r of results) {
+      const s = pick(r).rungs[rung]
+      episodes += s?.episodes ?? 0
+      resolved += s?.resolved ?? 0
+    }
+    return { episodes, resolved, rate: episodes === 0 ? null : resolved / episodes }
+  }
+  return rungs.map((rung) => ({
+    rung: Number(rung),
+    before: pooled(rung, (r) => r.before.id),
+    after: pooled(rung, (r) => r.after.id),
+    blindAfter: pooled(rung, (r) => r.blindAfter),
+  }))
+}
+
 /** The mean resolved rate over seeds of a set, null when it was not evaluated. */
 const meanRateOf = (scores: ReadonlyArray<Score>): number | null =>
   scores.every((s) => s.episodes === 0) ? null : mean(scores.map(rate))
 
 const table = (results: ReadonlyArray<SeedResult>): string => {
   const rows = [
-    "| seed | held-out before | after | 95% (after) | SFT control | OOD before | OOD after | seen names before | after | SFT control | RL updates | minutes |",
-    "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    "| seed | held-out before | after | 95% (after) | blind after | turns to resolve | SFT control | OOD before | OOD after | seen names before | after | SFT control | RL updates | minutes |",
+    "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
   ]
   for (const r of results) {
     const w = wilson(r.after.id.resolved, r.after.id.episodes)
     rows.push(
-      `| ${r.seed} | ${pct(rate(r.before.id))} | ${pct(rate(r.after.id))} | ${pct(w[0])}–${pct(w[1])} | ${pct(rate(r.control))} | ${pct(rate(r.before.ood))} | ${pct(rate(r.after.ood))} | ${pctOf(r.before.seen)} | ${pctOf(r.after.seen)} | ${pctOf(r.controlSeen)} | ${r.steps} | ${r.minutes.toFixed(1)} |`,
+      `| ${r.seed} | ${pct(rate(r.before.id))} | ${pct(rate(r.after.id))} | ${pct(w[0])}–${pct(w[1])} | ${pct(rate(r.blindAfter))} | ${turnsOf(r.after.id)} | ${pct(rate(r.control))} | ${pct(rate(r.before.ood))} | ${pct(rate(r.after.ood))} | ${pctOf(r.before.seen)} | ${pctOf(r.after.seen)} | ${pctOf(r.controlSeen)} | ${r.steps} | ${r.minutes.toFixed(1)} |`,
     )
   }
-  const rungs = [...new Set(results.flatMap((r) => Object.keys(r.before.id.rungs)))].sort()
-  rows.push("", "| rung | before | after |", "|---|--:|--:|")
-  for (const rung of rungs) {
-    const sum = (pick: (r: SeedResult) => Score) => {
-      let e = 0
-      let k = 0
-      for (const r of results) {
-        const s = pick(r).rungs[rung]
-        e += s?.episodes ?? 0
-        k += s?.resolved ?? 0
-      }
-      return e === 0 ? "–" : `${pct(k / e)} (${k}/${e})`
-    }
-    rows.push(`| ${rung} | ${sum((r) => r.before.id)} | ${sum((r) => r.after.id)} |`)
-  }
+  rows.push("", "| rung | before | after | blind after |", "|---|--:|--:|--:|")
+  const cell = (c: { episodes: number; resolved: number; rate: number | null }) =>
+    c.rate === null ? "–" : `${pct(c.rate)} (${c.resolved}/${c.episodes})`
+  for (const r of perRung(results))
+    rows.push(`| ${r.rung} | ${cell(r.before)} | ${cell(r.after)} | ${cell(r.blindAfter)} |`)
   return rows.join("\n")
 }
 
@@ -368,6 +407,8 @@ const summary = (results: ReadonlyArray<SeedResult>) => {
     gain: mean(gains),
     gain_ci95: stratifiedPairedInterval(results.map(taskGains)),
     gain_ci95_seeds: tInterval(gains),
+    blind_resolved_after: mean(results.map((r) => rate(r.blindAfter))),
+    mean_turns: meanTurnsOf(results.map((r) => r.after.id)),
     ood_resolved_before: mean(results.map((r) => rate(r.before.ood))),
     ood_resolved_after: mean(results.map((r) => rate(r.after.ood))),
     sft_control_resolved: mean(results.map((r) => rate(r.control))),
@@ -382,12 +423,20 @@ const summary = (results: ReadonlyArray<SeedResult>) => {
       before: rate(r.before.id),
       after: rate(r.after.id),
       after_ci95: wilson(r.after.id.resolved, r.after.id.episodes),
+      blind_after: rate(r.blindAfter),
+      mean_turns: meanResolvedTurns(r.after.id),
       control: rate(r.control),
       ood_before: rate(r.before.ood),
       ood_after: rate(r.after.ood),
       steps: r.steps,
       minutes: r.minutes,
       reward_curve: r.rewardCurve,
+    })),
+    per_rung: perRung(results).map((r) => ({
+      rung: r.rung,
+      resolved_before: r.before.rate,
+      resolved_after: r.after.rate,
+      blind_resolved_after: r.blindAfter.rate,
     })),
   }
 }
@@ -555,7 +604,7 @@ const main = Effect.gen(function* () {
   console.log(table(results))
   const figures = summary(results)
   console.log(
-    `\nresolved ${pct(figures.resolved_before)} → ${pct(figures.resolved_after)} (gain ${pct(figures.gain)}, 95% over held-out tasks ${pct(figures.gain_ci95[0])}–${pct(figures.gain_ci95[1])}, over seeds ${pct(figures.gain_ci95_seeds[0])}–${pct(figures.gain_ci95_seeds[1])}); SFT control ${pct(figures.sft_control_resolved)}; OOD ${pct(figures.ood_resolved_before)} → ${pct(figures.ood_resolved_after)}; ${figures.minutes.toFixed(1)} min`,
+    `\nresolved ${pct(figures.resolved_before)} → ${pct(figures.resolved_after)} (gain ${pct(figures.gain)}, 95% over held-out tasks ${pct(figures.gain_ci95[0])}–${pct(figures.gain_ci95[1])}, over seeds ${pct(figures.gain_ci95_seeds[0])}–${pct(figures.gain_ci95_seeds[1])}); blind after RL ${pct(figures.blind_resolved_after)}; resolved in ${figures.mean_turns?.toFixed(2) ?? "–"} turns; SFT control ${pct(figures.sft_control_resolved)}; OOD ${pct(figures.ood_resolved_before)} → ${pct(figures.ood_resolved_after)}; ${figures.minutes.toFixed(1)} min`,
   )
   if (values.ablate) {
     const rows = ["| variant | before | after | gain | RL updates |", "|---|--:|--:|--:|--:|"]

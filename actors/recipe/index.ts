@@ -1,8 +1,10 @@
 export {
   copyModel,
+  type EvaluateOptions,
   LADDER_RECIPE_DEFAULTS,
   type LadderRecipe,
   type LadderRecipeOptions,
+  meanResolvedTurns,
   openLadderRecipe,
   type RecipeScore,
   type RecipeTask,

@@ -8,7 +8,14 @@ import { trainingSequence } from "../learner/decode.ts"
 import { EMBEDDED_MODEL_CONFIG, EMBEDDED_RL_CONFIG } from "../learner/embedded.ts"
 import { temperedLogprobs } from "../learner/ppo/loss.ts"
 import { Trainer } from "../learner/trainer.ts"
-import { informativeGroups, LADDER_RECIPE_DEFAULTS, openLadderRecipe } from "./ladder.ts"
+import {
+  informativeGroups,
+  LADDER_RECIPE_DEFAULTS,
+  meanResolvedTurns,
+  openLadderRecipe,
+  recipeLimits,
+  scoreTrajectories,
+} from "./ladder.ts"
 
 /** Per task, whether its evaluation samples wrote the same token ids. */
 const samplesAgree = (trajectories: ReadonlyArray<Trajectory>): boolean[] => {
@@ -63,6 +70,24 @@ describe("ladder recipe evaluation", () => {
     expect(sampled).toHaveLength(6)
     expect(samplesAgree(sampled)).toEqual([false, false, false])
   }, 120_000)
+})
+
+describe("ladder recipe scores and limits", () => {
+  it("a blind evaluation's limits differ from the others' only in blind_observations", () => {
+    expect(recipeLimits(5).blindObservations).toBe(false)
+    expect(recipeLimits(5, true)).toEqual({ ...recipeLimits(5), blindObservations: true })
+  })
+
+  it("counts the turns of resolved episodes only", () => {
+    const t = (taskId: string, resolved: boolean, turns: number) =>
+      ({
+        end: { task: { taskId }, resolved, turns, testsPassed: 0, testsTotal: 1 },
+      }) as unknown as Trajectory
+    const s = scoreTrajectories([t("a", true, 2), t("a", false, 5), t("b", true, 4)], () => 1)
+    expect(s.resolvedTurns).toBe(6)
+    expect(meanResolvedTurns(s)).toBe(3)
+    expect(meanResolvedTurns(scoreTrajectories([t("a", false, 5)], () => 1))).toBeNull()
+  })
 })
 
 describe("ladder recipe RL: dynamic sampling", () => {

@@ -179,14 +179,19 @@ export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   continueOptimizer: false,
 }
 
-/** Episode limits of every recipe episode: short turns, short observations. */
-export const recipeLimits = (turns: number) => ({
+/**
+ * Episode limits of every recipe episode: short turns, short observations. `blind`: the policy
+ * reads empty observations (Limits.blind_observations), the control of an evaluation that shows
+ * how much of a score needs looking at command output.
+ */
+export const recipeLimits = (turns: number, blind = false) => ({
   maxTurns: turns,
   maxTokens: 1024,
   turnMaxTokens: 64,
   commandTimeoutMs: 10_000,
   observationMaxTokens: 96,
   wallClockSec: 120,
+  blindObservations: blind,
 })
 
 const SAMPLING = { temperature: 1, topP: 1, maxTokens: 64 } as const
@@ -203,6 +208,8 @@ export interface RecipeScore {
   readonly resolved: number
   /** Mean over episodes of tests passed / tests total. */
   readonly reward: number
+  /** Agent turns summed over the resolved episodes (see meanResolvedTurns). */
+  readonly resolvedTurns: number
   /** Episodes and resolved ones per rung. */
   readonly rungs: Readonly<Record<string, { readonly episodes: number; readonly resolved: number }>>
   /** Episodes and resolved ones per task: what a paired before/after comparison needs. */
@@ -211,6 +218,10 @@ export interface RecipeScore {
 
 export const resolvedRate = (s: RecipeScore): number =>
   s.episodes === 0 ? 0 : s.resolved / s.episodes
+
+/** Mean agent turns of the resolved episodes; null when none resolved. */
+export const meanResolvedTurns = (s: RecipeScore): number | null =>
+  s.resolved === 0 ? null : s.resolvedTurns / s.resolved
 
 /** Scores the trajectories that were verified (infra failures and unverifiable ones left out). */
 export const scoreTrajectories = (
@@ -222,6 +233,7 @@ export const scoreTrajectories = (
   let episodes = 0
   let resolved = 0
   let reward = 0
+  let resolvedTurns = 0
   for (const t of trajectories) {
     const end = t.end
     if (end === undefined || end.infraFailed || end.unverifiable) continue
@@ -238,10 +250,12 @@ export const scoreTrajectories = (
       r.resolved++
       k.resolved++
       resolved++
+      resolvedTurns += end.turns
     }
     reward += end.testsTotal > 0 ? end.testsPassed / end.testsTotal : 0
   }
-  return { episodes, resolved, reward: episodes === 0 ? 0 : reward / episodes, rungs, tasks }
+  const mean = episodes === 0 ? 0 : reward / episodes
+  return { episodes, resolved, reward: mean, resolvedTurns, rungs, tasks }
 }
 
 /**
@@ -349,6 +363,7 @@ export interface LadderRecipe {
     version: bigint,
     tasks: ReadonlyArray<RecipeTask>,
     onEpisode?: (t: Trajectory) => void,
+    options?: EvaluateOptions,
   ) => Effect.Effect<Trajectory[], unknown>
   /**
    * RL from the warm start through the buffer and the learner; waits until `policy` runs the last
@@ -359,6 +374,11 @@ export interface LadderRecipe {
     policy: EmbeddedPolicy,
     hooks?: RlHooks,
   ) => Effect.Effect<RlResult, unknown, Bus | Metrics | Scope.Scope>
+}
+
+export interface EvaluateOptions {
+  /** The policy reads empty observations (recipeLimits' `blind`); the commands still run. */
+  readonly blind?: boolean
 }
 
 /** What a driver of the recipe's RL phase hears and decides. */
@@ -469,6 +489,7 @@ export const openLadderRecipe = (
       version: bigint,
       tasks: ReadonlyArray<RecipeTask>,
       onEpisode?: (t: Trajectory) => void,
+      options: EvaluateOptions = {},
     ) =>
       runEpisodeBatch(
         bus,
@@ -479,7 +500,7 @@ export const openLadderRecipe = (
           purpose: EpisodePurpose.EVAL,
           policyVersion: version,
           sampling: { ...SAMPLING, temperature: o.evalTemperature },
-          limits: recipeLimits(o.turns),
+          limits: recipeLimits(o.turns, options.blind === true),
           seedBase: seed * 1_000_000 + 500_000 + runs++ * 10_000,
         },
         onEpisode,
