@@ -34,6 +34,7 @@ import {
 import {
   copyModel,
   LADDER_RECIPE_DEFAULTS as D,
+  type EvaluateOptions,
   type LadderRecipe,
   type LadderRecipeOptions,
   meanResolvedTurns,
@@ -241,11 +242,11 @@ const runSeed = (
         name: string,
         version: bigint,
         tasks: ReadonlyArray<RecipeTask>,
-        blind = false,
+        options: EvaluateOptions = {},
       ) =>
         tasks.length === 0
           ? Effect.succeed(scoreTrajectories([], recipe.rungOf))
-          : Effect.map(recipe.evaluate(name, version, tasks, undefined, { blind }), (ts) => {
+          : Effect.map(recipe.evaluate(name, version, tasks, undefined, options), (ts) => {
               if (o.dump !== undefined) dumpEpisodes(o.dump, `seed${seed}-${name}`, ts, recipe)
               return scoreTrajectories(ts, recipe.rungOf)
             })
@@ -290,8 +291,12 @@ const runSeed = (
         ood: yield* evaluate("ood-after", rl.version, recipe.heldOut),
         seen: yield* evaluate("seen-after", rl.version, seen),
       }
-      // Before the control takes the samplers' weights.
-      const blindAfter = yield* evaluate("eval-blind-after", rl.version, recipe.heldIn, true)
+      // Before the control takes the samplers' weights; paired with eval-after (the same seeds):
+      // an episode's draws differ from its sighted twin's only once an observation has.
+      const blindAfter = yield* evaluate("eval-blind-after", rl.version, recipe.heldIn, {
+        blind: true,
+        seedsOf: "eval-after",
+      })
       log(
         `seed ${seed}: after RL: held-out ${(rate(after.id) * 100).toFixed(1)}% (blind ${(rate(blindAfter) * 100).toFixed(1)}%, resolved in ${turnsOf(after.id)} turns), OOD ${(rate(after.ood) * 100).toFixed(1)}%, seen names ${pctOf(after.seen)}`,
       )
@@ -477,7 +482,7 @@ const choiceOf = <C extends string>(
 const rungsOf = (raw: string | undefined, fallback: ReadonlyArray<Rung>): ReadonlyArray<Rung> => {
   if (raw === undefined) return fallback
   try {
-    return parseRungs(raw, [1, 2, 3])
+    return parseRungs(raw, [1, 2, 3, 5, 6, 7])
   } catch (e) {
     throw new Error(`${e instanceof Error ? e.message : String(e)}\n${USAGE}`)
   }

@@ -70,6 +70,32 @@ describe("ladder recipe evaluation", () => {
     expect(sampled).toHaveLength(6)
     expect(samplesAgree(sampled)).toEqual([false, false, false])
   }, 120_000)
+
+  it("an evaluation with seedsOf draws as the one it names; blind with one turn changes nothing", async () => {
+    const byEpisode = (ts: ReadonlyArray<Trajectory>) =>
+      Object.fromEntries(ts.map((t) => [t.episodeId, Buffer.from(t.tokenIds).toString("hex")]))
+    const { first, paired, fresh } = await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const recipe = yield* openLadderRecipe({ ...TINY, evalSamples: 2, concurrency: 2 })
+          yield* recipe.startSamplers(untrained(recipe.tokenizer.vocabSize))
+          const tasks = recipe.heldIn.slice(0, 2)
+          const a = yield* recipe.evaluate("a", 0n, tasks)
+          // One turn: its observation is never read, so blind or not the episodes are alike.
+          const b = yield* recipe.evaluate("b", 0n, tasks, undefined, { blind: true, seedsOf: "a" })
+          const c = yield* recipe.evaluate("c", 0n, tasks)
+          const missing = yield* Effect.result(
+            recipe.evaluate("d", 0n, tasks, undefined, { seedsOf: "nope" }),
+          )
+          expect(Result.isFailure(missing)).toBe(true)
+          return { first: byEpisode(a), paired: byEpisode(b), fresh: byEpisode(c) }
+        }),
+      ).pipe(Effect.provide(layers())),
+    )
+    expect(Object.keys(first)).toHaveLength(4)
+    expect(paired).toEqual(first)
+    expect(fresh).not.toEqual(first)
+  }, 120_000)
 })
 
 describe("ladder recipe scores and limits", () => {

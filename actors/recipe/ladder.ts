@@ -379,6 +379,11 @@ export interface LadderRecipe {
 export interface EvaluateOptions {
   /** The policy reads empty observations (recipeLimits' `blind`); the commands still run. */
   readonly blind?: boolean
+  /**
+   * Sample with the seeds of the earlier evaluation of this name (the same tasks in the same
+   * order): a paired control whose episodes draw alike until what they read differs.
+   */
+  readonly seedsOf?: string
 }
 
 /** What a driver of the recipe's RL phase hears and decides. */
@@ -484,27 +489,37 @@ export const openLadderRecipe = (
         return policy
       })
 
+    // Each evaluation's seed base by name, for a later one that pairs with it.
+    const seedBases = new Map<string, number>()
     const evaluate = (
       name: string,
       version: bigint,
       tasks: ReadonlyArray<RecipeTask>,
       onEpisode?: (t: Trajectory) => void,
       options: EvaluateOptions = {},
-    ) =>
-      runEpisodeBatch(
+    ) => {
+      const paired = options.seedsOf === undefined ? undefined : seedBases.get(options.seedsOf)
+      if (options.seedsOf !== undefined && paired === undefined)
+        return Effect.fail(new Error(`no evaluation named ${options.seedsOf} to take seeds from`))
+      const job = `${name}-${seed}-${runs}`
+      // A paired run takes no fresh seed base: every other evaluation keeps the seeds it had.
+      const seedBase = paired ?? seed * 1_000_000 + 500_000 + runs++ * 10_000
+      seedBases.set(name, seedBase)
+      return runEpisodeBatch(
         bus,
         subjects,
         {
-          job: `${name}-${seed}-${runs}`,
+          job,
           groups: tasks.map((p) => ({ task: p.wire, samples: o.evalSamples })),
           purpose: EpisodePurpose.EVAL,
           policyVersion: version,
           sampling: { ...SAMPLING, temperature: o.evalTemperature },
           limits: recipeLimits(o.turns, options.blind === true),
-          seedBase: seed * 1_000_000 + 500_000 + runs++ * 10_000,
+          seedBase,
         },
         onEpisode,
       )
+    }
 
     const reinforce = (warm: WarmStart, policy: EmbeddedPolicy, hooks: RlHooks = {}) =>
       Effect.gen(function* () {
