@@ -10,6 +10,10 @@
  *   splits them — train families train, the three held-out families OOD. They have no
  *   in-distribution eval: seed-held-out tasks of a multi-step family share its templates (74–96%
  *   8-gram overlap, tasks/bundled/README.md).
+ * - Rungs 5, 6, 7 (opt in; `obs` names all three): the observation families
+ *   (tasks/synth/families/ladder-observe.ts), whose needed value is only in the sandbox: a look,
+ *   then an act that uses what it printed; one, two, and three to five such steps. Split as rungs
+ *   1–3 are (names by pool, one family of rungs 5 and 6 held out).
  *
  * Everything is a pure function of the options: the same options give byte-identical tasks.
  */
@@ -33,6 +37,8 @@ import {
   type GeneratedTask,
   generateTask,
   LADDER_FAMILIES,
+  LADDER_OBSERVE_FAMILIES,
+  OBSERVE_RUNGS,
   type TaskFamily,
   type TaskMeta,
   TaskWriteFailed,
@@ -40,22 +46,31 @@ import {
   writeTask,
 } from "../synth/index.ts"
 
-export type Rung = 1 | 2 | 3 | 4
-export const RUNGS: ReadonlyArray<Rung> = [1, 2, 3, 4]
+export type Rung = 1 | 2 | 3 | 4 | 5 | 6 | 7
+export const RUNGS: ReadonlyArray<Rung> = [1, 2, 3, 4, 5, 6, 7]
+
+/** `--rungs obs`: every observation rung. */
+export const OBSERVE_ALIAS = "obs"
+
+/** Whether a rung's tasks need looking (an observation rung). */
+export const isObserveRung = (rung: number): boolean => OBSERVE_RUNGS.some((r) => r === rung)
 
 /**
- * `--rungs 1,3` as rungs, each at most once and each one of `allowed`; a RangeError names what
- * was wrong.
+ * `--rungs 1,3` (or `obs`, every observation rung of `allowed`) as rungs, each at most once and
+ * each one of `allowed`; a RangeError names what was wrong and the valid names.
  */
 export const parseRungs = (raw: string, allowed: ReadonlyArray<Rung> = RUNGS): Array<Rung> => {
+  const observe = allowed.filter(isObserveRung)
+  const valid = `${allowed.join(", ")}${observe.length > 0 ? `, or ${OBSERVE_ALIAS} (${observe.join(",")})` : ""}`
   const rungs: Array<Rung> = []
   for (const r of raw.split(",")) {
-    const rung = allowed.find((x) => String(x) === r.trim())
-    if (rung === undefined || rungs.includes(rung))
+    const named =
+      r.trim() === OBSERVE_ALIAS ? observe : allowed.filter((x) => String(x) === r.trim())
+    if (named.length === 0 || named.some((rung) => rungs.includes(rung)))
       throw new RangeError(
-        `--rungs takes ${allowed.join(", ")} separated by commas, got ${JSON.stringify(raw)}`,
+        `--rungs takes ${valid}, separated by commas, each once; got ${JSON.stringify(raw)}`,
       )
-    rungs.push(rung)
+    rungs.push(...named)
   }
   return rungs
 }
@@ -74,6 +89,10 @@ export const DEFAULT_OOD_FAMILIES: ReadonlyArray<string> = [
   "copy-into-dir",
   "rename-then-append",
   "backup-write-append",
+  // Observation rungs: pointer-copy's look is pointer-move's, its act a copy; count-then-copy
+  // chains two trained steps in an order no train family does.
+  "pointer-copy",
+  "count-then-copy",
 ]
 
 /** The top rung's split: the bundled corpus's (tasks/bundled/bundle.ts, seed 10, 3 held out). */
@@ -94,7 +113,7 @@ export interface LadderOptions {
   readonly evalPerFamily: number
   /** Eval tasks per held-out family; default evalPerFamily. */
   readonly oodPerFamily?: number
-  /** Default [1, 2, 3]; add 4 for the multi-step families. */
+  /** Default [1, 2, 3]; add 4 for the multi-step families, 5–7 for the observation rungs. */
   readonly rungs?: ReadonlyArray<Rung>
   /** Ladder families held out of train (eval only); default DEFAULT_OOD_FAMILIES. */
   readonly oodFamilies?: ReadonlyArray<string>
@@ -146,7 +165,11 @@ export const rungOf = (family: TaskFamily): Rung => {
 export const ladderFamilies = (): ReadonlyArray<{
   readonly family: TaskFamily
   readonly rung: Rung
-}> => [...LADDER_FAMILIES, ...FAMILIES].map((family) => ({ family, rung: rungOf(family) }))
+}> =>
+  [...LADDER_FAMILIES, ...LADDER_OBSERVE_FAMILIES, ...FAMILIES].map((family) => ({
+    family,
+    rung: rungOf(family),
+  }))
 
 const count = (name: string, n: number) => {
   if (!Number.isInteger(n) || n < 0) throw new RangeError(`${name} must be a whole number >= 0`)
@@ -167,7 +190,7 @@ export const ladderSplits = (options: LadderOptions): LadderSplits => {
   const evalSeed = splitSeed("eval", options.seed)
   const oodLadder = new Set(options.oodFamilies ?? DEFAULT_OOD_FAMILIES)
   for (const name of oodLadder)
-    if (!LADDER_FAMILIES.some((f) => f.name === name))
+    if (![...LADDER_FAMILIES, ...LADDER_OBSERVE_FAMILIES].some((f) => f.name === name))
       throw new RangeError(`${name} is not a ladder family`)
   const top = splitFamilies(
     FAMILIES.map((f) => f.name),

@@ -68,6 +68,11 @@ const snapshot = (dir: string): Record<string, string> => {
 
 const OPTIONS = { seed: 3, trainPerFamily: 12, evalPerFamily: 6 } as const
 
+/** The held-out families of the default rungs (1–3). */
+const OOD_OF_RUNGS_1_TO_3 = DEFAULT_OOD_FAMILIES.filter((n) =>
+  LADDER_FAMILIES.some((f) => f.name === n),
+)
+
 /** Runs jobs a few at a time. */
 const pool = async (jobs: ReadonlyArray<() => Promise<void>>, concurrency: number) => {
   const queue = [...jobs]
@@ -436,9 +441,9 @@ describe("ladderSplits", () => {
     expect([...splits.families.train, ...splits.families.ood].sort()).toEqual(
       [...ladderNames].sort(),
     )
-    expect([...splits.families.ood].sort()).toEqual([...DEFAULT_OOD_FAMILIES].sort())
+    expect([...splits.families.ood].sort()).toEqual([...OOD_OF_RUNGS_1_TO_3].sort())
     expect(new Set(DEFAULT_OOD_FAMILIES.map((n) => familyRegistry[n]?.rung))).toEqual(
-      new Set([1, 2, 3]),
+      new Set([1, 2, 3, 5, 6]),
     )
     expect(splits.train).toHaveLength(splits.families.train.length * OPTIONS.trainPerFamily)
     expect(splits.eval).toHaveLength(splits.families.train.length * OPTIONS.evalPerFamily)
@@ -498,7 +503,27 @@ describe("ladderSplits", () => {
     // family's own template with other names, ~0.23 at most (make-dir).
     expect(check.report.scaffold).toBeGreaterThan(0)
     expect(check.report.max).toBeLessThan(0.3)
-    expect(check.split.heldOutFamilies).toEqual([...DEFAULT_OOD_FAMILIES].sort())
+    expect(check.split.heldOutFamilies).toEqual([...OOD_OF_RUNGS_1_TO_3].sort())
+  })
+
+  it("adds the observation rungs on request (obs): train, eval and OOD, decontaminated, names apart", () => {
+    const obs = ladderSplits({
+      seed: 11,
+      trainPerFamily: 30,
+      evalPerFamily: 3,
+      rungs: parseRungs("obs"),
+    })
+    expect(new Set(obs.train.map((t) => t.rung))).toEqual(new Set([5, 6, 7]))
+    expect([...obs.families.ood].sort()).toEqual(["count-then-copy", "pointer-copy"])
+    expect(new Set(obs.eval.map((t) => t.family))).toEqual(new Set(obs.families.train))
+    for (const t of obs.train) expect(t.meta.tags).toContain("observe")
+    const check = ladderDecontam(obs)
+    expect(check.split.violations).toEqual([])
+    expect(check.report.passed).toBe(true)
+    const trainNames = new Set(obs.train.flatMap((t) => Object.values(bindingsOf(t)).flat()))
+    for (const t of [...obs.eval, ...obs.ood])
+      for (const x of Object.values(bindingsOf(t)).flat())
+        expect(trainNames.has(x), `${t.id}: ${x} is in train`).toBe(false)
   })
 
   it("adds the multi-step families as rung 4 on request: train and OOD, no in-distribution eval", () => {
@@ -560,6 +585,12 @@ describe("ladderSplits", () => {
     expect(() => parseRungs("1,1")).toThrow(RangeError)
     expect(() => parseRungs("")).toThrow(RangeError)
     expect(() => parseRungs("x")).toThrow(RangeError)
+    // `obs`: every observation rung allowed; the error lists the valid names.
+    expect(parseRungs("obs")).toEqual([5, 6, 7])
+    expect(parseRungs("1,obs")).toEqual([1, 5, 6, 7])
+    expect(() => parseRungs("obs,5")).toThrow(RangeError)
+    expect(() => parseRungs("obs", [1, 2, 3])).toThrow(/takes 1, 2, 3, separated/)
+    expect(() => parseRungs("8")).toThrow(/takes 1, 2, 3, 4, 5, 6, 7, or obs \(5,6,7\)/)
   })
 
   it("refuses options it cannot honour", () => {
@@ -568,7 +599,7 @@ describe("ladderSplits", () => {
     expect(() => ladderSplits({ ...OPTIONS, oodFamilies: ["csv-aggregate"] })).toThrow(
       /not a ladder family/,
     )
-    expect(() => ladderSplits({ ...OPTIONS, rungs: [5 as 1] })).toThrow(/no rung 5/)
+    expect(() => ladderSplits({ ...OPTIONS, rungs: [8 as 1] })).toThrow(/no rung 8/)
   })
 })
 

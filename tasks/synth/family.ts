@@ -49,6 +49,12 @@ export type Pool = "demo" | "train" | "eval"
 
 export interface GenerateContext {
   readonly pool: Pool
+  /**
+   * Observation families (ladder-observe.ts): another hidden world behind the same instruction —
+   * what the task's looks reveal is drawn again, nothing the instruction says changes. Tests use
+   * it to show a task cannot be solved without looking. Other families ignore it.
+   */
+  readonly hiddenSalt?: string
 }
 
 /**

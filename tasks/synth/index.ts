@@ -4,9 +4,16 @@ export {
   FAMILIES,
   familyRegistry,
   LADDER_FAMILIES,
+  LADDER_OBSERVE_FAMILIES,
   LADDER_RUNG_1,
   LADDER_RUNG_2,
   LADDER_RUNG_3,
+  LADDER_RUNG_5,
+  LADDER_RUNG_6,
+  LADDER_RUNG_7,
+  OBSERVE_RUNGS,
+  OBSERVE_TAG,
+  type ObserveRung,
 } from "./families/index.ts"
 export type { LadderFamily } from "./families/ladder.ts"
 export {
@@ -25,6 +32,17 @@ export {
   ladderBash,
   ladderPytest,
 } from "./ladder-checks.ts"
+export {
+  countEcho,
+  emptyDelete,
+  findCopy,
+  OBSERVE_STEPS,
+  type ObserveStep,
+  observeChain,
+  pointerCopy,
+  pointerMove,
+  readAppend,
+} from "./ladder-observe.ts"
 export {
   CONTENT_WORDS,
   evalPair,

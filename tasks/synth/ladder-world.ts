@@ -16,7 +16,7 @@ import {
   namePool,
   nameWord,
 } from "./ladder-pools.ts"
-import type { Rng } from "./rng.ts"
+import { makeRng, type Rng } from "./rng.ts"
 import { bashScript, createFiles } from "./shell.ts"
 
 /** How a file got its content; decides which tests check it. */
@@ -44,6 +44,12 @@ type Tree = Map<string, Entry>
 export interface Step {
   /** One sentence, capitalised, ending with a full stop; names as the command writes them. */
   readonly sentence: string
+  /**
+   * An observation step's look (ladder-observe.ts): one line of bash that changes nothing and
+   * prints what `command` needs, which the sentence does not say. The reference runs it first,
+   * one agent turn of its own.
+   */
+  readonly look?: string
   /** One line of bash, run in the workdir. */
   readonly command: string
   readonly apply: (tree: Tree) => void
@@ -205,8 +211,11 @@ export const moveInto = (from: string, dir: string): Step => ({
  * stem (except the hard tier's trap), and no folder or grep word is a file's stem.
  */
 export class Draw {
+  private rng: Rng
+  private hiddenRng: Rng | undefined
   private readonly names: NamePool
   private readonly used = new Set<string>()
+  private readonly taken = new Set<string>()
   readonly initialFiles = new Map<string, string>()
   readonly initialDirs: Array<string> = []
   readonly bindings = {
@@ -217,17 +226,63 @@ export class Draw {
   }
 
   constructor(
-    private readonly rng: Rng,
+    rng: Rng,
     pool: Pool,
+    private readonly hiddenSalt = "",
   ) {
+    this.rng = rng
     this.names = namePool(pool)
+  }
+
+  /**
+   * Runs `draws` on the hidden stream: what the instruction never says (the names and contents an
+   * observation step's look reveals). The stream is forked from the task's own on first use, with
+   * `hiddenSalt` (GenerateContext): another salt gives another hidden world behind the same
+   * instruction, as long as every visible name was drawn before.
+   */
+  hidden<A>(draws: () => A): A {
+    if (this.hiddenRng === undefined)
+      this.hiddenRng = makeRng(`hidden/${this.rng.float()}/${this.hiddenSalt}`)
+    const visible = this.rng
+    this.rng = this.hiddenRng
+    try {
+      return draws()
+    } finally {
+      this.rng = visible
+    }
+  }
+
+  /** A file that setup creates inside `dir` (a folder setup creates); returns its path. */
+  sourceIn(dir: string, content?: string): string {
+    const path = `${dir}/${this.newFile()}`
+    this.initialFiles.set(path, content ?? this.lines())
+    return path
+  }
+
+  /** Sets what setup writes into `path` (a pointer file's content, known only after the draw). */
+  fill(path: string, content: string): void {
+    this.initialFiles.set(path, content)
+  }
+
+  /** A uniform integer in [min, max] from the current stream. */
+  int(min: number, max: number): number {
+    return this.rng.int(min, max)
+  }
+
+  /** A uniform pick from the current stream. */
+  pick<T>(items: ReadonlyArray<T>): T {
+    return this.rng.pick(items)
   }
 
   /** A name whose word no other name of the task has, so each name is copied from one place. */
   private word(): string {
     const free = this.names.names.filter((n) => !this.used.has(nameWord(n)))
-    const name = this.rng.pick(free)
+    // A long observation chain can use every word: names then share a word, never a whole name.
+    const name = this.rng.pick(
+      free.length > 0 ? free : this.names.names.filter((n) => !this.taken.has(n)),
+    )
     this.used.add(nameWord(name))
+    this.taken.add(name)
     return name
   }
 
@@ -468,8 +523,9 @@ export const ladderPlan = (
   difficulty: Difficulty,
   pool: Pool,
   build: (draw: Draw) => ReadonlyArray<Step>,
+  hiddenSalt?: string,
 ): LadderPlan => {
-  const draw = new Draw(rng, pool)
+  const draw = new Draw(rng, pool, hiddenSalt)
   const steps = build(draw)
   draw.distractors(difficulty, draw.bindings.files[0])
   const before: Tree = new Map()
@@ -490,7 +546,9 @@ export const ladderPlan = (
       ...(draw.initialDirs.length > 0 ? [`mkdir -p ${draw.initialDirs.join(" ")}`] : []),
       ...createFiles(files),
     ]),
-    solution: bashScript(steps.map((s) => s.command)),
+    solution: bashScript(
+      steps.flatMap((s) => (s.look === undefined ? [] : [s.look]).concat(s.command)),
+    ),
     tests: testsFor(before, after),
     guard: guardOf(before, after, staged),
     bindings: {

@@ -12,6 +12,7 @@ import {
   familyRegistry,
   generateTask,
   LADDER_FAMILIES,
+  LADDER_OBSERVE_FAMILIES,
   makeRng,
   namePool,
   poolFileNames,
@@ -125,7 +126,7 @@ describe("the ladder families in the registry", () => {
   it("keeps FAMILIES to the multi-step families and registers the ladder's beside them", () => {
     expect(FAMILIES).toHaveLength(15)
     expect(FAMILIES.every((f) => f.rung === undefined)).toBe(true)
-    expect(ALL_FAMILIES).toEqual([...FAMILIES, ...LADDER_FAMILIES])
+    expect(ALL_FAMILIES).toEqual([...FAMILIES, ...LADDER_FAMILIES, ...LADDER_OBSERVE_FAMILIES])
     expect(Object.keys(familyRegistry)).toHaveLength(ALL_FAMILIES.length)
     for (const f of ALL_FAMILIES) expect(familyRegistry[f.name]).toBe(f)
   })

@@ -8,6 +8,7 @@ import { findRename } from "./find-rename.ts"
 import { jsonMerge } from "./json-merge.ts"
 import { jsonReport } from "./json-report.ts"
 import { LADDER_FAMILIES } from "./ladder.ts"
+import { LADDER_OBSERVE_FAMILIES } from "./ladder-observe.ts"
 import { logReport } from "./log-report.ts"
 import { permissionsFix } from "./permissions-fix.ts"
 import { releasePipeline } from "./release-pipeline.ts"
@@ -39,9 +40,25 @@ export const FAMILIES: ReadonlyArray<TaskFamily> = [
 ]
 
 export { LADDER_FAMILIES, LADDER_RUNG_1, LADDER_RUNG_2, LADDER_RUNG_3 } from "./ladder.ts"
+export {
+  LADDER_OBSERVE_FAMILIES,
+  LADDER_RUNG_5,
+  LADDER_RUNG_6,
+  LADDER_RUNG_7,
+  OBSERVE_RUNGS,
+  OBSERVE_TAG,
+  type ObserveRung,
+} from "./ladder-observe.ts"
 
-/** The multi-step families, then the ladder's one-, two- and three-command families. */
-export const ALL_FAMILIES: ReadonlyArray<TaskFamily> = [...FAMILIES, ...LADDER_FAMILIES]
+/**
+ * The multi-step families, the ladder's one-, two- and three-command families, then its
+ * observation families.
+ */
+export const ALL_FAMILIES: ReadonlyArray<TaskFamily> = [
+  ...FAMILIES,
+  ...LADDER_FAMILIES,
+  ...LADDER_OBSERVE_FAMILIES,
+]
 
 /** Every task family, by name; the synthesiser finds them here. */
 export const familyRegistry: Readonly<Record<string, TaskFamily>> = Object.fromEntries(

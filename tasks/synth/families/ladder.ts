@@ -28,7 +28,8 @@ import type { Rng } from "../rng.ts"
 
 /** A ladder family; `plan` is the task before its tests are rendered (for tests of the tests). */
 export interface LadderFamily extends TaskFamily {
-  readonly rung: 1 | 2 | 3
+  /** 1–3: that many commands; 5–7: observation rungs (ladder-observe.ts). */
+  readonly rung: 1 | 2 | 3 | 5 | 6 | 7
   readonly plan: (rng: Rng, difficulty: Difficulty, context?: GenerateContext) => LadderPlan
 }
 
