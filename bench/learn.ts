@@ -51,7 +51,7 @@ import { Rng } from "../model/index.ts"
 import type { Trajectory } from "../proto/index.ts"
 import { type Bus, MemoryBusLive } from "../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"
-import { parseRungs, type Rung, writeLadder } from "../tasks/ladder/index.ts"
+import { parseRungs, type Rung, turnsFor, writeLadder } from "../tasks/ladder/index.ts"
 import { mean, stratifiedPairedInterval, tInterval, wilson } from "./stats.ts"
 
 /**
@@ -71,7 +71,9 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
                          four is left to RL) or the whole train pool (default
                          ${D.demoPool ? "demo" : "train"})
   --train-per-family N   ladder train tasks per family (default ${D.trainPerFamily})
-  --rungs 1,2,3          ladder rungs trained and evaluated (default ${D.rungs.join(",")})
+  --rungs 1,2,3          ladder rungs trained and evaluated: 1–3, and the observation rungs 5–7
+                         (obs: all three; the needed value is only in a command's output)
+                         (default ${D.rungs.join(",")})
   --eval-per-family N    held-out tasks per family, in-distribution and OOD (default ${D.evalPerFamily})
   --seen-per-family N    unseen tasks with train names per family, evaluated before and after
                          RL and in the control arm (default 0: not evaluated)
@@ -104,7 +106,8 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --lr X                 RL learning rate (default ${D.lr})
   --lr-warmup N          RL updates over which the learning rate ramps up linearly from 0
                          (default ${EMBEDDED_RL_CONFIG.lrWarmupSteps})
-  --turns N              agent turns per episode (default ${D.turns})
+  --turns N              agent turns per episode (default: the longest reference of the rungs
+                         plus one, at least ${D.turns}; obs: 11)
   --concurrency N        episodes run at once (default ${D.concurrency})
   --rl-optimizer continue|fresh
                          RL's AdamW continues the warm start's moments or starts fresh (default
@@ -478,7 +481,7 @@ const choiceOf = <C extends string>(
   throw new Error(`--${flag} must be ${choices.join(" or ")}, got ${JSON.stringify(raw)}\n${USAGE}`)
 }
 
-/** `--rungs 1,3`: ladder rungs 1 to 3, each at most once. */
+/** `--rungs 1,3` or `obs`: ladder rungs 1–3 and 5–7 (not 4: its families have no held-out eval), each once. */
 const rungsOf = (raw: string | undefined, fallback: ReadonlyArray<Rung>): ReadonlyArray<Rung> => {
   if (raw === undefined) return fallback
   try {
@@ -545,6 +548,7 @@ const main = Effect.gen(function* () {
       )
     return n
   }
+  const rungs = rungsOf(values.rungs, D.rungs)
   const o: Options = {
     seeds: num("seeds", 3, 1),
     firstSeed: num("first-seed", 0, 0),
@@ -557,7 +561,7 @@ const main = Effect.gen(function* () {
         D.demoPool ? "demo" : "train",
       ) === "demo",
     trainPerFamily: num("train-per-family", D.trainPerFamily, 2),
-    rungs: rungsOf(values.rungs, D.rungs),
+    rungs,
     evalPerFamily: num("eval-per-family", D.evalPerFamily, 1),
     seenPerFamily: num("seen-per-family", 0, 0),
     learner: {
@@ -583,7 +587,8 @@ const main = Effect.gen(function* () {
     evalTemperature: num("eval-temperature", D.evalTemperature, 0, false),
     rlTemperature: num("rl-temperature", D.rlTemperature, 0.1, false),
     lr: num("lr", D.lr, 0, false),
-    turns: num("turns", D.turns, 1),
+    // Default: enough turns for the longest reference of the chosen rungs (rung 7: 10 commands).
+    turns: num("turns", turnsFor(rungs, D.turns), 1),
     concurrency: num("concurrency", D.concurrency, 1),
     driver: choiceOf("driver", values.driver, ["local", "docker"], D.driver),
     dump: values.dump,

@@ -49,6 +49,24 @@ import {
 export type Rung = 1 | 2 | 3 | 4 | 5 | 6 | 7
 export const RUNGS: ReadonlyArray<Rung> = [1, 2, 3, 4, 5, 6, 7]
 
+/** The most commands a reference of the rung runs (rung 4's families: several, not counted). */
+const RUNG_COMMANDS: Readonly<Record<Rung, number | undefined>> = {
+  1: 1,
+  2: 2,
+  3: 3,
+  4: undefined,
+  5: 2,
+  6: 4,
+  7: 10,
+}
+
+/**
+ * Agent turns an episode on `rungs` needs: the longest reference's commands and a turn to say
+ * done, at least `floor` (what rung 4's multi-step families and a retry or two get).
+ */
+export const turnsFor = (rungs: ReadonlyArray<Rung>, floor: number): number =>
+  Math.max(floor, ...rungs.map((r) => (RUNG_COMMANDS[r] ?? 0) + 1))
+
 /** `--rungs obs`: every observation rung. */
 export const OBSERVE_ALIAS = "obs"
 

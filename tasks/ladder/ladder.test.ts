@@ -44,6 +44,7 @@ import {
   ladderSplits,
   parseRungs,
   rungOf,
+  turnsFor,
   writeLadder,
 } from "./index.ts"
 
@@ -587,6 +588,10 @@ describe("ladderSplits", () => {
     expect(() => parseRungs("x")).toThrow(RangeError)
     // `obs`: every observation rung allowed; the error lists the valid names.
     expect(parseRungs("obs")).toEqual([5, 6, 7])
+    // Turns enough for the longest reference (rung 7: ten commands) and the turn saying done.
+    expect(turnsFor([1], 5)).toBe(5)
+    expect(turnsFor(parseRungs("obs"), 5)).toBe(11)
+    expect(turnsFor([5], 2)).toBe(3)
     expect(parseRungs("1,obs")).toEqual([1, 5, 6, 7])
     expect(() => parseRungs("obs,5")).toThrow(RangeError)
     expect(() => parseRungs("obs", [1, 2, 3])).toThrow(/takes 1, 2, 3, separated/)
