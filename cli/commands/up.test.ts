@@ -50,7 +50,12 @@ describe("t1 up", () => {
     expect(upOptions([])?.options.rungs).toEqual(UP_DEFAULTS.rungs)
     expect(UP_DEFAULTS.rungs).toEqual([1])
     expect(upOptions(["--rungs", "1,3"])?.options.rungs).toEqual([1, 3])
-    expect(() => upOptions(["--rungs", "5"])).toThrow(/--rungs takes 1, 2, 3, 4/)
+    expect(() => upOptions(["--rungs", "8"])).toThrow(/--rungs takes 1, 2, 3, 4, 5, 6, 7, or obs/)
+    // The observation rungs, and turns for their longest reference unless --turns says.
+    expect(upOptions(["--rungs", "1,obs"])?.options.rungs).toEqual([1, 5, 6, 7])
+    expect(upOptions(["--rungs", "1,obs"])?.options.turns).toBe(11)
+    expect(upOptions(["--rungs", "1,5"])?.options.turns).toBe(UP_DEFAULTS.turns)
+    expect(upOptions(["--rungs", "obs", "--turns", "4"])?.options.turns).toBe(4)
     expect(() => upOptions(["--rungs", "1,1"])).toThrow(UsageError)
     expect(() => upOptions(["--train", "a", "--eval", "b", "--rungs", "2"])).toThrow(
       /--rungs sizes the ladder; it does not apply with --train\/--eval/,

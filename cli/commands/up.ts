@@ -2,7 +2,7 @@ import { Effect, Layer } from "effect"
 import { LADDER_RECIPE_DEFAULTS } from "../../actors/recipe/index.ts"
 import { MemoryBusLive, NatsBusLive, withBusMetrics } from "../../services/bus/index.ts"
 import { MetricsLive, serveMetrics } from "../../services/metrics/index.ts"
-import { parseRungs } from "../../tasks/ladder/index.ts"
+import { parseRungs, turnsFor } from "../../tasks/ladder/index.ts"
 import { natsFlagSpec, natsOptionsFrom } from "../bus-flags.ts"
 import { choiceFlag, intFlag, parseFlags, UsageError } from "../flags.ts"
 import { ensureSandboxEngine } from "../sandbox-engine.ts"
@@ -32,13 +32,16 @@ Options:
   --demos N               demonstrations per train family (default ${UP_DEFAULTS.demos})
   --train-per-family N    ladder train tasks per family (default ${UP_DEFAULTS.trainPerFamily})
   --eval-per-family N     held-out tasks per family (default ${UP_DEFAULTS.evalPerFamily})
-  --rungs 1,2,3,4         ladder rungs trained and evaluated (default ${UP_DEFAULTS.rungs.join(",")})
+  --rungs 1,2,3,4         ladder rungs trained and evaluated: 1-4, and the observation rungs 5-7
+                          (obs: all three; the value each task needs is only in a command's
+                          output) (default ${UP_DEFAULTS.rungs.join(",")})
   --sft-steps N           warm-start steps (default ${UP_DEFAULTS.sftSteps})
   --rounds N              RL updates, one batch of episodes each (default ${UP_DEFAULTS.rlSteps})
   --tasks-per-round N     training tasks per update (default ${UP_DEFAULTS.tasksPerStep})
   --samples N             rollouts per task: the group (default ${UP_DEFAULTS.samples})
   --eval-samples N        rollouts per held-out task (default ${UP_DEFAULTS.evalSamples})
-  --turns N               agent turns per episode (default ${UP_DEFAULTS.turns})
+  --turns N               agent turns per episode (default: the longest reference of the rungs
+                          plus one, at least ${UP_DEFAULTS.turns}; obs: 11)
   --concurrency N         episodes at once (default ${UP_DEFAULTS.concurrency})
   --driver local|docker   sandboxes: local (default; a shell on this host in private namespaces,
                           for the ladder's trusted synthetic tasks; verification unguarded) or
@@ -100,12 +103,13 @@ export const upOptions = (args: ReadonlyArray<string>, usage = upUsage()) => {
       `--demos (${demos}) must be below --train-per-family (${trainPerFamily}): RL needs tasks without demonstrations`,
       usage,
     )
+  const rungs = rungsFlag(values.rungs, D.rungs, usage)
   const options: UpOptions = {
     seed: intFlag("seed", values.seed, D.seed, usage, 0),
     demos,
     trainPerFamily,
     demoPool: D.demoPool,
-    rungs: rungsFlag(values.rungs, D.rungs, usage),
+    rungs,
     evalTemperature: D.evalTemperature,
     rlTemperature: D.rlTemperature,
     evalPerFamily: intFlag("eval-per-family", values["eval-per-family"], D.evalPerFamily, usage, 1),
@@ -117,7 +121,7 @@ export const upOptions = (args: ReadonlyArray<string>, usage = upUsage()) => {
     samples: intFlag("samples", values.samples, D.samples, usage, 2),
     evalSamples: intFlag("eval-samples", values["eval-samples"], D.evalSamples, usage, 1),
     lr: D.lr,
-    turns: intFlag("turns", values.turns, D.turns, usage, 1),
+    turns: intFlag("turns", values.turns, turnsFor(rungs, D.turns), usage, 1),
     concurrency: intFlag("concurrency", values.concurrency, D.concurrency, usage, 1),
     driver: choiceFlag("driver", values.driver, ["local", "docker"] as const, D.driver, usage),
     out: values.out ?? "t1-up-report",
