@@ -24,7 +24,7 @@
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
-import { Effect, Layer, Logger, References } from "effect"
+import { Cause, Effect, Exit, Layer, Logger, References } from "effect"
 import {
   continuedActorOptimizer,
   EMBEDDED_RL_CONFIG,
@@ -52,6 +52,13 @@ import type { Trajectory } from "../proto/index.ts"
 import { type Bus, MemoryBusLive } from "../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../services/metrics/index.ts"
 import { parseRungs, type Rung, turnsFor, writeLadder } from "../tasks/ladder/index.ts"
+import {
+  type ArmSeed,
+  ablationMarkdown,
+  ablationTable,
+  meanLogprobDiff,
+  type VariantOutcome,
+} from "./ablation.ts"
 import { mean, stratifiedPairedInterval, tInterval, wilson } from "./stats.ts"
 
 /**
@@ -60,7 +67,7 @@ import { mean, stratifiedPairedInterval, tInterval, wilson } from "./stats.ts"
  */
 const DEFAULT_SEED_MINUTES = 18
 
-const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [options]
+const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate [--ablate-seeds N]] [options]
 
   --json                 print one JSON object as the last line of output
   --seeds N              seeds (ladder, model and sampling), 0..N-1 (default 3)
@@ -115,9 +122,14 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate] [opti
   --driver local|docker  sandbox driver (default local: the ladder's tasks are synthetic and a
                          container per episode would cost most of the run; docker needs the
                          t1-base image)
-  --ablate               also run the ablations on the first seed, one seed run each: binary
-                         reward, critic only (GAE) with and without critic warm-up, group
-                         baseline + critic, the other RL optimiser start (README table)
+  --ablate               also run the ablations, each changing one RL recipe choice from the
+                         default (group baseline, no critic; dense reward; TITO; R3): binary
+                         reward, critic (GAE) with 10 and with 0 critic warm-up updates, TITO
+                         off, R3 off; a table of each arm's gain with its 95% interval and the
+                         learner's train/inference logprob diff, and with --json an
+                         \`ablation\` array (the default arm first) and \`ablation_skipped\`
+  --ablate-seeds N       seeds of each ablation arm, --first-seed onwards (default 2; the
+                         default arm reuses the main seeds' runs and runs those it lacks)
   --dump DIR             write every evaluation's episodes to DIR/seed<S>-<set>.jsonl (task, rung,
                          tests passed, the policy's generated text per turn)`
 
@@ -151,6 +163,8 @@ interface SeedResult {
   readonly episodes: number
   readonly minutes: number
   readonly rewardCurve: ReadonlyArray<number>
+  /** The learner's train/inference |Δ log p| of each RL update that trained. */
+  readonly logprobDiffs: ReadonlyArray<number>
 }
 
 /** Ladder seed offset of the seen-names set (seeds below it stay distinct). */
@@ -333,6 +347,10 @@ const runSeed = (
         episodes: rl.episodes,
         minutes: (Date.now() - started) / 60_000,
         rewardCurve: rl.curve.map((c) => c.score.reward),
+        // A skipped update reports 0: it measured nothing, so it is left out of the mean.
+        logprobDiffs: rl.curve.flatMap((c) =>
+          c.report.skipped ? [] : [c.report.trainInferLogprobAbsDiff],
+        ),
       }
     }),
   )
@@ -404,6 +422,16 @@ const taskGains = (r: SeedResult): number[] =>
       : [a.resolved / a.episodes - b.resolved / b.episodes]
   })
 
+/** A seed run as the ablation table reads it. */
+const armSeed = (r: SeedResult): ArmSeed => ({
+  seed: r.seed,
+  before: rate(r.before.id),
+  after: rate(r.after.id),
+  taskGains: taskGains(r),
+  steps: r.steps,
+  logprobDiffs: r.logprobDiffs,
+})
+
 const summary = (results: ReadonlyArray<SeedResult>) => {
   const gains = results.map((r) => rate(r.after.id) - rate(r.before.id))
   return {
@@ -415,6 +443,7 @@ const summary = (results: ReadonlyArray<SeedResult>) => {
     gain: mean(gains),
     gain_ci95: stratifiedPairedInterval(results.map(taskGains)),
     gain_ci95_seeds: tInterval(gains),
+    logprob_diff: meanLogprobDiff(results.map(armSeed)),
     blind_resolved_after: mean(results.map((r) => rate(r.blindAfter))),
     mean_turns: meanTurnsOf(results.map((r) => r.after.id)),
     ood_resolved_before: mean(results.map((r) => rate(r.before.ood))),
@@ -449,24 +478,62 @@ const summary = (results: ReadonlyArray<SeedResult>) => {
   }
 }
 
-/** The ablations (first seed): each changes one learner setting from the default. */
+/** The ablated learner settings as the RL learner of every seed run has them by default. */
+const ABLATED_DEFAULTS = {
+  rewardKind: EMBEDDED_RL_CONFIG.rewardKind,
+  advantageMode: EMBEDDED_RL_CONFIG.advantageMode,
+  criticWarmupSteps: EMBEDDED_RL_CONFIG.criticWarmupSteps,
+  tito: EMBEDDED_RL_CONFIG.tito,
+  replayRouting: EMBEDDED_RL_CONFIG.replayRouting,
+} satisfies Partial<LearnerConfig>
+
+type AblatedSettings = { -readonly [K in keyof typeof ABLATED_DEFAULTS]?: LearnerConfig[K] }
+
+/** What the default arm is, named from the settings the variants change. */
+const defaultArmName = (): string => {
+  const d = ABLATED_DEFAULTS
+  const advantages =
+    d.advantageMode === "group"
+      ? "group baseline, no critic"
+      : `${d.advantageMode}, ${d.criticWarmupSteps} critic warm-up updates`
+  return `default (${advantages}; ${d.rewardKind} reward; TITO ${d.tito ? "on" : "off"}; R3 ${d.replayRouting ? "on" : "off"})`
+}
+
+/**
+ * The ablations: each changes one choice of the RL recipe from the default (the main seeds'
+ * run). A variant equal to the default is not run again: the default row stands for it.
+ */
 const ABLATIONS: ReadonlyArray<{
   readonly name: string
-  readonly learner?: Partial<LearnerConfig>
-  readonly options?: Partial<Options>
+  readonly learner: AblatedSettings
+  /** Why the variant cannot run under `o`, if it cannot. */
+  readonly unfit?: (o: Options) => string | undefined
 }> = [
-  { name: "binary reward (resolved or not)", learner: { rewardKind: "binary" } },
+  { name: "binary reward (1 when resolved)", learner: { rewardKind: "binary" } },
   {
-    name: "critic only (GAE), 10 critic warm-up updates",
+    name: "critic (GAE), warm-started: 10 critic warm-up updates",
     learner: { advantageMode: "critic", criticWarmupSteps: 10 },
+    // The warm-up updates are RL updates that move only the critic.
+    unfit: (o) =>
+      o.rlSteps <= 10
+        ? `its 10 critic warm-up updates leave no policy update in --rl-steps ${o.rlSteps}`
+        : undefined,
   },
-  { name: "critic only (GAE), no critic warm-up", learner: { advantageMode: "critic" } },
-  { name: "group baseline + critic", learner: { advantageMode: "group+critic" } },
+  { name: "critic (GAE), no warm-up", learner: { advantageMode: "critic", criticWarmupSteps: 0 } },
   {
-    name: "RL optimiser continuing the warm start's AdamW",
-    options: { continueOptimizer: !D.continueOptimizer },
+    name: "group baseline, no critic",
+    learner: { advantageMode: "group", criticWarmupSteps: 0 },
   },
+  // The learner re-renders each trajectory from its text and trains on the re-tokenised ids.
+  { name: "TITO off (re-tokenised text)", learner: { tito: false } },
+  { name: "R3 off (no routing replay)", learner: { replayRouting: false } },
 ]
+
+/** Whether `learner` changes nothing of the default. */
+const isDefault = (learner: AblatedSettings): boolean =>
+  Object.entries(learner).every(
+    ([k, v]) => ABLATED_DEFAULTS[k as keyof typeof ABLATED_DEFAULTS] === v,
+  )
 
 /** The value of a two-way flag: `raw` must be one of `choices` (absent: `fallback`). */
 const choiceOf = <C extends string>(
@@ -496,6 +563,7 @@ const main = Effect.gen(function* () {
     options: {
       json: { type: "boolean" },
       ablate: { type: "boolean" },
+      "ablate-seeds": { type: "string" },
       help: { type: "boolean", short: "h" },
       seeds: { type: "string" },
       "first-seed": { type: "string" },
@@ -549,6 +617,9 @@ const main = Effect.gen(function* () {
     return n
   }
   const rungs = rungsOf(values.rungs, D.rungs)
+  if (values["ablate-seeds"] !== undefined && values.ablate !== true)
+    throw new Error(`--ablate-seeds needs --ablate\n${USAGE}`)
+  const ablateSeeds = num("ablate-seeds", 2, 1)
   const o: Options = {
     seeds: num("seeds", 3, 1),
     firstSeed: num("first-seed", 0, 0),
@@ -600,7 +671,7 @@ const main = Effect.gen(function* () {
         D.continueOptimizer ? "continue" : "fresh",
       ) === "continue",
   }
-  if (o.firstSeed + o.seeds > SEEN_SEED_OFFSET)
+  if (o.firstSeed + Math.max(o.seeds, values.ablate ? ablateSeeds : 0) > SEEN_SEED_OFFSET)
     throw new Error(`--first-seed + --seeds must be at most ${SEEN_SEED_OFFSET}`)
   if (o.demos >= o.trainPerFamily)
     throw new Error(`--demos (${o.demos}) must be below --train-per-family (${o.trainPerFamily})`)
@@ -616,22 +687,53 @@ const main = Effect.gen(function* () {
   console.log(
     `\nresolved ${pct(figures.resolved_before)} → ${pct(figures.resolved_after)} (gain ${pct(figures.gain)}, 95% over held-out tasks ${pct(figures.gain_ci95[0])}–${pct(figures.gain_ci95[1])}, over seeds ${pct(figures.gain_ci95_seeds[0])}–${pct(figures.gain_ci95_seeds[1])}); blind after RL ${pct(figures.blind_resolved_after)}; resolved in ${figures.mean_turns?.toFixed(2) ?? "–"} turns; SFT control ${pct(figures.sft_control_resolved)}; OOD ${pct(figures.ood_resolved_before)} → ${pct(figures.ood_resolved_after)}; ${figures.minutes.toFixed(1)} min`,
   )
+  let ablation: ReturnType<typeof ablationTable> | undefined
   if (values.ablate) {
-    const rows = ["| variant | before | after | gain | RL updates |", "|---|--:|--:|--:|--:|"]
-    // The default is the first seed's run above; each variant changes one setting from it.
-    const first = results[0] as SeedResult
-    rows.push(
-      `| default | ${pct(rate(first.before.id))} | ${pct(rate(first.after.id))} | ${pct(rate(first.after.id) - rate(first.before.id))} | ${first.steps} |`,
-    )
-    for (const a of ABLATIONS) {
-      const r = yield* runSeed(o.firstSeed, { ...o, ...a.options }, a.learner ?? {}, log)
-      rows.push(
-        `| ${a.name} | ${pct(rate(r.before.id))} | ${pct(rate(r.after.id))} | ${pct(rate(r.after.id) - rate(r.before.id))} | ${r.steps} |`,
-      )
+    // The default arm is the main run on the ablation's seeds; seeds it lacks are run now.
+    const defaultSeeds = results.slice(0, ablateSeeds)
+    for (let s = defaultSeeds.length; s < ablateSeeds; s++) {
+      log(`ablation: default arm, seed ${o.firstSeed + s} (beyond --seeds)`)
+      defaultSeeds.push(yield* runSeed(o.firstSeed + s, o, {}, log))
     }
-    console.log(`\nablations (seed ${o.firstSeed}):\n${rows.join("\n")}`)
+    const outcomes: VariantOutcome[] = []
+    for (const a of ABLATIONS) {
+      if (isDefault(a.learner)) {
+        log(`ablation: ${a.name} is the default; its row is the default arm`)
+        continue
+      }
+      const unfit = a.unfit?.(o)
+      if (unfit !== undefined) {
+        log(`ablation: ${a.name} not run: ${unfit}`)
+        outcomes.push({ variant: a.name, reason: unfit })
+        continue
+      }
+      const seeds: ArmSeed[] = []
+      let failed: string | undefined
+      for (let s = 0; s < ablateSeeds && failed === undefined; s++) {
+        log(`ablation: ${a.name}, seed ${o.firstSeed + s}`)
+        const exit = yield* Effect.exit(runSeed(o.firstSeed + s, o, a.learner, log))
+        if (Exit.isSuccess(exit)) seeds.push(armSeed(exit.value))
+        // An interrupt (Ctrl-C) ends the experiment; any other failure ends only the variant.
+        else if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
+        else {
+          const e = Cause.squash(exit.cause)
+          failed = `seed ${o.firstSeed + s} failed: ${e instanceof Error ? e.message : String(e)}`
+        }
+      }
+      if (failed !== undefined) {
+        log(`ablation: ${a.name} left out: ${failed}`)
+        outcomes.push({ variant: a.name, reason: failed })
+      } else outcomes.push({ variant: a.name, seeds })
+    }
+    ablation = ablationTable(
+      { variant: defaultArmName(), seeds: defaultSeeds.map(armSeed) },
+      outcomes,
+    )
+    console.log(
+      `\nablations (seeds ${o.firstSeed}–${o.firstSeed + ablateSeeds - 1}; held-out resolved, gain with its 95% interval over held-out tasks):\n${ablationMarkdown(ablation.ablation, ablation.ablation_skipped)}`,
+    )
   }
-  if (values.json) console.log(JSON.stringify(figures))
+  if (values.json) console.log(JSON.stringify({ ...figures, ...ablation }))
 })
 
 Effect.runPromise(

@@ -540,6 +540,8 @@ export const openLadderRecipe = (
             jobId: job,
             config,
             initial: copyModel(warm.model),
+            // The TITO-off ablation re-renders trajectories from their text with it.
+            template,
             ...(o.continueOptimizer ? { initialOptimizer: warm.trainer.optimizer.state() } : {}),
             batchWaitMs: 30 * 60_000,
             batchSize: o.tasksPerStep * o.samples,
