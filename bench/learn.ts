@@ -16,7 +16,7 @@
  *
  * Repeated for several seeds (ladder, model initialisation and sampling all follow the seed).
  *
- *   npm run exp:learn -- [--json] [--seeds N] [--ablate] [options below]
+ *   npm run exp:learn -- [--json] [--seeds N] [--ablate [--ablate-seeds N]] [options below]
  *
  * Sandboxes: the local driver by default (python3 with pytest on this host); `--driver docker`
  * needs a Docker engine and the t1-base image (`npx t1 image build-base`). Reports; never asserts.
@@ -711,13 +711,20 @@ const main = Effect.gen(function* () {
       let failed: string | undefined
       for (let s = 0; s < ablateSeeds && failed === undefined; s++) {
         log(`ablation: ${a.name}, seed ${o.firstSeed + s}`)
-        const exit = yield* Effect.exit(runSeed(o.firstSeed + s, o, a.learner, log))
+        const run = runSeed(o.firstSeed + s, o, a.learner, log)
+        // A learner that dies inside the recipe leaves RL waiting for its report for ever: past
+        // twice the seed's budget the variant is taken as stuck and left out.
+        const exit = yield* Effect.exit(
+          o.seedMinutes === 0 ? run : Effect.timeout(run, o.seedMinutes * 2 * 60_000),
+        )
         if (Exit.isSuccess(exit)) seeds.push(armSeed(exit.value))
         // An interrupt (Ctrl-C) ends the experiment; any other failure ends only the variant.
         else if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.failCause(exit.cause)
         else {
           const e = Cause.squash(exit.cause)
-          failed = `seed ${o.firstSeed + s} failed: ${e instanceof Error ? e.message : String(e)}`
+          failed = Cause.isTimeoutError(e)
+            ? `seed ${o.firstSeed + s} ran past twice --seed-minutes ${o.seedMinutes} (stuck?)`
+            : `seed ${o.firstSeed + s} failed: ${e instanceof Error ? e.message : String(e)}`
         }
       }
       if (failed !== undefined) {
