@@ -38,10 +38,12 @@ import {
   type LadderRecipe,
   type LadderRecipeOptions,
   meanResolvedTurns,
+  OBSERVE_RECIPE_DEFAULTS,
   openLadderRecipe,
   type RecipeScore,
   type RecipeTask,
   RlTimeBudget,
+  recipeDefaultsFor,
   resolvedRate,
   scoreTrajectories,
   sftUpdates,
@@ -72,19 +74,22 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate [--abl
   --json                 print one JSON object as the last line of output
   --seeds N              seeds (ladder, model and sampling), 0..N-1 (default 3)
   --first-seed S         start at seed S (default 0)
-  --demos N              demonstrations per train family for the warm start (default ${D.demos})
+  --demos N              demonstrations per train family for the warm start (default ${D.demos};
+                         with an observation rung ${OBSERVE_RECIPE_DEFAULTS.demos})
   --demo-names demo|train
                          the demonstrations' names: the ladder's demo pool (one train name in
                          four is left to RL) or the whole train pool (default
                          ${D.demoPool ? "demo" : "train"})
-  --train-per-family N   ladder train tasks per family (default ${D.trainPerFamily})
+  --train-per-family N   ladder train tasks per family (default ${D.trainPerFamily}; with an
+                         observation rung ${OBSERVE_RECIPE_DEFAULTS.trainPerFamily})
   --rungs 1,2,3          ladder rungs trained and evaluated: 1–3, and the observation rungs 5–7
                          (obs: all three; the needed value is only in a command's output)
                          (default ${D.rungs.join(",")})
   --eval-per-family N    held-out tasks per family, in-distribution and OOD (default ${D.evalPerFamily})
   --seen-per-family N    unseen tasks with train names per family, evaluated before and after
                          RL and in the control arm (default 0: not evaluated)
-  --sft-steps N          warm-start SFT steps (default ${D.sftSteps})
+  --sft-steps N          warm-start SFT steps (default ${D.sftSteps}; with an observation rung
+                         ${OBSERVE_RECIPE_DEFAULTS.sftSteps})
   --sft-batch N          sequences per SFT step (default ${D.sftBatch})
   --sft-lr X             SFT learning rate (default ${D.sftLr})
   --rl-steps N           RL updates (default ${D.rlSteps})
@@ -617,13 +622,15 @@ const main = Effect.gen(function* () {
     return n
   }
   const rungs = rungsOf(values.rungs, D.rungs)
+  // The observation rungs warm-start on more demonstrations and SFT steps (OBSERVE_RECIPE_DEFAULTS).
+  const R = recipeDefaultsFor(rungs)
   if (values["ablate-seeds"] !== undefined && values.ablate !== true)
     throw new Error(`--ablate-seeds needs --ablate\n${USAGE}`)
   const ablateSeeds = num("ablate-seeds", 2, 1)
   const o: Options = {
     seeds: num("seeds", 3, 1),
     firstSeed: num("first-seed", 0, 0),
-    demos: num("demos", D.demos, 1),
+    demos: num("demos", R.demos, 1),
     demoPool:
       choiceOf(
         "demo-names",
@@ -631,7 +638,7 @@ const main = Effect.gen(function* () {
         ["demo", "train"],
         D.demoPool ? "demo" : "train",
       ) === "demo",
-    trainPerFamily: num("train-per-family", D.trainPerFamily, 2),
+    trainPerFamily: num("train-per-family", R.trainPerFamily, 2),
     rungs,
     evalPerFamily: num("eval-per-family", D.evalPerFamily, 1),
     seenPerFamily: num("seen-per-family", 0, 0),
@@ -646,7 +653,7 @@ const main = Effect.gen(function* () {
         EMBEDDED_RL_CONFIG.lossAggregation,
       ),
     },
-    sftSteps: num("sft-steps", D.sftSteps, 0),
+    sftSteps: num("sft-steps", R.sftSteps, 0),
     sftBatch: num("sft-batch", D.sftBatch, 1),
     sftLr: num("sft-lr", D.sftLr, 0, false),
     rlSteps: num("rl-steps", D.rlSteps, 1),

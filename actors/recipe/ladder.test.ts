@@ -13,6 +13,7 @@ import {
   LADDER_RECIPE_DEFAULTS,
   meanResolvedTurns,
   openLadderRecipe,
+  recipeDefaultsFor,
   recipeLimits,
   scoreTrajectories,
 } from "./ladder.ts"
@@ -99,6 +100,16 @@ describe("ladder recipe evaluation", () => {
 })
 
 describe("ladder recipe scores and limits", () => {
+  it("warm-starts the observation rungs on more demonstrations and SFT steps", () => {
+    expect(recipeDefaultsFor([1])).toEqual({ ...LADDER_RECIPE_DEFAULTS, rungs: [1] })
+    expect(recipeDefaultsFor([1, 5])).toMatchObject({
+      demos: 40,
+      trainPerFamily: 80,
+      sftSteps: 1500,
+    })
+    expect(recipeDefaultsFor([7]).rlSteps).toBe(LADDER_RECIPE_DEFAULTS.rlSteps)
+  })
+
   it("a blind evaluation's limits differ from the others' only in blind_observations", () => {
     expect(recipeLimits(5).blindObservations).toBe(false)
     expect(recipeLimits(5, true)).toEqual({ ...recipeLimits(5), blindObservations: true })

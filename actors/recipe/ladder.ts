@@ -35,7 +35,7 @@ import { ensureSamplerStreams } from "../../services/episodes/index.ts"
 import type { Metrics } from "../../services/metrics/index.ts"
 import { followWeights } from "../../services/weights/index.ts"
 import { loadTasks, type Task } from "../../tasks/index.ts"
-import type { LadderTask, Rung } from "../../tasks/ladder/index.ts"
+import { isObserveRung, type LadderTask, type Rung } from "../../tasks/ladder/index.ts"
 import { runBuffer } from "../buffer/index.ts"
 import { goldenTrajectories } from "../golden/index.ts"
 import {
@@ -178,6 +178,21 @@ export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   driver: "local",
   continueOptimizer: false,
 }
+
+/**
+ * What the observation rungs (5–7) change in the defaults: multi-turn look-then-act transcripts
+ * need more demonstrations and more SFT steps before the warm start copies what it read. Measured
+ * in session 29 (seed 0, `--rungs obs`): 8 demonstrations a family and 600 steps gave 0% held-out
+ * before RL (every RL group all-fail, nothing trained); 40 and 600 also 0% (SFT loss 0.38); 40 and
+ * 1500 gave 24.1%, and RL lifted it to 27.8% in 15 updates (rung 5: 43.3% → 50.0%).
+ */
+export const OBSERVE_RECIPE_DEFAULTS = { demos: 40, trainPerFamily: 80, sftSteps: 1500 } as const
+
+/** The recipe's defaults for `rungs`: the observation rungs' where any is chosen. */
+export const recipeDefaultsFor = (rungs: ReadonlyArray<Rung>): LadderRecipeOptions =>
+  rungs.some(isObserveRung)
+    ? { ...LADDER_RECIPE_DEFAULTS, ...OBSERVE_RECIPE_DEFAULTS, rungs }
+    : { ...LADDER_RECIPE_DEFAULTS, rungs }
 
 /**
  * Episode limits of every recipe episode: short turns, short observations. `blind`: the policy

@@ -56,6 +56,10 @@ describe("t1 up", () => {
     expect(upOptions(["--rungs", "1,obs"])?.options.turns).toBe(11)
     expect(upOptions(["--rungs", "1,5"])?.options.turns).toBe(UP_DEFAULTS.turns)
     expect(upOptions(["--rungs", "obs", "--turns", "4"])?.options.turns).toBe(4)
+    // …and the observation rungs' warm start (more demonstrations and SFT steps), flags first.
+    expect(upOptions(["--rungs", "5"])?.options).toMatchObject({ demos: 40, sftSteps: 1500 })
+    expect(upOptions(["--rungs", "5", "--demos", "9"])?.options.demos).toBe(9)
+    expect(upOptions([])?.options).toMatchObject({ demos: 8, sftSteps: 600 })
     expect(() => upOptions(["--rungs", "1,1"])).toThrow(UsageError)
     expect(() => upOptions(["--train", "a", "--eval", "b", "--rungs", "2"])).toThrow(
       /--rungs sizes the ladder; it does not apply with --train\/--eval/,

@@ -1,8 +1,8 @@
 import { Effect, Layer } from "effect"
-import { LADDER_RECIPE_DEFAULTS } from "../../actors/recipe/index.ts"
+import { LADDER_RECIPE_DEFAULTS, OBSERVE_RECIPE_DEFAULTS } from "../../actors/recipe/index.ts"
 import { MemoryBusLive, NatsBusLive, withBusMetrics } from "../../services/bus/index.ts"
 import { MetricsLive, serveMetrics } from "../../services/metrics/index.ts"
-import { parseRungs, turnsFor } from "../../tasks/ladder/index.ts"
+import { isObserveRung, parseRungs, turnsFor } from "../../tasks/ladder/index.ts"
 import { natsFlagSpec, natsOptionsFrom } from "../bus-flags.ts"
 import { choiceFlag, intFlag, parseFlags, UsageError } from "../flags.ts"
 import { ensureSandboxEngine } from "../sandbox-engine.ts"
@@ -89,7 +89,9 @@ export const upOptions = (args: ReadonlyArray<string>, usage = upUsage()) => {
         `--${flag} sizes the ladder; it does not apply with --train/--eval`,
         usage,
       )
-  const D = UP_DEFAULTS
+  const rungs = rungsFlag(values.rungs, UP_DEFAULTS.rungs, usage)
+  // The observation rungs warm-start on more demonstrations and SFT steps (the recipe's measure).
+  const D = rungs.some(isObserveRung) ? { ...UP_DEFAULTS, ...OBSERVE_RECIPE_DEFAULTS } : UP_DEFAULTS
   const demos = intFlag("demos", values.demos, D.demos, usage, 1)
   const trainPerFamily = intFlag(
     "train-per-family",
@@ -103,7 +105,6 @@ export const upOptions = (args: ReadonlyArray<string>, usage = upUsage()) => {
       `--demos (${demos}) must be below --train-per-family (${trainPerFamily}): RL needs tasks without demonstrations`,
       usage,
     )
-  const rungs = rungsFlag(values.rungs, D.rungs, usage)
   const options: UpOptions = {
     seed: intFlag("seed", values.seed, D.seed, usage, 0),
     demos,
