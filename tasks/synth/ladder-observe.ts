@@ -19,6 +19,10 @@ export type ObserveStep = (draw: Draw) => () => Step
 /** Files a looked-in folder holds besides the one the task is about: guessing stays unlikely. */
 const DECOYS = 2
 
+/** On the hidden stream: files in `dir`, the decoys among them, and the one the task is about. */
+const hiddenFileIn = (d: Draw, dir: string): string =>
+  d.hidden(() => d.pick(Array.from({ length: 1 + DECOYS }, () => d.sourceIn(dir))))
+
 /**
  * `<pointer>` names a file in folder `<from>`; move that file into folder `<to>` (cat → mv).
  */
@@ -28,10 +32,7 @@ export const pointerMove: ObserveStep = (d) => {
   const to = d.existingDir()
   d.fill(pointer, "")
   return () => {
-    const { target } = d.hidden(() => {
-      const paths = Array.from({ length: 1 + DECOYS }, () => d.sourceIn(from))
-      return { target: d.pick(paths) }
-    })
+    const target = hiddenFileIn(d, from)
     const name = target.slice(from.length + 1)
     d.fill(pointer, `${name}\n`)
     const move = moveInto(target, to)
@@ -48,12 +49,8 @@ export const pointerMove: ObserveStep = (d) => {
 export const emptyDelete: ObserveStep = (d) => {
   const dir = d.existingDir()
   return () => {
-    const empty = d.hidden(() => {
-      const paths = Array.from({ length: 1 + DECOYS }, () => d.sourceIn(dir))
-      const chosen = d.pick(paths)
-      d.fill(chosen, "")
-      return chosen
-    })
+    const empty = hiddenFileIn(d, dir)
+    d.fill(empty, "")
     return {
       sentence: `One file in the folder ${dir} is empty. Delete that file.`,
       look: `find ${dir} -empty`,
@@ -70,10 +67,7 @@ export const pointerCopy: ObserveStep = (d) => {
   const to = d.newFile()
   d.fill(pointer, "")
   return () => {
-    const target = d.hidden(() => {
-      const paths = Array.from({ length: 1 + DECOYS }, () => d.sourceIn(dir))
-      return d.pick(paths)
-    })
+    const target = hiddenFileIn(d, dir)
     d.fill(pointer, `${target}\n`)
     return {
       sentence: `The file ${pointer} holds the path of a file. Copy that file to ${to}.`,
