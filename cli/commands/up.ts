@@ -1,8 +1,8 @@
 import { Effect, Layer } from "effect"
-import { LADDER_RECIPE_DEFAULTS, OBSERVE_RECIPE_DEFAULTS } from "../../actors/recipe/index.ts"
+import { LADDER_RECIPE_DEFAULTS, recipeDefaultsFor } from "../../actors/recipe/index.ts"
 import { MemoryBusLive, NatsBusLive, withBusMetrics } from "../../services/bus/index.ts"
 import { MetricsLive, serveMetrics } from "../../services/metrics/index.ts"
-import { isObserveRung, parseRungs, turnsFor } from "../../tasks/ladder/index.ts"
+import { parseRungs, turnsFor } from "../../tasks/ladder/index.ts"
 import { natsFlagSpec, natsOptionsFrom } from "../bus-flags.ts"
 import { choiceFlag, intFlag, parseFlags, UsageError } from "../flags.ts"
 import { ensureSandboxEngine } from "../sandbox-engine.ts"
@@ -91,7 +91,7 @@ export const upOptions = (args: ReadonlyArray<string>, usage = upUsage()) => {
       )
   const rungs = rungsFlag(values.rungs, UP_DEFAULTS.rungs, usage)
   // The observation rungs warm-start on more demonstrations and SFT steps (the recipe's measure).
-  const D = rungs.some(isObserveRung) ? { ...UP_DEFAULTS, ...OBSERVE_RECIPE_DEFAULTS } : UP_DEFAULTS
+  const D = { ...recipeDefaultsFor(rungs), rlSteps: UP_DEFAULTS.rlSteps }
   const demos = intFlag("demos", values.demos, D.demos, usage, 1)
   const trainPerFamily = intFlag(
     "train-per-family",

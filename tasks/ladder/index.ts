@@ -38,6 +38,7 @@ import {
   generateTask,
   LADDER_FAMILIES,
   LADDER_OBSERVE_FAMILIES,
+  OBSERVE_RUNG_COMMANDS,
   OBSERVE_RUNGS,
   type TaskFamily,
   type TaskMeta,
@@ -55,9 +56,7 @@ const RUNG_COMMANDS: Readonly<Record<Rung, number | undefined>> = {
   2: 2,
   3: 3,
   4: undefined,
-  5: 2,
-  6: 4,
-  7: 10,
+  ...OBSERVE_RUNG_COMMANDS,
 }
 
 /**

@@ -11,7 +11,16 @@
  * Where the act copies a name from the look's output it writes it in the form the output prints
  * it (after a `/`, at a line's start): the same tokens, so what is copied is exactly what was read.
  */
-import { append, copy, count, type Draw, moveInto, remove, type Step } from "./ladder-world.ts"
+import {
+  append,
+  copy,
+  count,
+  type Draw,
+  linesOf,
+  moveInto,
+  remove,
+  type Step,
+} from "./ladder-world.ts"
 
 /** The visible phase of an observation step: draws its named parts, returns the hidden phase. */
 export type ObserveStep = (draw: Draw) => () => Step
@@ -109,7 +118,7 @@ export const countEcho: ObserveStep = (d) => {
   return () => {
     const content = d.hidden(() => d.lines())
     d.fill(file, content)
-    const lines = content.split("\n").length - 1
+    const lines = linesOf(content).length
     const step = count(file, to)
     return {
       sentence: `Find how many lines ${file} has, and write that number to ${to}.`,

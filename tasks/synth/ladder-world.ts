@@ -73,7 +73,7 @@ const fresh = (tree: Tree, path: string) => {
 
 const baseName = (path: string) => path.slice(path.lastIndexOf("/") + 1)
 
-const linesOf = (content: string): Array<string> =>
+export const linesOf = (content: string): Array<string> =>
   content === "" ? [] : content.replace(/\n$/, "").split("\n")
 
 /**
@@ -262,11 +262,6 @@ export class Draw {
   /** Sets what setup writes into `path` (a pointer file's content, known only after the draw). */
   fill(path: string, content: string): void {
     this.initialFiles.set(path, content)
-  }
-
-  /** A uniform integer in [min, max] from the current stream. */
-  int(min: number, max: number): number {
-    return this.rng.int(min, max)
   }
 
   /** A uniform pick from the current stream. */

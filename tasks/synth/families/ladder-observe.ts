@@ -94,6 +94,13 @@ export const LADDER_RUNG_6: ReadonlyArray<LadderFamily> = [
 
 const CHAIN_LENGTH: Readonly<Record<Difficulty, number>> = { easy: 3, medium: 4, hard: 5 }
 
+/** The most commands a reference of each observation rung runs: a look and an act a step. */
+export const OBSERVE_RUNG_COMMANDS: Readonly<Record<ObserveRung, number>> = {
+  5: 2,
+  6: 4,
+  7: 2 * Math.max(...Object.values(CHAIN_LENGTH)),
+}
+
 export const LADDER_RUNG_7: ReadonlyArray<LadderFamily> = [
   family(
     "look-chain",
