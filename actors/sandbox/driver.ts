@@ -88,7 +88,7 @@ export interface SealReport {
 }
 
 export interface SandboxDriverShape {
-  readonly kind: "docker" | "local"
+  readonly kind: "docker" | "local" | "bwrap"
   readonly create: (spec: SandboxSpec) => Effect.Effect<SandboxInfo, SandboxError>
   /** Runs a command in the sandbox's persistent shell (cwd, env, jobs persist across calls). */
   readonly exec: (

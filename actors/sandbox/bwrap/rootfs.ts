@@ -1,0 +1,201 @@
+import { spawn } from "node:child_process"
+import { existsSync } from "node:fs"
+import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises"
+import { join } from "node:path"
+import type Dockerode from "dockerode"
+import { Effect } from "effect"
+import { reasonOf, statusCode } from "../docker/engine.ts"
+import { withFileLock } from "../image/lock.ts"
+import { DEFAULT_PATH } from "../local/isolation.ts"
+import { TOOLCHAIN_ROOT, toolchainVolume } from "../toolchain/toolchain.ts"
+import { seccompProgram } from "./seccomp.ts"
+
+/**
+ * A sandbox image for bwrap: the docker image's files exported once into a directory (the
+ * read-only lower layer of every sandbox's overlay), the verifier toolchain built from them,
+ * and the image's environment. Cached under the t1 cache directory by image id.
+ */
+export interface BwrapImage {
+  readonly id: string
+  readonly rootfs: string
+  readonly toolchain: string
+  /** The image's ENV (PATH, LANG…), the base of every process's environment. */
+  readonly env: Readonly<Record<string, string>>
+  /** The seccomp filter file (seccomp.ts), given to bwrap on a descriptor. */
+  readonly seccomp: string
+}
+
+/**
+ * Not under the home directory: the sandboxes' host uid must reach the toolchain, and a root
+ * home is closed to other users.
+ */
+export const defaultBwrapCache = (): string =>
+  process.env.T1_BWRAP_CACHE ?? join("/var", "cache", "t1", "bwrap")
+
+/** Runs a program to its end; rejects with its stderr tail when it fails. */
+export const runProgram = (
+  file: string,
+  args: ReadonlyArray<string>,
+  options: { readonly input?: NodeJS.ReadableStream; readonly cwd?: string } = {},
+): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(file, [...args], {
+      stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+      cwd: options.cwd,
+      env: { PATH: DEFAULT_PATH },
+    })
+    let out = ""
+    let err = ""
+    child.stdout?.on("data", (d: Buffer) => {
+      out = (out + d.toString()).slice(-100_000)
+    })
+    child.stderr?.on("data", (d: Buffer) => {
+      err = (err + d.toString()).slice(-4000)
+    })
+    child.once("error", reject)
+    if (options.input !== undefined && child.stdin !== null) {
+      child.stdin.on("error", () => undefined)
+      options.input.pipe(child.stdin)
+    }
+    child.once("close", (code, signal) => {
+      if (code === 0) resolve(out)
+      else reject(new Error(`${file} ${args[0] ?? ""} exited ${signal ?? code}: ${err.trim()}`))
+    })
+  })
+
+const toolchainSources = async () => {
+  const read = (name: string) => readFile(new URL(`../toolchain/${name}`, import.meta.url), "utf8")
+  return { build: await read("build.py"), python3: await read("python3") }
+}
+
+/** Unpacks the image's file system into `rootfs` (docker export of a never-started container). */
+const exportImage = async (docker: Dockerode, image: string, rootfs: string) => {
+  const container = await docker.createContainer({
+    Image: image,
+    Entrypoint: ["/t1-never-started"],
+    Cmd: [],
+    Labels: { "t1.bwrap-export": "true" },
+    NetworkDisabled: true,
+  })
+  try {
+    const stream = await container.export()
+    await mkdir(rootfs, { recursive: true })
+    await runProgram("tar", ["-x", "--numeric-owner", "-f", "-", "-C", rootfs], { input: stream })
+  } finally {
+    await container.remove({ force: true }).catch(() => undefined)
+  }
+  // What docker adds to every container's file system, not the image's.
+  await rm(join(rootfs, ".dockerenv"), { force: true })
+  // The toolchain's mount point: the lower layer is never written once sandboxes use it.
+  await mkdir(join(rootfs, TOOLCHAIN_ROOT.slice(1)), { recursive: true })
+}
+
+/** Builds the verifier toolchain (toolchain/build.py) from `rootfs` into `out`, in a bwrap. */
+const buildToolchain = async (bwrap: string, rootfs: string, out: string) => {
+  const { build, python3 } = await toolchainSources()
+  await mkdir(out, { recursive: true })
+  await runProgram(bwrap, [
+    "--unshare-all",
+    "--die-with-parent",
+    "--ro-bind",
+    rootfs,
+    "/",
+    "--bind",
+    out,
+    TOOLCHAIN_ROOT,
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
+    "--clearenv",
+    "--setenv",
+    "PATH",
+    "/usr/sbin:/usr/bin:/sbin:/bin",
+    "--setenv",
+    "T1V_PYTHON3",
+    python3,
+    "--",
+    "python3",
+    "-c",
+    build,
+    TOOLCHAIN_ROOT,
+  ])
+}
+
+const envOf = (list: ReadonlyArray<string> | undefined): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const entry of list ?? []) {
+    const at = entry.indexOf("=")
+    if (at > 0) env[entry.slice(0, at)] = entry.slice(at + 1)
+  }
+  return env
+}
+
+/**
+ * The image's bwrap form, made when missing: exported (files owned by `hostUid`, whom the
+ * sandbox's root is on this host), the toolchain built, the seccomp filter written. Concurrent
+ * callers (processes too) wait for one build.
+ */
+export const ensureBwrapImage = (
+  docker: Dockerode,
+  image: string,
+  options: { readonly cacheDir: string; readonly bwrap: string; readonly hostUid: number },
+): Effect.Effect<BwrapImage, Error> =>
+  Effect.gen(function* () {
+    const inspected = yield* Effect.tryPromise({
+      try: () => docker.getImage(image).inspect(),
+      catch: (error) =>
+        statusCode(error) === 404
+          ? new ImageMissing(image)
+          : new Error(`cannot inspect ${image}: ${reasonOf(error)}`),
+    })
+    const id = inspected.Id.replace(/^sha256:/, "")
+    const dir = join(options.cacheDir, `${id.slice(0, 16)}-${options.hostUid}`)
+    const toolchainName = toolchainVolume(inspected.Id)
+    const made: BwrapImage = {
+      id,
+      rootfs: join(dir, "rootfs"),
+      toolchain: join(dir, toolchainName),
+      env: envOf(inspected.Config?.Env),
+      seccomp: join(dir, "seccomp.bpf"),
+    }
+    const complete = join(dir, "complete")
+    if (existsSync(complete)) return made
+    yield* Effect.tryPromise({
+      try: () => mkdir(options.cacheDir, { recursive: true }),
+      catch: (e) => new Error(`cache directory ${options.cacheDir}: ${reasonOf(e)}`),
+    })
+    const build = Effect.tryPromise({
+      try: async () => {
+        if (existsSync(complete)) return
+        const partial = `${dir}.partial`
+        await rm(partial, { recursive: true, force: true })
+        await rm(dir, { recursive: true, force: true })
+        const rootfs = join(partial, "rootfs")
+        await exportImage(docker, image, rootfs)
+        await buildToolchain(options.bwrap, rootfs, join(partial, toolchainName))
+        // The sandbox's root is this uid on the host: it owns the image's files as root did.
+        await runProgram("chown", ["-hR", `${options.hostUid}:${options.hostUid}`, rootfs])
+        await writeFile(join(partial, "seccomp.bpf"), seccompProgram())
+        await writeFile(join(partial, "image.json"), JSON.stringify({ image, id }))
+        await rename(partial, dir)
+        await writeFile(complete, "ok\n")
+      },
+      catch: (e) => new Error(`preparing ${image} for bwrap sandboxes: ${reasonOf(e)}`),
+    })
+    yield* withFileLock(
+      `${dir}.lock`,
+      build,
+      Effect.logInfo(`bwrap: another process is preparing ${image}; waiting for it`),
+    )
+    return made
+  })
+
+/** The image is not on the engine. */
+export class ImageMissing extends Error {
+  constructor(readonly image: string) {
+    super(`image ${image} is not on the engine`)
+  }
+}
