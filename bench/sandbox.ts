@@ -1,5 +1,6 @@
 /**
  * Sandbox latency and throughput, measured in one run against the local Docker engine:
+ *   - each driver (docker, local, bwrap) in this process: create to first exec, exec p50/p99,
  *   - `true` through the sandbox actor over NATS (client bus → host bus → persistent shell),
  *   - the same command through `docker exec` on the command line and dockerode's one-shot exec
  *     (the baselines: what a harness without persistent sessions pays per command),
@@ -16,8 +17,12 @@ import Dockerode from "dockerode"
 import { Context, Effect, Layer, Logger, Stream } from "effect"
 import {
   BASE_IMAGE,
+  BwrapDriverLive,
   DockerDriverLive,
+  LocalDriverLive,
   runSandboxHost,
+  SandboxDriver,
+  type SandboxError,
   sandboxClient,
   sandboxSpec,
 } from "../actors/sandbox/index.ts"
@@ -79,6 +84,52 @@ const owner = `bench-${randomUUID().slice(0, 8)}`
 const template = sandboxSpec({ image: BASE_IMAGE, ttlMs: 600_000 })
 /** The same spec as a client sends it (limits left at the host's defaults). */
 const request = { image: BASE_IMAGE, workdir: template.workdir }
+
+/**
+ * One driver in this process, no bus: create to first exec of `true` (`creates` times), then
+ * `true` in one sandbox's persistent shell (`execs` times). The same for every driver, so the
+ * drivers compare with each other (the actor numbers above add the bus).
+ */
+const driverLatency = (
+  name: string,
+  layer: Layer.Layer<SandboxDriver, SandboxError>,
+  spec: ReturnType<typeof sandboxSpec>,
+  creates: number,
+  execs: number,
+) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const driver = yield* SandboxDriver
+      const options = { timeoutMs: 30_000, maxOutputBytes: 65_536 }
+      // The first create prepares what the driver caches (an image export, a toolchain).
+      const first = yield* driver.create(spec)
+      yield* driver.exec(first.id, "true", options)
+      const create: number[] = []
+      for (let i = 0; i < creates; i++) {
+        const t = process.hrtime.bigint()
+        const info = yield* driver.create(spec)
+        yield* driver.exec(info.id, "true", options)
+        create.push(ms(t))
+        yield* driver.destroy(info.id)
+      }
+      const exec: number[] = []
+      for (let i = 0; i < execs; i++) {
+        const t = process.hrtime.bigint()
+        yield* driver.exec(first.id, "true", options)
+        exec.push(ms(t))
+      }
+      yield* driver.destroy(first.id)
+      const result = {
+        create_p50_ms: quantile(create, 0.5),
+        exec_p50_ms: quantile(exec, 0.5),
+        exec_p99_ms: quantile(exec, 0.99),
+      }
+      log(
+        `${name} driver: create-to-first-exec p50 ${result.create_p50_ms.toFixed(1)} ms, exec p50 ${result.exec_p50_ms.toFixed(2)} ms, p99 ${result.exec_p99_ms.toFixed(2)} ms`,
+      )
+      return result
+    }).pipe(Effect.provide(layer)),
+  )
 
 const bench = Effect.gen(function* () {
   const docker = new Dockerode()
@@ -226,7 +277,41 @@ const bench = Effect.gen(function* () {
   yield* Effect.forEach(sessions, (id) => client.destroy(id), { concurrency: 8 })
   log(`16 sessions: ${concurrent.toFixed(0)} execs/s`)
 
+  // The drivers side by side, each in this process (docker, local, bwrap).
+  const driverSpec = sandboxSpec({ image: BASE_IMAGE, ttlMs: 600_000 })
+  const creates = Math.max(5, Math.floor(iterations / 15))
+  const docker_ = yield* driverLatency(
+    "docker",
+    DockerDriverLive({ ownerId: `${owner}-d` }),
+    driverSpec,
+    Math.min(creates, 10),
+    iterations,
+  )
+  const local = yield* driverLatency(
+    "local",
+    LocalDriverLive({ owner: `${owner}-l` }),
+    driverSpec,
+    creates,
+    iterations,
+  )
+  const bwrap = yield* driverLatency(
+    "bwrap",
+    BwrapDriverLive({ owner: `${owner}-b` }),
+    driverSpec,
+    creates,
+    iterations,
+  )
+
   return {
+    docker_create_p50_ms: docker_.create_p50_ms,
+    docker_exec_p50_ms: docker_.exec_p50_ms,
+    docker_exec_p99_ms: docker_.exec_p99_ms,
+    local_create_p50_ms: local.create_p50_ms,
+    local_exec_p50_ms: local.exec_p50_ms,
+    local_exec_p99_ms: local.exec_p99_ms,
+    bwrap_create_p50_ms: bwrap.create_p50_ms,
+    bwrap_exec_p50_ms: bwrap.exec_p50_ms,
+    bwrap_exec_p99_ms: bwrap.exec_p99_ms,
     actor_exec_p50_ms: quantile(actor, 0.5),
     actor_exec_p99_ms: quantile(actor, 0.99),
     docker_cli_exec_p50_ms: quantile(cli, 0.5),
@@ -258,6 +343,12 @@ sandbox bench (docker engine, NATS on loopback; ms unless noted)
   warm-pool acquire              ${f(report.warm_acquire_p50_ms).padStart(8)}
   cold create-to-first-exec      ${f(report.cold_start_p50_ms, 1).padStart(8)}
   16 concurrent sessions         ${f(report.concurrent16_execs_per_s, 0).padStart(8)} execs/s
+
+  drivers in process             create     exec p50   exec p99
+  docker                         ${f(report.docker_create_p50_ms, 1).padStart(8)}   ${f(report.docker_exec_p50_ms).padStart(8)}   ${f(report.docker_exec_p99_ms).padStart(8)}
+  local                          ${f(report.local_create_p50_ms, 1).padStart(8)}   ${f(report.local_exec_p50_ms).padStart(8)}   ${f(report.local_exec_p99_ms).padStart(8)}
+  bwrap                          ${f(report.bwrap_create_p50_ms, 1).padStart(8)}   ${f(report.bwrap_exec_p50_ms).padStart(8)}   ${f(report.bwrap_exec_p99_ms).padStart(8)}
+  bwrap targets: create p50 <= 20 ms ${report.bwrap_create_p50_ms <= 20 ? "PASS" : "MISSED"}, exec p50 <= 1 ms ${report.bwrap_exec_p50_ms <= 1 ? "PASS" : "MISSED"}, p99 <= 5 ms ${report.bwrap_exec_p99_ms <= 5 ? "PASS" : "MISSED"}
 
   actor vs docker exec CLI: ${f(speedup, 1)}x faster (target >= 10x); actor p50 target <= 5 ms: ${report.actor_exec_p50_ms <= 5 ? "PASS" : "BELOW"}
   warm acquire p50 target <= 5 ms: ${report.warm_acquire_p50_ms <= 5 ? "PASS" : "BELOW"}`)

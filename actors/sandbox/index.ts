@@ -8,6 +8,7 @@ import {
   flagText,
   type HostedActor,
 } from "../hosted.ts"
+import { BwrapDriverLive } from "./bwrap/index.ts"
 import { DockerDriverLive, dockerEngineAvailable } from "./docker/index.ts"
 import { sandboxSpec } from "./driver.ts"
 import { EngineUnavailable } from "./errors.ts"
@@ -36,7 +37,7 @@ export {
 const text = (flags: FlagValues, name: string, env: string, fallback: string): string =>
   flagText(flags, name, env) ?? fallback
 
-export const sandboxFlagsHelp = `  --driver auto|docker|local   (T1_SANDBOX_DRIVER; default auto: docker when an engine answers)
+export const sandboxFlagsHelp = `  --driver auto|docker|local|bwrap  (T1_SANDBOX_DRIVER; default auto: docker when an engine answers; bwrap: namespaces over the image's exported files, needs root, bubblewrap and user namespaces)
   --owner ID                   owner label, stable across restarts (T1_SANDBOX_OWNER; default sandbox-<hostname>)
   --image IMAGE                image when a request names none (T1_SANDBOX_IMAGE; default ${BASE_IMAGE})
   --workdir PATH               shell directory when a request names none (default /app)
@@ -73,9 +74,9 @@ export const sandboxActor: HostedActor = {
   flagsHelp: sandboxFlagsHelp,
   run: ({ subjects }, flags) => {
     const driverChoice = text(flags, "driver", "T1_SANDBOX_DRIVER", "auto")
-    if (!["auto", "docker", "local"].includes(driverChoice)) {
+    if (!["auto", "docker", "local", "bwrap"].includes(driverChoice)) {
       throw new ActorConfigError(
-        `--driver must be auto, docker or local, got ${JSON.stringify(driverChoice)}`,
+        `--driver must be auto, docker, local or bwrap, got ${JSON.stringify(driverChoice)}`,
       )
     }
     const owner = text(flags, "owner", "T1_SANDBOX_OWNER", `sandbox-${hostname()}`)
@@ -118,6 +119,11 @@ export const sandboxActor: HostedActor = {
         `--network-firewall must be on or off, got ${JSON.stringify(firewall)}`,
       )
     const docker = DockerDriverLive({ ownerId: owner, networkFirewall: firewall === "on" })
+    if (driverChoice === "bwrap")
+      return Effect.gen(function* () {
+        yield* Effect.logInfo(`sandbox host ${owner}: bwrap driver`)
+        return yield* host.pipe(Effect.provide(BwrapDriverLive({ owner })))
+      })
     return Effect.gen(function* () {
       const engine = driverChoice === "local" ? false : yield* dockerEngineAvailable()
       if (driverChoice === "docker" && !engine) {
@@ -133,6 +139,13 @@ export const sandboxActor: HostedActor = {
   },
 }
 
+export {
+  BwrapDriverLive,
+  type BwrapDriverOptions,
+  BwrapUnsupported,
+  makeBwrapDriver,
+  probeBwrap,
+} from "./bwrap/index.ts"
 // The surface other folders use.
 export { connectDocker, DockerDriverLive, dockerEngineAvailable } from "./docker/index.ts"
 export {
