@@ -29,7 +29,7 @@ const frame = (kind: number, id: number, payload: Uint8Array = new Uint8Array())
   return bytes
 }
 
-const json = (value: unknown) => Buffer.from(JSON.stringify(value))
+const NUL = "\0"
 
 export interface ChildExit {
   readonly code: number | null
@@ -157,7 +157,8 @@ export class Keeper {
     const entry = this.entries.get(id)
     if (entry === undefined) return
     if (kind === STARTED) {
-      const reply = JSON.parse(payload.toString()) as { pid?: number; error?: string }
+      const said = payload.toString()
+      const reply = said.startsWith("!") ? { error: said.slice(1) } : { pid: Number(said) }
       const started = entry.started
       entry.started = undefined
       if (reply.error !== undefined) this.entries.delete(id)
@@ -171,7 +172,13 @@ export class Keeper {
       this.eofOf(entry)
       if (entry.exit !== undefined) this.entries.delete(id)
     } else if (kind === EXIT) {
-      this.exitOf(entry, JSON.parse(payload.toString()) as ChildExit)
+      const said = payload.toString()
+      this.exitOf(
+        entry,
+        said.startsWith("s ")
+          ? { code: null, signal: said.slice(2) }
+          : { code: Number(said.slice(2)), signal: null },
+      )
       if (entry.eof) this.entries.delete(id)
     }
   }
@@ -202,7 +209,7 @@ export class Keeper {
   signal(pgid: number, signal: number, repeat: boolean): Promise<void> {
     if (!Number.isInteger(pgid) || pgid <= 1)
       return Promise.reject(new Error(`refusing to signal group ${pgid}`))
-    return this.request(SIGNAL, json({ pgid, signal, repeat }))
+    return this.request(SIGNAL, Buffer.from(`${pgid} ${signal} ${repeat ? 1 : 0}`))
   }
 
   /** Starts `argv` in the sandbox, in a session of its own; stdout and stderr come merged. */
@@ -226,7 +233,14 @@ export class Keeper {
       entry.started = resolve
     })
     this.entries.set(id, entry)
-    await this.send(frame(SPAWN, id, json({ argv, ...options })))
+    const fields = [
+      options.cwd,
+      options.stdin ? "1" : "0",
+      String(argv.length),
+      ...argv,
+      ...Object.entries(options.env).map(([name, value]) => `${name}=${value}`),
+    ]
+    await this.send(frame(SPAWN, id, Buffer.from(fields.join(NUL))))
     const { pid, error } = await reply
     if (pid === undefined) throw new Error(`starting ${argv[0]} in the sandbox: ${error}`)
     return {
