@@ -27,6 +27,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { BwrapDriverLive } from "../../actors/sandbox/bwrap/index.ts"
 import { connectDocker, DockerDriverLive } from "../../actors/sandbox/docker/index.ts"
 import { SandboxDriver, sandboxSpec } from "../../actors/sandbox/driver.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "../../actors/sandbox/image/testing.ts"
@@ -217,9 +218,18 @@ const ATTACKS: ReadonlyArray<Attack> = [
 ]
 
 const docker = connectDocker()
-const runtime = ManagedRuntime.make(
-  DockerDriverLive({ ownerId: `forgery-${randomUUID().slice(0, 6)}`, docker }),
-)
+/**
+ * Every attack runs against each driver that seals: docker, and bwrap (namespaces over the same
+ * image's files, the same toolchain at /.t1v).
+ */
+const DRIVERS = ["docker", "bwrap"] as const
+type DriverName = (typeof DRIVERS)[number]
+const runtimes = {
+  docker: ManagedRuntime.make(
+    DockerDriverLive({ ownerId: `forgery-${randomUUID().slice(0, 6)}`, docker }),
+  ),
+  bwrap: ManagedRuntime.make(BwrapDriverLive({ owner: `forgery-${randomUUID().slice(0, 6)}` })),
+}
 
 /** A pytest task whose tests are `files` (name → text), written under hostDir/`name`. */
 const pytestTask = (name: string, files: Readonly<Record<string, string>>) => {
@@ -266,8 +276,12 @@ const quick = { timeoutMs: 30_000, maxOutputBytes: 64 * 1024 }
  * with the sandbox's own programs (the sandbox seen as one that can neither seal nor run
  * processes of its own: the positive control).
  */
-const attackThenVerify = (attack: Attack, guarded: boolean): Promise<VerifierOutcome> =>
-  runtime.runPromise(
+const attackThenVerify = (
+  driverName: DriverName,
+  attack: Attack,
+  guarded: boolean,
+): Promise<VerifierOutcome> =>
+  runtimes[driverName].runPromise(
     Effect.gen(function* () {
       const driver = yield* SandboxDriver
       const { task, honest } = TASKS[attack.task ?? "answers"]
@@ -342,7 +356,7 @@ interface Row {
   readonly t1: string
   readonly held: boolean
 }
-const rows = new Map<number, Row>()
+const rows = new Map<string, Row>()
 
 /** `source` built as a shared library on the host (the sandboxes have no compiler). */
 const compile = (name: string, source: string): Uint8Array => {
@@ -356,26 +370,28 @@ beforeAll(async () => {
   await ensureTestBaseImage()
   preloadLibrary = compile("forge", PRELOAD_C)
   forgeLibrary = compile("library", FORGE_LIBRARY_C)
-  // The first create builds the verifier toolchain when the engine lacks it (~20 s).
-  await runtime.runPromise(
-    Effect.gen(function* () {
-      const driver = yield* SandboxDriver
-      const info = yield* driver.create(sandboxSpec({ ttlMs: 60_000 }))
-      yield* driver.destroy(info.id)
-    }),
-  )
+  // The first create builds the verifier toolchain when the engine lacks it (~20 s), and
+  // exports the image for bwrap.
+  for (const name of DRIVERS)
+    await runtimes[name].runPromise(
+      Effect.gen(function* () {
+        const driver = yield* SandboxDriver
+        const info = yield* driver.create(sandboxSpec({ ttlMs: 60_000 }))
+        yield* driver.destroy(info.id)
+      }),
+    )
 }, BASE_IMAGE_TIMEOUT_MS)
 
 afterAll(async () => {
-  await runtime.dispose()
+  for (const name of DRIVERS) await runtimes[name].dispose()
   rmSync(hostDir, { recursive: true, force: true })
   if (rows.size === 0) return
   const lines = [...rows.entries()]
-    .sort(([a], [b]) => a - b)
+    .sort(([a], [b]) => a.localeCompare(b, undefined, { numeric: true }))
     .map(([, r]) => `| ${r.name} | ${r.control} | ${r.t1} | ${r.held ? "held" : "NOT HELD"} |`)
   console.log(
     [
-      "| attack (root in the sandbox) | sandbox's own programs (the positive control) | t1's verifier | t1 |",
+      "| driver: attack (root in the sandbox) | sandbox's own programs (the positive control) | t1's verifier | t1 |",
       "|---|---|---|---|",
       ...lines,
     ].join("\n"),
@@ -384,86 +400,109 @@ afterAll(async () => {
 
 const score = (o: VerifierOutcome) => [o.passed, o.total, o.reward, o.resolved]
 
-describe("the verifier cannot be forged from inside the sandbox", () => {
-  it("an honest agent is scored as before, through the toolchain", async () => {
-    const tasks = ["answers", "release"] as const
-    const outcomes = await Promise.all(
-      tasks.map((task) => attackThenVerify({ name: "honest", script: "true", task }, true)),
-    )
-    for (const honest of outcomes) {
-      expect(score(honest)).toEqual([2, 5, 2, false])
-      expect(honest.notes.join("\n")).not.toMatch(UNGUARDED)
-    }
-  }, 60_000)
-
-  it("a sandbox created without the toolchain is verified with its own programs, and says so", async () => {
-    const bare = ManagedRuntime.make(
-      DockerDriverLive({
-        ownerId: `forgery-bare-${randomUUID().slice(0, 6)}`,
-        docker,
-        toolchainImage: false,
-      }),
-    )
-    try {
-      const outcome = await bare.runPromise(
-        Effect.gen(function* () {
-          const driver = yield* SandboxDriver
-          const info = yield* driver.create(sandboxSpec({ cpus: 1, memoryMb: 512, ttlMs: 120_000 }))
-          yield* driver.exec(info.id, HONEST, quick)
-          return yield* verifyEpisode(TASK).pipe(
-            Effect.provideService(VerifierSandbox, driverSandbox(driver, info.id)),
-            Effect.ensuring(Effect.ignore(driver.destroy(info.id))),
-          )
-        }),
+for (const driverName of DRIVERS)
+  describe(`the verifier cannot be forged from inside the sandbox (${driverName})`, () => {
+    it("an honest agent is scored as before, through the toolchain", async () => {
+      const tasks = ["answers", "release"] as const
+      const outcomes = await Promise.all(
+        tasks.map((task) =>
+          attackThenVerify(driverName, { name: "honest", script: "true", task }, true),
+        ),
       )
-      expect(score(outcome)).toEqual([2, 5, 2, false])
-      expect(outcome.notes.join("\n")).toMatch(/could have replaced.*no verifier toolchain/)
-    } finally {
-      await bare.dispose()
-    }
-  }, 60_000)
+      for (const honest of outcomes) {
+        expect(score(honest)).toEqual([2, 5, 2, false])
+        expect(honest.notes.join("\n")).not.toMatch(UNGUARDED)
+      }
+    }, 60_000)
 
-  // Concurrently (vitest's maxConcurrency at a time): each attack's two sandboxes are its own.
-  describe.concurrent("attacks", () => {
-    for (const [index, attack] of ATTACKS.entries()) {
-      it(`${attack.name}: works against the sandbox's own programs, not against t1's verifier`, async ({
-        expect,
-      }) => {
-        const [forged, guarded] = await Promise.all([
-          settle(attackThenVerify(attack, false)),
-          settle(attackThenVerify(attack, true)),
-        ])
-        const honestAtMost = attack.honestAtMost ?? 2
-        const file = TASKS[attack.task ?? "answers"].file
-        const exact =
-          "outcome" in guarded &&
-          guarded.outcome.kind === "scored" &&
-          guarded.outcome.tests
-            .map((t) => t.name)
-            .sort()
-            .join() === [1, 2, 3, 4, 5].map((i) => `${file}::test_${i}`).join()
-        rows.set(index, {
-          name: attack.name,
-          control: show(forged),
-          t1: show(guarded),
-          held: held(guarded, honestAtMost) && (attack.honestAtMost !== undefined || exact),
-        })
-        // The positive control: the attack is real.
-        if ("error" in forged) throw new Error(`the positive control failed: ${forged.error}`)
-        expect(forged.outcome.notes.join("\n")).toMatch(UNGUARDED)
-        if (attack.caughtByCanaries === true) {
-          const kind: string = forged.outcome.kind
-          expect([kind, forged.outcome.reward]).toEqual(["forged", 0])
-        } else expect(score(forged.outcome)).toEqual([5, 5, 5, true])
-        // t1's verification.
-        if ("error" in guarded) throw new Error(`t1's verification failed: ${guarded.error}`)
-        if (attack.honestAtMost === undefined) {
-          // The honest 2 of 5, every test by name.
-          expect(guarded.outcome.notes.join("\n")).not.toMatch(UNGUARDED)
-          expect(score(guarded.outcome)).toEqual([2, 5, 2, false])
-          expect(exact).toBe(true)
-        } else expect(held(guarded, honestAtMost), `t1 gave ${show(guarded)}`).toBe(true)
-      }, 120_000)
-    }
+    // Only docker can make a sandbox without the toolchain: bwrap mounts it in every sandbox.
+    it.runIf(driverName === "docker")(
+      "a sandbox created without the toolchain is verified with its own programs, and says so",
+      async () => {
+        const bare = ManagedRuntime.make(
+          DockerDriverLive({
+            ownerId: `forgery-bare-${randomUUID().slice(0, 6)}`,
+            docker,
+            toolchainImage: false,
+          }),
+        )
+        try {
+          const outcome = await bare.runPromise(
+            Effect.gen(function* () {
+              const driver = yield* SandboxDriver
+              const info = yield* driver.create(
+                sandboxSpec({ cpus: 1, memoryMb: 512, ttlMs: 120_000 }),
+              )
+              yield* driver.exec(info.id, HONEST, quick)
+              return yield* verifyEpisode(TASK).pipe(
+                Effect.provideService(VerifierSandbox, driverSandbox(driver, info.id)),
+                Effect.ensuring(Effect.ignore(driver.destroy(info.id))),
+              )
+            }),
+          )
+          expect(score(outcome)).toEqual([2, 5, 2, false])
+          expect(outcome.notes.join("\n")).toMatch(/could have replaced.*no verifier toolchain/)
+        } finally {
+          await bare.dispose()
+        }
+      },
+      60_000,
+    )
+
+    // Concurrently (vitest's maxConcurrency at a time): each attack's two sandboxes are its own.
+    describe.concurrent("attacks", () => {
+      for (const [index, attack] of ATTACKS.entries()) {
+        it(`${attack.name}: works against the sandbox's own programs, not against t1's verifier`, async ({
+          expect,
+        }) => {
+          const [forged, guarded] = await Promise.all([
+            settle(attackThenVerify(driverName, attack, false)),
+            settle(attackThenVerify(driverName, attack, true)),
+          ])
+          const impossible = attack.impossibleOn?.[driverName]
+          if (impossible !== undefined) {
+            // The attack cannot be made here: both runs stop at its step, with that failure.
+            rows.set(`${driverName} ${index}`, {
+              name: `${driverName}: ${attack.name}`,
+              control: `impossible: ${show(forged)}`,
+              t1: show(guarded),
+              held: "error" in guarded && impossible.test(guarded.error),
+            })
+            for (const r of [forged, guarded])
+              expect("error" in r ? r.error : show(r)).toMatch(impossible)
+            return
+          }
+          const honestAtMost = attack.honestAtMost ?? 2
+          const file = TASKS[attack.task ?? "answers"].file
+          const exact =
+            "outcome" in guarded &&
+            guarded.outcome.kind === "scored" &&
+            guarded.outcome.tests
+              .map((t) => t.name)
+              .sort()
+              .join() === [1, 2, 3, 4, 5].map((i) => `${file}::test_${i}`).join()
+          rows.set(`${driverName} ${index}`, {
+            name: `${driverName}: ${attack.name}`,
+            control: show(forged),
+            t1: show(guarded),
+            held: held(guarded, honestAtMost) && (attack.honestAtMost !== undefined || exact),
+          })
+          // The positive control: the attack is real.
+          if ("error" in forged) throw new Error(`the positive control failed: ${forged.error}`)
+          expect(forged.outcome.notes.join("\n")).toMatch(UNGUARDED)
+          if (attack.caughtByCanaries === true) {
+            const kind: string = forged.outcome.kind
+            expect([kind, forged.outcome.reward]).toEqual(["forged", 0])
+          } else expect(score(forged.outcome)).toEqual([5, 5, 5, true])
+          // t1's verification.
+          if ("error" in guarded) throw new Error(`t1's verification failed: ${guarded.error}`)
+          if (attack.honestAtMost === undefined) {
+            // The honest 2 of 5, every test by name.
+            expect(guarded.outcome.notes.join("\n")).not.toMatch(UNGUARDED)
+            expect(score(guarded.outcome)).toEqual([2, 5, 2, false])
+            expect(exact).toBe(true)
+          } else expect(held(guarded, honestAtMost), `t1 gave ${show(guarded)}`).toBe(true)
+        }, 120_000)
+      }
+    })
   })
-})

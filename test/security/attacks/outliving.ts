@@ -96,5 +96,7 @@ export const OUTLIVING: ReadonlyArray<Attack> = [
       `took=; for i in $(seq 100); do read -r c < /proc/1/comm; [ "$c" = python3.11 ] && { took=1; break; }; sleep 0.05; done; [ -n "$took" ] || { echo "PID 1 is still $c"; false; }`,
     ].join("\n"),
     honestAtMost: 2,
+    // bwrap's init is not dumpable: /proc/1/mem cannot be opened from inside.
+    impossibleOn: { bwrap: /PID 1 is still bwrap/ },
   },
 ]
