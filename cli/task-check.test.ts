@@ -394,6 +394,27 @@ describe("t1 tasks check (real engine)", () => {
     expect(r.stderr).toContain("cannot be verified here (exit 3): matrix-trace")
   }, 120_000)
 
+  it("checks base-image tasks on the bwrap driver", async () => {
+    const bundled = fileURLToPath(
+      new URL("../tasks/bundled/train/word-frequency-easy-s1-000", import.meta.url),
+    )
+    const r = await t1([
+      "tasks",
+      "check",
+      bundled,
+      join(FIXTURES, "tb2", "csv-column-sum"),
+      "--driver",
+      "bwrap",
+      "--json",
+    ])
+    expect(r.code, r.stderr).toBe(0)
+    const rows = r.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { task: string; status: string })
+    expect(rows.map((o) => o.status)).toEqual(["ok", "ok"])
+  }, 180_000)
+
   it("keeps the sandboxes with --keep and says how to get in", async () => {
     const dir = task(`kept-${process.pid}`, {})
     const r = await t1(["tasks", "check", dir, "--driver", "docker", "--keep"])

@@ -14,6 +14,7 @@ import { basename, dirname } from "node:path"
 import { Console, Data, Effect, type Layer } from "effect"
 import type { BuildNetwork } from "../actors/sandbox/index.ts"
 import {
+  BwrapDriverLive,
   DockerDriverLive,
   dockerEngineAvailable,
   LocalDriverLive,
@@ -84,7 +85,7 @@ export interface CheckReport {
 }
 
 export interface CheckOptions {
-  readonly driver: "docker" | "local" | "auto"
+  readonly driver: "docker" | "local" | "bwrap" | "auto"
   readonly concurrency?: number
   /** JSON Lines on stdout, one object per task as it finishes; the table goes to stderr. */
   readonly json?: boolean
@@ -378,9 +379,9 @@ const solutionFolder = (task: Task, solution: string): string | undefined =>
     ? dirname(solution)
     : undefined
 
-/** Where the check's files go in the sandbox: absolute for docker, under the workdir for local. */
+/** Where the check's files go in the sandbox: absolute for docker and bwrap, under the workdir for local. */
 const places = (driver: SandboxDriverShape) =>
-  driver.kind === "docker"
+  driver.kind !== "local"
     ? { scripts: "/tmp/t1-check", solution: "/solution" }
     : { scripts: ".t1-check", solution: ".t1-check/solution" }
 
@@ -479,10 +480,12 @@ const runOnce = (
 }
 
 const driverLayer = (
-  choice: "docker" | "local" | "auto",
+  choice: "docker" | "local" | "bwrap" | "auto",
 ): Effect.Effect<Layer.Layer<SandboxDriver, unknown>> =>
   Effect.gen(function* () {
     const owner = `tasks-check-${randomUUID().slice(0, 8)}`
+    // Fails at its start with the reason and the fix where bwrap cannot run.
+    if (choice === "bwrap") return BwrapDriverLive({ owner })
     const docker = choice === "local" ? false : yield* dockerEngineAvailable()
     if (choice === "docker" && !docker) {
       return yield* Effect.die(
@@ -525,7 +528,7 @@ export const checkTasks = (
             const started = Date.now()
             const name = task.id || basename(task.dir)
             const image =
-              driver.kind === "docker"
+              driver.kind !== "local"
                 ? yield* resolveTaskImage(task, { buildNetwork: options.buildNetwork }).pipe(
                     Effect.map((r) => r.image),
                     Effect.catch((e) => Effect.succeed(new Error(messageOf(e)))),

@@ -5,11 +5,11 @@ import { coordinatorActor } from "./index.ts"
 describe("t1 actor coordinator --driver", () => {
   const context = { subjects: subjectsFor("coordflags"), concurrency: 1, shutdownGraceMs: 1000 }
 
-  it("takes docker, local or auto and refuses anything else", () => {
-    for (const driver of ["docker", "local", "auto"])
+  it("takes docker, local, bwrap or auto and refuses anything else", () => {
+    for (const driver of ["docker", "local", "bwrap", "auto"])
       expect(() => coordinatorActor.run(context, { driver })).not.toThrow()
     expect(() => coordinatorActor.run(context, { driver: "podman" })).toThrow(
-      '--driver must be docker, local or auto, got "podman"',
+      '--driver must be docker, local, bwrap or auto, got "podman"',
     )
   })
 })

@@ -33,16 +33,16 @@ export const coordinatorFlagsHelp = `  --max-concurrent N           episodes run
   --lease-ttl-ms MS            a job's lease lapses this long after its coordinator's last heartbeat (T1_LEASE_TTL_MS; default 15000)
   --cancel-grace-ms MS         how long a cancelled job waits for its running episodes (T1_CANCEL_GRACE_MS; default 60000)
   --episode-timeout-ms MS      an attempt with no end record this long counts as an infra failure; 0 = never (T1_EPISODE_TIMEOUT_MS; default 10800000)
-  --driver docker|local|auto   the sandboxes' driver (T1_SANDBOX_DRIVER): with local, every task runs on the sandbox host's own system and no task image is resolved (no Docker engine needed); otherwise each task's image is resolved on this machine's engine`
+  --driver docker|local|bwrap|auto  the sandboxes' driver (T1_SANDBOX_DRIVER): with local, every task runs on the sandbox host's own system and no task image is resolved (no Docker engine needed); otherwise (bwrap too: it runs each task image's exported files) each task's image is resolved on this machine's engine`
 
-const DRIVERS = ["docker", "local", "auto"]
+const DRIVERS = ["docker", "local", "bwrap", "auto"]
 
 /** Under the local driver a task has no image of its own: the sandbox host runs it in place. */
 const imageOptions = (flags: FlagValues) => {
   const driver = flagText(flags, "driver", "T1_SANDBOX_DRIVER") ?? "auto"
   if (!DRIVERS.includes(driver))
     throw new ActorConfigError(
-      `--driver must be docker, local or auto, got ${JSON.stringify(driver)}`,
+      `--driver must be docker, local, bwrap or auto, got ${JSON.stringify(driver)}`,
     )
   return driver === "local" ? { resolveImage: () => Effect.succeed(BASE_IMAGE) } : {}
 }

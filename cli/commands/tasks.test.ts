@@ -62,6 +62,10 @@ describe("t1 tasks", () => {
     expect(() => tasksCommand(["check", "x", "--keep", "--driver", "local"])).toThrow(
       /--keep needs the docker driver/,
     )
+    expect(() => tasksCommand(["check", "x", "--keep", "--driver", "bwrap"])).toThrow(
+      /--keep needs the docker driver: bwrap sandboxes end with t1/,
+    )
+    expect(typeof tasksCommand(["check", "x", "--driver", "bwrap"])).toBe("object")
     expect(() => tasksCommand(["decontam", "--keep"])).toThrow(/not an option of t1 tasks decontam/)
   })
 

@@ -31,7 +31,7 @@ Synthetic task families, held-out splits and decontamination.
       a family in both must use disjoint seed ranges). Exit 1 when an eval task overlaps more
       than the threshold or the split check fails. Reads any task format the loaders know.
 
-  t1 tasks check DIR… [--driver docker|local|auto] [--concurrency N] [--json] [--keep]
+  t1 tasks check DIR… [--driver docker|local|bwrap|auto] [--concurrency N] [--json] [--keep]
                  [--build-network none|default]
       Run each task's reference solution and a no-op agent in a sandbox: the reference must
       pass every test and the no-op must not. The reference runs as Harbor runs it: the task's
@@ -207,11 +207,17 @@ export const tasksCommand = (
   if (action === "synth") return synthAction(values, usage)
   if (action === "decontam") return decontamAction(values, usage)
   if (rest.length === 0) throw new UsageError("which tasks? name one or more directories", usage)
-  const driver = choiceFlag("driver", values.driver, ["docker", "local", "auto"], "auto", usage)
+  const driver = choiceFlag(
+    "driver",
+    values.driver,
+    ["docker", "local", "bwrap", "auto"],
+    "auto",
+    usage,
+  )
   const concurrency = intFlag("concurrency", values.concurrency, 2, usage, 1)
   const keep = values.keep === true
-  if (keep && driver === "local")
-    throw new UsageError("--keep needs the docker driver: local sandboxes end with t1", usage)
+  if (keep && (driver === "local" || driver === "bwrap"))
+    throw new UsageError(`--keep needs the docker driver: ${driver} sandboxes end with t1`, usage)
   const buildNetwork =
     values["build-network"] === undefined
       ? undefined
