@@ -32,6 +32,21 @@ sandboxDriverContract("bwrap", () => BwrapDriverLive({ root, interruptGraceMs: 1
   outsideKill: "SandboxDied",
 })
 
+// The fallback where no C compiler is at hand: keeper.py on the toolchain's Python, started by
+// unshare, sh, mount and setpriv instead of launcher.c.
+sandboxDriverContract(
+  "bwrap with the Python keeper",
+  () => BwrapDriverLive({ root, interruptGraceMs: 1000, keeper: "python" }),
+  {
+    baseSpec,
+    networkIsolation: true,
+    pidsLimit: true,
+    dockerSocketHidden: true,
+    killFromOutside: (id) => killBwrapSandboxProcesses(id, root),
+    outsideKill: "SandboxDied",
+  },
+)
+
 const text = (b: Uint8Array) => new TextDecoder().decode(b)
 const quick: ExecOptions = { timeoutMs: 20_000, maxOutputBytes: 64 * 1024 }
 
@@ -138,6 +153,8 @@ describe("bwrap driver: limits, network, host files", () => {
           [
             "id -u",
             "cat /proc/self/uid_map",
+            // The keeper (pid 2, under bwrap's init): keeper.c, built where a compiler is here.
+            "tr '\\0' ' ' < /proc/2/cmdline; echo",
             "grep -E '^(CapEff|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status",
             "(unshare --user true || mount -t tmpfs none /mnt || echo 1 > /proc/sys/kernel/randomize_va_space) 2>/dev/null && echo ESCAPED",
             "echo checked",
@@ -147,7 +164,7 @@ describe("bwrap driver: limits, network, host files", () => {
       }),
     )
     const out = text(result.output)
-    expect(out).toMatch(/^0\n\s+0\s+951000\s+1\n/)
+    expect(out).toMatch(/^0\n\s+0\s+951000\s+1\n\/\.t1v\/t1\/keeper-[0-9a-f]{12} \n/)
     expect(out).toContain("CapEff:\t00000000000000eb")
     expect(out).toContain("CapAmb:\t0000000000000000")
     expect(out).toContain("NoNewPrivs:\t1")

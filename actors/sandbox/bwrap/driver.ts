@@ -38,7 +38,14 @@ import { isSandboxError, openShellSession, type ShellSession } from "../shell/in
 import { TOOLCHAIN_BIN, TOOLCHAIN_ROOT } from "../toolchain/toolchain.ts"
 import { KEEPER_SOURCE, Keeper, keeperShell, runThroughKeeper } from "./keeper.ts"
 import { type BwrapSupport, BwrapUnsupported, probeBwrap } from "./probe.ts"
-import { type BwrapImage, defaultBwrapCache, ensureBwrapImage, ImageMissing } from "./rootfs.ts"
+import {
+  type BwrapImage,
+  defaultBwrapCache,
+  ensureBwrapImage,
+  ensureKeeperBinary,
+  ensureLauncher,
+  ImageMissing,
+} from "./rootfs.ts"
 
 export interface BwrapDriverOptions {
   /** Written to the t1.owner label. Default: `<hostname>:<pid>`. */
@@ -59,6 +66,11 @@ export interface BwrapDriverOptions {
   readonly interruptGraceMs?: number
   /** How long a sandbox's keeper and each shell have to start. Default 10000. */
   readonly startTimeoutMs?: number
+  /**
+   * The sandbox's keeper: "auto" (default) keeper.c, built once per image where a C compiler
+   * and a static libc are here, else keeper.py; "python" keeper.py on the toolchain's Python.
+   */
+  readonly keeper?: "auto" | "python"
 }
 
 export interface BwrapDriver extends SandboxDriverShape {
@@ -87,10 +99,15 @@ exec "$@"`
 
 const reasonOf = (e: unknown) => (e instanceof Error ? e.message : String(e))
 
+/** An image ready for sandboxes, with the argv of their keeper. */
+interface Prepared extends BwrapImage {
+  readonly keeper: ReadonlyArray<string>
+}
+
 interface Sandbox {
   readonly id: string
   readonly dir: string
-  readonly image: BwrapImage
+  readonly image: Prepared
   readonly spec: SandboxSpec
   readonly env: Readonly<Record<string, string>>
   readonly cgroups: ReadonlyArray<string>
@@ -155,23 +172,33 @@ export const makeBwrapDriver = (
           ? new EngineUnavailable({ engine: "bwrap", reason: e.message })
           : new SandboxInfraError({ operation: "bwrap driver setup", reason: reasonOf(e) }),
     })
-    yield* Effect.tryPromise({
-      try: () => mkdir(root, { recursive: true, mode: 0o711 }),
+    const launcher = yield* Effect.tryPromise({
+      try: async () => {
+        await mkdir(root, { recursive: true, mode: 0o711 })
+        return options.keeper === "python" ? undefined : await ensureLauncher(cacheDir)
+      },
       catch: (e) => new SandboxInfraError({ operation: "bwrap driver setup", reason: reasonOf(e) }),
     })
     let docker: Dockerode | undefined = options.docker
-    const images = new Map<string, Promise<BwrapImage>>()
+    const images = new Map<string, Promise<Prepared>>()
+    const pythonKeeper = [PYTHON, "-I", "-S", "-B", "-c", KEEPER_SOURCE]
     const sandboxes = new Map<string, Sandbox>()
 
-    const imageFor = (image: string): Effect.Effect<BwrapImage, SandboxError> =>
+    const imageFor = (image: string): Effect.Effect<Prepared, SandboxError> =>
       Effect.tryPromise({
         try: () => {
           const known = images.get(image)
           if (known !== undefined) return known
           docker ??= connectDocker()
-          const made = Effect.runPromise(
-            ensureBwrapImage(docker, image, { cacheDir, bwrap: support.bwrap, hostUid }),
-          )
+          const engine = docker
+          const made = (async (): Promise<Prepared> => {
+            const prepared = await Effect.runPromise(
+              ensureBwrapImage(engine, image, { cacheDir, bwrap: support.bwrap, hostUid }),
+            )
+            const binary =
+              options.keeper === "python" ? undefined : await ensureKeeperBinary(prepared)
+            return { ...prepared, keeper: binary === undefined ? pythonKeeper : [binary] }
+          })()
           images.set(image, made)
           made.catch(() => images.delete(image))
           return made
@@ -185,7 +212,7 @@ export const makeBwrapDriver = (
     const bwrapArgs = (sandbox: {
       id: string
       spec: SandboxSpec
-      image: BwrapImage
+      image: Prepared
       dir: string
     }) => [
       "--unshare-user",
@@ -226,19 +253,14 @@ export const makeBwrapDriver = (
       "--chdir",
       "/",
       "--",
-      PYTHON,
-      "-I",
-      "-S",
-      "-B",
-      "-c",
-      KEEPER_SOURCE,
+      ...sandbox.image.keeper,
     ]
 
     /** Starts the sandbox's processes (its keeper) on its directory; resolves once it answers. */
     const launch = async (sandbox: {
       id: string
       spec: SandboxSpec
-      image: BwrapImage
+      image: Prepared
       dir: string
       cgroups: ReadonlyArray<string>
     }): Promise<Keeper> => {
@@ -250,29 +272,36 @@ export const makeBwrapDriver = (
         "metacopy=off",
         "index=off",
       ].join(",")
-      const argv = [
-        "-m",
-        "--propagation",
-        "private",
-        "--",
-        support.sh,
-        "-c",
-        LAUNCH,
-        "t1-bwrap",
+      const steps = [
         String(sandbox.cgroups.length),
         ...sandbox.cgroups.map((d) => join(d, "cgroup.procs")),
         overlay,
         join(sandbox.dir, "merged"),
         sandbox.image.seccomp,
-        support.setpriv,
-        `--reuid=${hostUid}`,
-        `--regid=${hostUid}`,
-        "--clear-groups",
-        "--",
-        support.bwrap,
-        ...bwrapArgs(sandbox),
       ]
-      const started = await startProcess("helper", support.unshare, argv, {
+      const [file, ...argv] =
+        launcher !== undefined
+          ? [launcher, String(hostUid), ...steps, support.bwrap, ...bwrapArgs(sandbox)]
+          : [
+              support.unshare,
+              "-m",
+              "--propagation",
+              "private",
+              "--",
+              support.sh,
+              "-c",
+              LAUNCH,
+              "t1-bwrap",
+              ...steps,
+              support.setpriv,
+              `--reuid=${hostUid}`,
+              `--regid=${hostUid}`,
+              "--clear-groups",
+              "--",
+              support.bwrap,
+              ...bwrapArgs(sandbox),
+            ]
+      const started = await startProcess("helper", file ?? support.unshare, argv, {
         cwd: sandbox.dir,
         env: { PATH: DEFAULT_PATH },
       })

@@ -1,6 +1,8 @@
 import { spawn } from "node:child_process"
+import { createHash } from "node:crypto"
 import { existsSync } from "node:fs"
-import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises"
+import { copyFile, mkdir, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type Dockerode from "dockerode"
 import { Effect } from "effect"
@@ -198,4 +200,55 @@ export class ImageMissing extends Error {
   constructor(readonly image: string) {
     super(`image ${image} is not on the engine`)
   }
+}
+
+/**
+ * Builds C source `name` (beside this file) statically into directory `dir` once, named by the
+ * source's hash; resolves with the binary's file name, or undefined where no C compiler or
+ * static libc is at hand.
+ */
+const buildStatic = async (name: string, dir: string): Promise<string | undefined> => {
+  const source = await readFile(new URL(`./${name}.c`, import.meta.url))
+  const file = `${name}-${createHash("sha256").update(source).digest("hex").slice(0, 12)}`
+  const target = join(dir, file)
+  if (existsSync(target)) return file
+  const scratch = await mkdtemp(join(tmpdir(), `t1-${name}-`))
+  try {
+    await writeFile(join(scratch, `${name}.c`), source)
+    await runProgram("cc", [
+      "-O2",
+      "-static",
+      "-o",
+      join(scratch, name),
+      join(scratch, `${name}.c`),
+    ])
+    await mkdir(dir, { recursive: true })
+    await copyFile(join(scratch, name), `${target}.tmp`)
+    await rename(`${target}.tmp`, target)
+    return file
+  } catch {
+    return undefined
+  } finally {
+    await rm(scratch, { recursive: true, force: true })
+  }
+}
+
+/**
+ * The keeper's program for sandboxes of `image`: keeper.c built once (statically: it loads
+ * nothing of the sandbox) into the toolchain directory, so it appears read-only under /.t1v;
+ * undefined where it cannot be built here, and the sandboxes then run keeper.py on the
+ * toolchain's Python.
+ */
+export const ensureKeeperBinary = async (image: BwrapImage): Promise<string | undefined> => {
+  const file = await buildStatic("keeper", join(image.toolchain, "t1"))
+  return file === undefined ? undefined : `${TOOLCHAIN_ROOT}/t1/${file}`
+}
+
+/**
+ * launcher.c built once into the cache directory: a sandbox then starts with one program
+ * before bwrap instead of unshare, sh, mount and setpriv; undefined where it cannot be built.
+ */
+export const ensureLauncher = async (cacheDir: string): Promise<string | undefined> => {
+  const file = await buildStatic("launcher", cacheDir)
+  return file === undefined ? undefined : join(cacheDir, file)
 }
