@@ -96,7 +96,10 @@ export const OUTLIVING: ReadonlyArray<Attack> = [
       `took=; for i in $(seq 100); do read -r c < /proc/1/comm; [ "$c" = python3.11 ] && { took=1; break; }; sleep 0.05; done; [ -n "$took" ] || { echo "PID 1 is still $c"; false; }`,
     ].join("\n"),
     honestAtMost: 2,
-    // bwrap's init is not dumpable: /proc/1/mem cannot be opened from inside.
+    // bwrap's init (no capabilities at all) waits in waitpid with no timeout, so the code
+    // written where /proc/1/syscall says it resumes does not run within the attack's wait. A
+    // PID 1 taken over some other way dies with the seal all the same: it kills the sandbox's
+    // whole cgroup from the host, init included.
     impossibleOn: { bwrap: /PID 1 is still bwrap/ },
   },
 ]
