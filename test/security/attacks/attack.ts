@@ -19,9 +19,4 @@ export interface Attack {
    * its positive control is a forged outcome rather than 5 of 5.
    */
   readonly caughtByCanaries?: boolean
-  /**
-   * Drivers on which the attack cannot even be made (its step fails, saying this): there the
-   * positive control is that failure, and t1 holds since nothing was forged.
-   */
-  readonly impossibleOn?: Readonly<Partial<Record<"docker" | "bwrap", RegExp>>>
 }
