@@ -269,6 +269,20 @@ describe("bwrap driver: bad input", () => {
     }
   })
 
+  it("creates from the cached export when the engine does not answer", async () => {
+    const { default: Dockerode } = await import("dockerode")
+    const unreachable = new Dockerode({ socketPath: "/nonexistent/docker.sock" })
+    const out = await withDriver(
+      (d) =>
+        Effect.gen(function* () {
+          const { id } = yield* d.create(baseSpec)
+          return text((yield* d.exec(id, "cat /etc/debian_version | cut -d. -f1", quick)).output)
+        }),
+      { root, docker: unreachable },
+    )
+    expect(out).toBe("12\n")
+  })
+
   it("refuses a user other than root", async () => {
     const exit = await withDriver((d) => Effect.exit(d.create({ ...baseSpec, user: "1000" })))
     expect(failure(exit)?._tag).toBe("InvalidSandboxSpec")

@@ -1,7 +1,17 @@
 import { spawn } from "node:child_process"
 import { createHash } from "node:crypto"
 import { existsSync } from "node:fs"
-import { copyFile, mkdir, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises"
+import {
+  copyFile,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  writeFile,
+} from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type Dockerode from "dockerode"
@@ -152,7 +162,17 @@ export const ensureBwrapImage = (
         statusCode(error) === 404
           ? new ImageMissing(image)
           : new Error(`cannot inspect ${image}: ${reasonOf(error)}`),
-    })
+    }).pipe(
+      // Without an engine, the image's last export here serves (bwrap itself needs none).
+      Effect.catch((error) =>
+        error instanceof ImageMissing
+          ? Effect.fail(error)
+          : Effect.flatMap(
+              Effect.promise(() => cachedExport(options.cacheDir, image, options.hostUid)),
+              (cached) => (cached === undefined ? Effect.fail(error) : Effect.succeed(cached)),
+            ),
+      ),
+    )
     const id = inspected.Id.replace(/^sha256:/, "")
     const dir = join(options.cacheDir, `${id.slice(0, 16)}-${options.hostUid}`)
     const toolchainName = toolchainVolume(inspected.Id)
@@ -181,7 +201,10 @@ export const ensureBwrapImage = (
         // The sandbox's root is this uid on the host: it owns the image's files as root did.
         await runProgram("chown", ["-hR", `${options.hostUid}:${options.hostUid}`, rootfs])
         await writeFile(join(partial, "seccomp.bpf"), seccompProgram())
-        await writeFile(join(partial, "image.json"), JSON.stringify({ image, id }))
+        await writeFile(
+          join(partial, "image.json"),
+          JSON.stringify({ image, id: inspected.Id, env: inspected.Config?.Env ?? [] }),
+        )
         await rename(partial, dir)
         await writeFile(complete, "ok\n")
       },
@@ -194,6 +217,30 @@ export const ensureBwrapImage = (
     )
     return made
   })
+
+/** The newest complete export of `image` in the cache, as an inspection would describe it. */
+const cachedExport = async (
+  cacheDir: string,
+  image: string,
+  hostUid: number,
+): Promise<{ Id: string; Config: { Env: string[] } } | undefined> => {
+  let best: { Id: string; Config: { Env: string[] }; at: number } | undefined
+  for (const entry of await readdir(cacheDir).catch(() => [])) {
+    if (!entry.endsWith(`-${hostUid}`)) continue
+    const dir = join(cacheDir, entry)
+    try {
+      const [text, done] = await Promise.all([
+        readFile(join(dir, "image.json"), "utf8"),
+        stat(join(dir, "complete")),
+      ])
+      const recorded = JSON.parse(text) as { image?: string; id?: string; env?: string[] }
+      if (recorded.image !== image || typeof recorded.id !== "string") continue
+      if (best === undefined || done.mtimeMs > best.at)
+        best = { Id: recorded.id, Config: { Env: recorded.env ?? [] }, at: done.mtimeMs }
+    } catch {}
+  }
+  return best === undefined ? undefined : { Id: best.Id, Config: best.Config }
+}
 
 /** The image is not on the engine. */
 export class ImageMissing extends Error {
