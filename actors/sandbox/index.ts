@@ -48,7 +48,8 @@ export const sandboxFlagsHelp = `  --driver auto|docker|local|bwrap  (T1_SANDBOX
   --max-output-bytes N         default output cap, head + tail (default 65536)
   --idle-ttl-sec S             a leased sandbox unused this long is destroyed (default 1800)
   --reap-interval-sec S        expired-sandbox sweep period (default 60)
-  --sandbox-root DIR           local driver: where sandbox directories live
+  --sandbox-root DIR           local and bwrap drivers: where sandbox directories live
+  --bwrap PATH                 bwrap driver: the bwrap program (T1_BWRAP; default /usr/bin/bwrap)
   --network-firewall on|off    docker driver: iptables rules keep sandboxes with network allowed off this machine (T1_SANDBOX_NETWORK_FIREWALL; default on; needs root beside the engine)
 ${breakerFlagsHelp("this host (it leaves the create queue group)")}`
 
@@ -68,6 +69,7 @@ export const sandboxActor: HostedActor = {
     "idle-ttl-sec": { type: "string" },
     "reap-interval-sec": { type: "string" },
     "sandbox-root": { type: "string" },
+    bwrap: { type: "string" },
     "network-firewall": { type: "string" },
     ...breakerFlags,
   },
@@ -122,7 +124,16 @@ export const sandboxActor: HostedActor = {
     if (driverChoice === "bwrap")
       return Effect.gen(function* () {
         yield* Effect.logInfo(`sandbox host ${owner}: bwrap driver`)
-        return yield* host.pipe(Effect.provide(BwrapDriverLive({ owner })))
+        const bwrap = flagText(flags, "bwrap", "T1_BWRAP")
+        return yield* host.pipe(
+          Effect.provide(
+            BwrapDriverLive({
+              owner,
+              ...(root === "" ? {} : { root }),
+              ...(bwrap === undefined ? {} : { bwrap }),
+            }),
+          ),
+        )
       })
     return Effect.gen(function* () {
       const engine = driverChoice === "local" ? false : yield* dockerEngineAvailable()

@@ -283,6 +283,33 @@ describe("bwrap driver: bad input", () => {
     expect(out).toBe("12\n")
   })
 
+  it("t1 actor sandbox --driver bwrap fails at start where bwrap is missing; other names are refused", async () => {
+    const { sandboxActor } = await import("../index.ts")
+    const { makeMemoryBus, Bus, subjectsFor } = await import("../../../services/bus/index.ts")
+    const { Metrics, makeMetrics } = await import("../../../services/metrics/index.ts")
+    const context = { subjects: subjectsFor("bwrapflags"), concurrency: 1, shutdownGraceMs: 100 }
+    expect(() => sandboxActor.run(context, { driver: "podman" })).toThrow(
+      '--driver must be auto, docker, local or bwrap, got "podman"',
+    )
+    const exit = await Effect.runPromiseExit(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const bus = yield* makeMemoryBus()
+          return yield* sandboxActor
+            .run(context, { driver: "bwrap", bwrap: "/nonexistent/bwrap", "sandbox-root": root })
+            .pipe(
+              Effect.provideService(Bus, bus),
+              Effect.provideService(Metrics, makeMetrics({ defaultMetrics: false })),
+            )
+        }),
+      ),
+    )
+    expect(Exit.isFailure(exit)).toBe(true)
+    expect(String(Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "")).toMatch(
+      /bwrap is not installed.*fix: install the package bubblewrap/,
+    )
+  })
+
   it("refuses a user other than root", async () => {
     const exit = await withDriver((d) => Effect.exit(d.create({ ...baseSpec, user: "1000" })))
     expect(failure(exit)?._tag).toBe("InvalidSandboxSpec")
