@@ -96,6 +96,20 @@ describe("bwrap driver: limits, network, host files", () => {
     for (const path of made) expect(readFileSync(path, "utf8")).toBe("host secret\n")
   })
 
+  it("localhost resolves to the sandbox's own loopback", async () => {
+    const result = await withDriver((d) =>
+      Effect.gen(function* () {
+        const { id } = yield* d.create(baseSpec)
+        return yield* d.exec(
+          id,
+          'python3 -c \'import socket; s = socket.socket(); s.bind(("localhost", 0)); s.listen(); c = socket.create_connection(("localhost", s.getsockname()[1])); print("connected")\'',
+          quick,
+        )
+      }),
+    )
+    expect(text(result.output)).toBe("connected\n")
+  })
+
   it("no network but loopback; connecting out fails", async () => {
     const result = await withDriver((d) =>
       Effect.gen(function* () {

@@ -114,8 +114,6 @@ interface Sandbox {
   readonly meta: SandboxMeta
   keeper: Keeper
   session: ShellSession | undefined
-  /** Set while a seal has its processes stopped: execs wait for it. */
-  sealing: boolean
 }
 
 /** OOM kills counted in the sandbox's memory cgroup, for the reason a dead sandbox gives. */
@@ -476,7 +474,6 @@ export const makeBwrapDriver = (
             meta: made.meta,
             keeper: made.keeper,
             session: undefined,
-            sealing: false,
           }
           sandbox.session = yield* openSession(sandbox)
           sandboxes.set(id, sandbox)
@@ -647,44 +644,39 @@ export const makeBwrapDriver = (
         const sandbox = yield* running(id)
         const sealed = Effect.tryPromise({
           try: async (): Promise<SealReport> => {
-            sandbox.sealing = true
-            try {
-              const before = await processesIn(sandbox.cgroups)
-              const stopped = Math.max(0, before.length - OWN_PROCESSES)
-              const session = sandbox.session
-              sandbox.session = undefined
-              if (session !== undefined) await Effect.runPromise(session.close)
-              sandbox.keeper.kill()
-              // The whole cgroup, however many the agent forked: nothing of it outlives this.
-              await killCgroups(sandbox.cgroups)
-              if ((await processesIn(sandbox.cgroups)).length > 0)
-                throw new Error("its processes could not all be killed")
-              const restore =
-                sealOptions.pristinePaths.length === 0
-                  ? { restored: [], removed: [] }
-                  : await restorePristine(sandbox, sealOptions.pristinePaths)
-              sandbox.keeper = await relaunch(sandbox)
-              const after = await processesIn(sandbox.cgroups)
-              if (after.length !== OWN_PROCESSES)
-                throw new Error(
-                  `${after.length} processes run after the restart, not the ${OWN_PROCESSES} of a fresh sandbox`,
-                )
-              const pid = sandbox.keeper.process.pid
-              await writeMeta(sandbox.dir, {
-                ...sandbox.meta,
-                holder: { pid, startTime: processStartTime(pid) ?? "" },
-              })
-              return {
-                toolchain: true,
-                stopped,
-                restored: restore.restored.slice(0, 200),
-                restoredCount: restore.restored.length,
-                removed: restore.removed.slice(0, 200),
-                removedCount: restore.removed.length,
-                durationMs: 0,
-              }
-            } finally {
-              sandbox.sealing = false
+            const before = await processesIn(sandbox.cgroups)
+            const stopped = Math.max(0, before.length - OWN_PROCESSES)
+            const session = sandbox.session
+            sandbox.session = undefined
+            if (session !== undefined) await Effect.runPromise(session.close)
+            sandbox.keeper.kill()
+            // The whole cgroup, however many the agent forked: nothing of it outlives this.
+            await killCgroups(sandbox.cgroups)
+            if ((await processesIn(sandbox.cgroups)).length > 0)
+              throw new Error("its processes could not all be killed")
+            const restore =
+              sealOptions.pristinePaths.length === 0
+                ? { restored: [], removed: [] }
+                : await restorePristine(sandbox, sealOptions.pristinePaths)
+            sandbox.keeper = await relaunch(sandbox)
+            const after = await processesIn(sandbox.cgroups)
+            if (after.length !== OWN_PROCESSES)
+              throw new Error(
+                `${after.length} processes run after the restart, not the ${OWN_PROCESSES} of a fresh sandbox`,
+              )
+            const pid = sandbox.keeper.process.pid
+            await writeMeta(sandbox.dir, {
+              ...sandbox.meta,
+              holder: { pid, startTime: processStartTime(pid) ?? "" },
+            })
+            return {
+              toolchain: true,
+              stopped,
+              restored: restore.restored.slice(0, 200),
+              restoredCount: restore.restored.length,
+              removed: restore.removed.slice(0, 200),
+              removedCount: restore.removed.length,
+              durationMs: 0,
             }
           },
           catch: (e) =>

@@ -80,6 +80,8 @@ const toolchainSources = async () => {
   return { build: await read("build.py"), python3: await read("python3") }
 }
 
+const HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+
 /** Unpacks the image's file system into `rootfs` (docker export of a never-started container). */
 const exportImage = async (docker: Dockerode, image: string, rootfs: string) => {
   const container = await docker.createContainer({
@@ -98,6 +100,8 @@ const exportImage = async (docker: Dockerode, image: string, rootfs: string) => 
   }
   // What docker adds to every container's file system, not the image's.
   await rm(join(rootfs, ".dockerenv"), { force: true })
+  // The export leaves /etc/hosts empty (docker writes it at each start): localhost must resolve.
+  await writeFile(join(rootfs, "etc", "hosts"), HOSTS, { mode: 0o644 })
   // The toolchain's mount point: the lower layer is never written once sandboxes use it.
   await mkdir(join(rootfs, TOOLCHAIN_ROOT.slice(1)), { recursive: true })
 }
