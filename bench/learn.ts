@@ -47,6 +47,7 @@ import {
   resolvedRate,
   scoreTrajectories,
   sftUpdates,
+  type WarmStart,
 } from "../actors/recipe/index.ts"
 import { dockerEngineAvailable } from "../actors/sandbox/index.ts"
 import { Rng } from "../model/index.ts"
@@ -134,7 +135,8 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate [--abl
                          learner's train/inference logprob diff, and with --json an
                          \`ablation\` array (the default arm first) and \`ablation_skipped\`
   --ablate-seeds N       seeds of each ablation arm, --first-seed onwards (default 2; the
-                         default arm reuses the main seeds' runs and runs those it lacks)
+                         default arm reuses the main seeds' runs and runs those it lacks;
+                         every arm starts from its seed's one warm start, charged its time)
   --dump DIR             write every evaluation's episodes to DIR/seed<S>-<set>.jsonl (task, rung,
                          tests passed, the policy's generated text per turn)`
 
@@ -217,15 +219,30 @@ const dumpEpisodes = (
   writeFileSync(join(dir, `${name}.jsonl`), `${lines.join("\n")}\n`)
 }
 
+/**
+ * The warm starts of the seeds run so far, with what each took: an ablation arm changes only the
+ * RL learner, so it starts from its seed's warm start instead of training the same one again (the
+ * same ladder, demonstrations, batches and initialisation would give it bit for bit; the SFT
+ * steps are most of a seed's time on the observation rungs).
+ */
+type WarmStarts = Map<
+  number,
+  { readonly warm: WarmStart; readonly ms: number; readonly sftStepMs: number }
+>
+
 const runSeed = (
   seed: number,
   o: Options,
   learner: Partial<LearnerConfig>,
   log: (line: string) => void,
+  warmStarts: WarmStarts = new Map(),
 ): Effect.Effect<SeedResult, unknown, Bus | Metrics> =>
   Effect.scoped(
     Effect.gen(function* () {
-      const started = Date.now()
+      const cached = warmStarts.get(seed)
+      // A reused warm start is charged its original time: the seed's budget and minutes read as
+      // if it had been trained again, so every arm has the same time for RL.
+      const started = Date.now() - (cached?.ms ?? 0)
       const recipe = yield* openLadderRecipe({ ...o, seed, learner: { ...o.learner, ...learner } })
       log(
         `seed ${seed}: ladder of ${recipe.train.length} train, ${recipe.heldIn.length} held-out and ${recipe.heldOut.length} OOD tasks in ${recipe.dir}`,
@@ -249,11 +266,14 @@ const runSeed = (
       }
 
       // 1. Warm start.
-      log(`seed ${seed}: playing ${recipe.demos.length} demonstrations`)
       const warmStarted = Date.now()
-      const warm = yield* recipe.warmStart()
+      if (cached !== undefined) log(`seed ${seed}: the warm start of this seed's first run, reused`)
+      else log(`seed ${seed}: playing ${recipe.demos.length} demonstrations`)
+      const warm = cached?.warm ?? (yield* recipe.warmStart())
       // An upper bound of one SFT step (the demonstrations' episodes included): the control's.
-      const sftStepMs = (Date.now() - warmStarted) / Math.max(1, o.sftSteps)
+      const sftStepMs = cached?.sftStepMs ?? (Date.now() - warmStarted) / Math.max(1, o.sftSteps)
+      if (cached === undefined)
+        warmStarts.set(seed, { warm, ms: Date.now() - warmStarted, sftStepMs })
       log(
         `seed ${seed}: SFT on ${warm.sequences.length} demonstrations (${warm.skipped.length} unresolved): loss ${warm.losses[0]?.toFixed(2)} → ${warm.losses.at(-1)?.toFixed(2)} in ${o.sftSteps} steps`,
       )
@@ -688,7 +708,12 @@ const main = Effect.gen(function* () {
   const log = (line: string) =>
     console.error(`[${((Date.now() - t0) / 1000).toFixed(0)} s] ${line}`)
   const results: SeedResult[] = []
-  for (let s = 0; s < o.seeds; s++) results.push(yield* runSeed(o.firstSeed + s, o, {}, log))
+  // Only the ablation arms reuse warm starts: the main seeds each train their own.
+  const warmStarts: WarmStarts = new Map()
+  for (let s = 0; s < o.seeds; s++)
+    results.push(
+      yield* runSeed(o.firstSeed + s, o, {}, log, values.ablate ? warmStarts : undefined),
+    )
   console.log(table(results))
   const figures = summary(results)
   console.log(
@@ -700,7 +725,7 @@ const main = Effect.gen(function* () {
     const defaultSeeds = results.slice(0, ablateSeeds)
     for (let s = defaultSeeds.length; s < ablateSeeds; s++) {
       log(`ablation: default arm, seed ${o.firstSeed + s} (beyond --seeds)`)
-      defaultSeeds.push(yield* runSeed(o.firstSeed + s, o, {}, log))
+      defaultSeeds.push(yield* runSeed(o.firstSeed + s, o, {}, log, warmStarts))
     }
     const outcomes: VariantOutcome[] = []
     for (const a of ABLATIONS) {
@@ -718,7 +743,7 @@ const main = Effect.gen(function* () {
       let failed: string | undefined
       for (let s = 0; s < ablateSeeds && failed === undefined; s++) {
         log(`ablation: ${a.name}, seed ${o.firstSeed + s}`)
-        const run = runSeed(o.firstSeed + s, o, a.learner, log)
+        const run = runSeed(o.firstSeed + s, o, a.learner, log, warmStarts)
         // A learner that dies inside the recipe leaves RL waiting for its report for ever: past
         // twice the seed's budget the variant is taken as stuck and left out.
         const exit = yield* Effect.exit(
