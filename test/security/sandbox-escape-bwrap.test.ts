@@ -3,10 +3,8 @@
  * commands an agent could send, in sandboxes created as episodes get them (the sampler's ports,
  * a sandbox host with `driver: "bwrap"`, `sandboxSpecFor`), and the same verifier results. Where
  * the docker file reads the engine's view (docker inspect), this one reads the sandbox's cgroups
- * and uid map on the host. Not here: the two tests of sandboxes with network allowed, since a
- * bwrap sandbox with network shares the host's network, as the local driver's does (the driver's
- * documented semantics; tasks that need network run on docker). Connections go only to
- * listeners this test opens on this machine's own addresses.
+ * and uid map on the host, and networked sandboxes sit on bwrap's own bridge (network.ts).
+ * Connections go only to listeners this test opens on this machine's own addresses.
  */
 import { execFileSync, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -25,6 +23,12 @@ import { sandboxSpecFor } from "../../actors/sampler/episode.ts"
 import { runEpisodeHere } from "../../actors/sampler/in-process.ts"
 import { scriptedPolicy } from "../../actors/sampler/policy/scripted.ts"
 import { defaultBwrapRoot } from "../../actors/sandbox/bwrap/index.ts"
+import { BWRAP_BRIDGE, BWRAP_GATEWAY } from "../../actors/sandbox/bwrap/network.ts"
+import {
+  firewallInstalled,
+  installFirewall,
+  removeFirewall,
+} from "../../actors/sandbox/docker/firewall.ts"
 import { CAPABILITIES, connectDocker } from "../../actors/sandbox/docker/index.ts"
 import { DEFAULT_PIDS_LIMIT } from "../../actors/sandbox/driver.ts"
 import { BASE_IMAGE, resolvedWireTask } from "../../actors/sandbox/image/index.ts"
@@ -395,6 +399,67 @@ s.bind(("127.0.0.1", ${port})); s.listen(8); time.sleep(300)`)} >/dev/null 2>&1 
     expect(reach.text).toMatch(/ failed \w+\n$/)
     const names = await sh(b, "hostname; cat /proc/sys/kernel/hostname")
     expect(names.text).not.toContain(a.slice(0, 12))
+  })
+
+  /** The sandbox's own IPv4 address on bwrap's bridge. */
+  const addressOf = async (id: string) =>
+    (
+      await sh(
+        id,
+        `python3 -c ${q(`import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.connect(("${BWRAP_GATEWAY}", 9))
+print(s.getsockname()[0])`)}`,
+      )
+    ).text.trim()
+
+  it("another sandbox with network allowed: still unreachable (isolated bridge ports, no traffic between sandboxes)", async () => {
+    const [c, d] = await Promise.all([
+      sandboxFor(workItem("net-c", { allowInternet: true })),
+      sandboxFor(workItem("net-d", { allowInternet: true })),
+    ])
+    const ip = await addressOf(c)
+    expect(ip).toMatch(/^10\.213\.\d+\.\d+$/)
+    expect(await addressOf(d)).not.toBe(ip)
+    const port = 20_000 + (Number.parseInt(r.slice(4, 8), 16) % 20_000)
+    await sh(
+      c,
+      `python3 -c ${q(`import socket, time
+s = socket.socket(); s.bind(("0.0.0.0", ${port})); s.listen(8); time.sleep(300)`)} >/dev/null 2>&1 &\nsleep 0.5`,
+    )
+    expect((await connectFrom(c, [`${ip}:${port}`])).text).toContain("CONNECTED")
+    expect((await connectFrom(d, [`${ip}:${port}`])).text).toMatch(/ failed \w+\n$/)
+  })
+
+  it("network allowed: nothing on this machine is reachable (the bridge's gateway, every host address), and the firewall is what stops it", async () => {
+    const c = await sandboxFor(workItem("net-fw", { allowInternet: true }))
+    expect(await Effect.runPromise(firewallInstalled(BWRAP_BRIDGE))).toBe(true)
+    const { all } = await localAddresses()
+    const targets = [...new Set([...all.filter((a) => a !== "127.0.0.1"), BWRAP_GATEWAY])]
+    const listeners = (await Promise.all(targets.map(listen))).filter(
+      (l): l is Listener => l !== undefined,
+    )
+    try {
+      expect(listeners.map((l) => l.address)).toContain(BWRAP_GATEWAY)
+      const endpoints = listeners.map((l) => `${l.address}:${l.port}`)
+      const blocked = (await connectFrom(c, endpoints)).text.trim().split("\n")
+      expect(blocked).toHaveLength(listeners.length)
+      for (const line of blocked) expect(line).toMatch(/ failed \w+$/)
+      for (const l of listeners) expect(l.connections()).toBe(0)
+      // Without the rules the same sandbox reaches them: the firewall is what stops it.
+      await Effect.runPromise(removeFirewall(BWRAP_BRIDGE))
+      try {
+        const open = (await connectFrom(c, endpoints)).text
+        expect(open).toContain(
+          `${BWRAP_GATEWAY}:${listeners.find((l) => l.address === BWRAP_GATEWAY)?.port} CONNECTED`,
+        )
+      } finally {
+        await Effect.runPromise(installFirewall(BWRAP_BRIDGE))
+      }
+      expect(await Effect.runPromise(firewallInstalled(BWRAP_BRIDGE))).toBe(true)
+    } finally {
+      for (const l of listeners) l.server.close()
+    }
   })
 
   it("host processes and privileges: only the sandbox's processes, no CAP_SYS_ADMIN, not privileged", async () => {

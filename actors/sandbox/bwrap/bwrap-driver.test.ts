@@ -126,6 +126,25 @@ describe("bwrap driver: limits, network, host files", () => {
     expect(lines[1]).toMatch(/unreachable|Errno 101/)
   })
 
+  it("network allowed: its own namespace on bwrap's bridge, removed with the sandbox", async () => {
+    const { existsSync } = await import("node:fs")
+    const { netnsPath } = await import("./network.ts")
+    const seen = await withDriver((d) =>
+      Effect.gen(function* () {
+        const { id } = yield* d.create({ ...baseSpec, network: true })
+        const devices = yield* d.exec(
+          id,
+          "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort",
+          quick,
+        )
+        const before = existsSync(netnsPath(id))
+        yield* d.destroy(id)
+        return { devices: text(devices.output), before, after: existsSync(netnsPath(id)) }
+      }),
+    )
+    expect(seen).toEqual({ devices: "eth0\nlo\n", before: true, after: false })
+  })
+
   it("pids limit: a sandbox cannot have more processes than its limit", async () => {
     const result = await withDriver((d) =>
       Effect.gen(function* () {

@@ -37,6 +37,12 @@ import { pristinePathsProblem } from "../pristine.ts"
 import { isSandboxError, openShellSession, type ShellSession } from "../shell/index.ts"
 import { TOOLCHAIN_BIN, TOOLCHAIN_ROOT } from "../toolchain/toolchain.ts"
 import { KEEPER_SOURCE, Keeper, keeperShell, runThroughKeeper } from "./keeper.ts"
+import {
+  ensureBwrapBridge,
+  makeSandboxNetwork,
+  netnsPath,
+  removeSandboxNetwork,
+} from "./network.ts"
 import { type BwrapSupport, BwrapUnsupported, probeBwrap } from "./probe.ts"
 import {
   type BwrapImage,
@@ -146,8 +152,9 @@ const processesIn = async (cgroups: ReadonlyArray<string>): Promise<number[]> =>
  * verifier toolchain read-only at /.t1v, and nothing else of the host. Its root is root only in
  * its user namespace (on the host an unprivileged uid, DEFAULT_HOST_UID), with Docker's
  * capabilities for a task shell (CAPABILITIES), no new privileges and Docker's seccomp profile
- * (seccomp.ts); network: false leaves loopback only, network: true shares the host's network as
- * the local driver does. pidsLimit, memoryMb and cpus are cgroup limits. Every process runs
+ * (seccomp.ts); network: false leaves loopback only, network: true is a namespace of its own on
+ * an isolated port of a host bridge, masqueraded outwards, this machine firewalled off
+ * (network.ts). pidsLimit, memoryMb and cpus are cgroup limits. Every process runs
  * under the keeper (keeper.py), so the persistent shell, the verifier's separate processes
  * (execArgv) and file transfers all start inside the sandbox. The seal kills the sandbox's
  * cgroup whole, puts the image's files back under the pristine paths from outside (restore.py,
@@ -218,6 +225,7 @@ export const makeBwrapDriver = (
       "--unshare-ipc",
       "--unshare-uts",
       "--unshare-cgroup",
+      // With network: the namespace the launcher joined (network.ts), and the host's resolver.
       ...(sandbox.spec.network
         ? ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
         : ["--unshare-net"]),
@@ -277,10 +285,12 @@ export const makeBwrapDriver = (
         join(sandbox.dir, "merged"),
         sandbox.image.seccomp,
       ]
+      const netns = sandbox.spec.network ? netnsPath(sandbox.id) : ""
       const [file, ...argv] =
         launcher !== undefined
-          ? [launcher, String(hostUid), ...steps, support.bwrap, ...bwrapArgs(sandbox)]
+          ? [launcher, String(hostUid), netns, ...steps, support.bwrap, ...bwrapArgs(sandbox)]
           : [
+              ...(netns === "" ? [] : [support.nsenter, `--net=${netns}`, "--"]),
               support.unshare,
               "-m",
               "--propagation",
@@ -380,6 +390,7 @@ export const makeBwrapDriver = (
       const meta = await readMeta(dir)
       killRecordedHolder(meta?.holder ?? null)
       if (meta !== undefined && meta.cgroups.length > 0) await removeCgroups(meta.cgroups)
+      await removeSandboxNetwork(id)
       await rm(dir, { recursive: true, force: true, maxRetries: 3 })
     }
 
@@ -398,6 +409,16 @@ export const makeBwrapDriver = (
             reason: `must not contain . or .. components: ${spec.workdir}`,
           })
         const image = yield* imageFor(spec.image)
+        if (spec.network)
+          yield* ensureBwrapBridge().pipe(
+            Effect.mapError(
+              (e) =>
+                new SandboxInfraError({
+                  operation: "sandbox network",
+                  reason: `${e.message} (networked bwrap sandboxes need root, ip and iptables)`,
+                }),
+            ),
+          )
         const id = `bwrap-${randomBytes(8).toString("hex")}`
         const dir = join(root, id)
         const createdAtMs = yield* Clock.currentTimeMillis
@@ -439,6 +460,7 @@ export const makeBwrapDriver = (
           })
           await writeMeta(dir, { ...meta, cgroups: [...cgroups] })
           const inUpper = spec.workdir === "" || (await makeWorkdir(dir, image, spec.workdir))
+          if (spec.network) await makeSandboxNetwork(id)
           keeper = await launch({ id, spec, image, dir, cgroups })
           if (abandoned) {
             keeper.kill()

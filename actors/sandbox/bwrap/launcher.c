@@ -1,11 +1,11 @@
 /*
  * Starts a bwrap sandbox from the host, as root, in one process: what the driver's shell chain
- * (unshare -m, sh, mount, setpriv) does, without its four program starts. In order: a private
- * mount namespace; this process into the sandbox's cgroups; the overlay (the image's files
+ * (nsenter, unshare -m, sh, mount, setpriv) does, without its program starts. In order: the
+ * sandbox's network namespace when it has one (NETNS, else ""); a private mount namespace; this process into the sandbox's cgroups; the overlay (the image's files
  * under the sandbox's upper layer) at MERGED; the seccomp filter open on descriptor 9; the
  * sandbox's host uid and gid, no supplementary groups; then bwrap with the rest of argv.
  *
- *   launcher UID N PROCS... OVERLAY_OPTIONS MERGED SECCOMP BWRAP ARGS...
+ *   launcher UID NETNS N PROCS... OVERLAY_OPTIONS MERGED SECCOMP BWRAP ARGS...
  *
  * Exits 125 with a message when a step fails (the driver reports it).
  */
@@ -26,12 +26,19 @@ static void fail(const char *what) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 8) {
+  if (argc < 9) {
     fprintf(stderr, "t1 bwrap launcher: too few arguments\n");
     return 125;
   }
   int at = 1;
   uid_t uid = (uid_t)atol(argv[at++]);
+  const char *netns = argv[at++];
+  if (netns[0] != '\0') {
+    int fd = open(netns, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(netns);
+    if (setns(fd, CLONE_NEWNET) < 0) fail("join the network namespace");
+    close(fd);
+  }
   int procs = atoi(argv[at++]);
   if (procs < 0 || at + procs + 4 > argc) {
     fprintf(stderr, "t1 bwrap launcher: bad arguments\n");

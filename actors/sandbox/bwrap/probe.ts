@@ -6,6 +6,7 @@ import { DEFAULT_PATH, runQuiet } from "../local/isolation.ts"
 export interface BwrapSupport {
   readonly bwrap: string
   readonly unshare: string
+  readonly nsenter: string
   readonly setpriv: string
   readonly sh: string
   readonly python: string
@@ -57,12 +58,12 @@ export const probeBwrap = async (options: {
       `the bwrap driver mounts each sandbox's overlay and creates its cgroups, which needs root (this process is uid ${process.getuid?.()})`,
       "run the sandbox host as root, or use --driver docker",
     )
-  const [unshare, setpriv, sh, python] = await Promise.all(
-    ["unshare", "setpriv", "sh", "python3"].map(find),
+  const [unshare, nsenter, setpriv, sh, python] = await Promise.all(
+    ["unshare", "nsenter", "setpriv", "sh", "python3"].map(find),
   )
-  if (unshare === undefined || setpriv === undefined || sh === undefined)
+  if (unshare === undefined || nsenter === undefined || setpriv === undefined || sh === undefined)
     throw new BwrapUnsupported(
-      "unshare, setpriv and sh are needed beside bwrap",
+      "unshare, nsenter, setpriv and sh are needed beside bwrap",
       "install util-linux",
     )
   if (python === undefined)
@@ -99,5 +100,5 @@ export const probeBwrap = async (options: {
       "no pids cgroup controller can be delegated here (the sandboxes' limits need it)",
       "mount the cgroup filesystem with the pids controller (cgroup v2 with pids enabled, or v1 pids)",
     )
-  return { bwrap: options.bwrap, unshare, setpriv, sh, python, cgroups }
+  return { bwrap: options.bwrap, unshare, nsenter, setpriv, sh, python, cgroups }
 }
