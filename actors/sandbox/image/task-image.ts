@@ -185,9 +185,10 @@ export const resolvedWireTask = (task: Task) =>
 
 /**
  * A task's wire form for a sandbox driver: the local driver runs every task on this host (no
- * image to resolve, no engine needed), Docker runs the task's own image.
+ * image to resolve, no engine needed), Docker runs the task's own image, and so does bwrap (its
+ * files, exported from the engine).
  */
 export const wireTaskFor =
-  (driver: "docker" | "local") =>
+  (driver: "docker" | "local" | "bwrap") =>
   (task: Task): Effect.Effect<TaskMessage, ResolveTaskImageError | TaskWireError> =>
     driver === "local" ? taskToWire(task, BASE_IMAGE) : resolvedWireTask(task)
