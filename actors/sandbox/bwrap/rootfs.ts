@@ -274,8 +274,10 @@ const buildStatic = async (name: string, dir: string): Promise<string | undefine
       join(scratch, `${name}.c`),
     ])
     await mkdir(dir, { recursive: true })
-    await copyFile(join(scratch, name), `${target}.tmp`)
-    await rename(`${target}.tmp`, target)
+    // A name of this process's own: another process may be building the same file.
+    const partial = `${target}.${process.pid}.tmp`
+    await copyFile(join(scratch, name), partial)
+    await rename(partial, target)
     return file
   } catch {
     return undefined
