@@ -348,6 +348,19 @@ describe("bwrap driver: bad input", () => {
     expect(failure(exit)?._tag).toBe("InvalidSandboxSpec")
   })
 
+  it("gives a networked sandbox an address no other has, and fails when none is left", async () => {
+    const { BWRAP_GATEWAY, freeAddress } = await import("./network.ts")
+    const taken = new Set<string>()
+    for (let i = 0; i < 2000; i++) {
+      const address = freeAddress(taken)
+      expect(taken.has(address) || address === BWRAP_GATEWAY).toBe(false)
+      taken.add(address)
+    }
+    const all = new Set<string>()
+    for (let a = 0; a < 256; a++) for (let b = 1; b < 255; b++) all.add(`10.213.${a}.${b}`)
+    expect(() => freeAddress(all)).toThrow(/no free address/)
+  })
+
   it("compiles a seccomp filter that kills other architectures and ends in EPERM", () => {
     const program = seccompInstructions()
     expect(program.length).toBeLessThan(4096)

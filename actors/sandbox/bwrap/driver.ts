@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { existsSync, lstatSync, readFileSync } from "node:fs"
-import { chown, mkdir, readdir, readFile, rm } from "node:fs/promises"
+import { chown, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises"
 import { hostname, tmpdir } from "node:os"
 import { join, posix } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -93,6 +93,8 @@ const PYTHON = `${TOOLCHAIN_BIN}/python3.11`
 /** Processes of a running sandbox that are not the agent's: the outer bwrap, its init, the keeper. */
 const OWN_PROCESSES = 3
 const MAX_GET_BYTES = 512 * 1024 * 1024
+/** A networked sandbox's address on the bridge, in its directory. */
+const ADDRESS_FILE = "address"
 const RESTORE_SCRIPT = fileURLToPath(new URL("./restore.py", import.meta.url))
 
 /** Joins the cgroups, mounts the overlay in this (private) mount namespace, execs the rest. */
@@ -385,6 +387,18 @@ export const makeBwrapDriver = (
       return true
     }
 
+    let addressing: Promise<void> = Promise.resolve()
+    /** The addresses of this root's networked sandboxes. */
+    const addressesInUse = async () => {
+      const taken = new Set<string>()
+      for (const entry of await readdir(root).catch(() => [])) {
+        if (!ID_SHAPE.test(entry)) continue
+        const address = await readFile(join(root, entry, ADDRESS_FILE), "utf8").catch(() => "")
+        if (address !== "") taken.add(address.trim())
+      }
+      return taken
+    }
+
     const removeSandbox = async (id: string) => {
       const dir = join(root, id)
       const meta = await readMeta(dir)
@@ -460,7 +474,15 @@ export const makeBwrapDriver = (
           })
           await writeMeta(dir, { ...meta, cgroups: [...cgroups] })
           const inUpper = spec.workdir === "" || (await makeWorkdir(dir, image, spec.workdir))
-          if (spec.network) await makeSandboxNetwork(id)
+          if (spec.network) {
+            // One at a time, each sandbox's address kept in its directory: no two alike.
+            const made = addressing.then(async () => {
+              const { address } = await makeSandboxNetwork(id, await addressesInUse())
+              await writeFile(join(dir, ADDRESS_FILE), address)
+            })
+            addressing = made.catch(() => undefined)
+            await made
+          }
           keeper = await launch({ id, spec, image, dir, cgroups })
           if (abandoned) {
             keeper.kill()

@@ -100,11 +100,26 @@ export const ensureBwrapBridge = (): Effect.Effect<void, Error> =>
 export const netnsName = (id: string) => `t1-${id}`
 export const netnsPath = (id: string) => `/run/netns/${netnsName(id)}`
 
-/** Makes sandbox `id`'s network namespace: eth0 on the bridge, an address, the default route. */
-export const makeSandboxNetwork = async (id: string): Promise<{ readonly address: string }> => {
+/** A free address of the subnet: not the gateway, not one of `taken`. */
+export const freeAddress = (taken: ReadonlySet<string>): string => {
+  for (let attempt = 0; attempt < 1000; attempt++) {
+    const address = `10.213.${randomInt(0, 256)}.${randomInt(1, 255)}`
+    if (address !== BWRAP_GATEWAY && !taken.has(address)) return address
+  }
+  throw new Error(`no free address left in ${BWRAP_SUBNET}`)
+}
+
+/**
+ * Makes sandbox `id`'s network namespace: eth0 on the bridge, an address none of `taken` (the
+ * addresses of the other networked sandboxes), the default route.
+ */
+export const makeSandboxNetwork = async (
+  id: string,
+  taken: ReadonlySet<string>,
+): Promise<{ readonly address: string }> => {
   const name = netnsName(id)
   const hostSide = `tb${id.slice(-10)}`.slice(0, 15)
-  const address = `10.213.${randomInt(1, 255)}.${randomInt(2, 255)}`
+  const address = freeAddress(taken)
   await run("ip", ["netns", "add", name])
   try {
     await run("ip", [
