@@ -1,12 +1,17 @@
 import Dockerode from "dockerode"
 import { EngineUnavailable, SandboxInfraError } from "../errors.ts"
+import { PROFILE_ENV, profileEngineCalls } from "./profile.ts"
 
 /**
  * A client for the engine at DOCKER_HOST, else the local socket (/var/run/docker.sock); the
- * options, when given, say where instead (socketPath, or host + port + protocol).
+ * options, when given, say where instead (socketPath, or host + port + protocol). With
+ * T1_DOCKER_PROFILE set, every engine call is logged (profile.ts).
  */
-export const connectDocker = (options?: Dockerode.DockerOptions): Dockerode =>
-  new Dockerode(options)
+export const connectDocker = (options?: Dockerode.DockerOptions): Dockerode => {
+  const docker = new Dockerode(options)
+  const profile = process.env[PROFILE_ENV]
+  return profile === undefined || profile === "" ? docker : profileEngineCalls(docker, profile)
+}
 
 /** A property of something the engine or a library handed back, whatever its type. */
 const field = (value: unknown, name: string): unknown =>
