@@ -1,4 +1,5 @@
 import { Duration, Effect, Exit, Schedule, type Scope, Semaphore } from "effect"
+import { profileSpan } from "./docker/profile.ts"
 import type { SandboxDriverShape, SandboxInfo, SandboxSpec } from "./driver.ts"
 import type { SandboxError } from "./errors.ts"
 import { makeTokenBucket } from "./rate-limit.ts"
@@ -87,22 +88,34 @@ export const makeSandboxPool = (
     const admit = events.admit ?? (() => Effect.void)
     const create = (spec: SandboxSpec) =>
       Effect.andThen(
-        bucket.take,
-        starting.withPermits(1)(
+        Effect.sync(() => performance.now()),
+        (asked) =>
           Effect.andThen(
-            Effect.suspend(admit),
-            Effect.acquireUseRelease(
-              Effect.sync(() => {
-                startingNow++
-              }),
-              () => Effect.tap(driver.create(spec), prepare),
-              () =>
-                Effect.sync(() => {
-                  startingNow--
-                }),
+            bucket.take,
+            starting.withPermits(1)(
+              Effect.andThen(
+                Effect.suspend(admit),
+                Effect.acquireUseRelease(
+                  Effect.sync(() => {
+                    startingNow++
+                    profileSpan("pool: wait for a start slot", asked)
+                    return performance.now()
+                  }),
+                  (began) =>
+                    Effect.tap(driver.create(spec), (info) =>
+                      Effect.andThen(
+                        Effect.sync(() => profileSpan("driver: create", began, info.id)),
+                        prepare(info),
+                      ),
+                    ),
+                  () =>
+                    Effect.sync(() => {
+                      startingNow--
+                    }),
+                ),
+              ),
             ),
           ),
-        ),
       )
 
     const refillOnce = Effect.forEach(

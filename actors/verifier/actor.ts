@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto"
+import { appendFileSync } from "node:fs"
 import { resolve, sep } from "node:path"
 import { create } from "@bufbuild/protobuf"
 import { Clock, Effect, Option } from "effect"
@@ -158,6 +159,21 @@ const testsArchiveFor = (
 }
 
 /**
+ * With T1_DOCKER_PROFILE set, one line per verification in that profile (as the sandbox host's
+ * engine calls, actors/sandbox/docker/profile.ts), so a load run shows the verifier's share.
+ */
+const profileSpan = (op: string, start: number, id: string): void => {
+  const file = process.env.T1_DOCKER_PROFILE
+  if (file === undefined || file === "") return
+  const ms = Math.round((performance.now() - start) * 10) / 10
+  try {
+    appendFileSync(file, `${JSON.stringify({ at: Math.round(Date.now() - ms), ms, op, id })}\n`)
+  } catch {
+    // A profile that cannot be written must not fail the verification it describes.
+  }
+}
+
+/**
  * The verifier actor: answers VerifyRequest on `<prefix>.verify` (queue group `verifier`, so
  * replicas share the load) with a VerifierResult. The tests run in the episode's sandbox through
  * its sandbox host, over the bus. Every request gets an answer: a bad one an error, a failure of
@@ -175,6 +191,7 @@ export const runVerifier = (
     const verify = (req: VerifyRequest): Effect.Effect<VerifierResult> =>
       Effect.gen(function* () {
         const started = yield* Clock.currentTimeMillis
+        const began = performance.now()
         const fail = (error: ErrorDetail, result: string) =>
           Effect.map(Clock.currentTimeMillis, (now) => {
             m.verifications.inc({ result })
@@ -201,6 +218,7 @@ export const runVerifier = (
           }).pipe(Effect.provide(clientSandboxLayer(client, req.sandboxId, bus.maxPayload))),
         )
         m.seconds.observe(((yield* Clock.currentTimeMillis) - started) / 1000)
+        profileSpan("verifier: verify (after its queue)", began, req.sandboxId)
         if (outcome._tag === "Failure") {
           const e = outcome.failure
           yield* Effect.logWarning(

@@ -33,6 +33,7 @@ import {
   statusCode,
 } from "./engine.ts"
 import { bridgeName, installFirewall, removeFirewall } from "./firewall.ts"
+import { profileSpan } from "./profile.ts"
 import { sealSandbox } from "./seal.ts"
 import { dockerShell, runArgv, runOnce } from "./shell.ts"
 import {
@@ -542,6 +543,9 @@ export const makeDockerDriver = (
 
     const seal: NonNullable<SandboxDriverShape["seal"]> = (id, sealOptions) =>
       sealSandbox(docker, closeSession, id, sealOptions).pipe(
+        Effect.tap((report) =>
+          Effect.sync(() => profileSpan("driver: seal", performance.now() - report.durationMs, id)),
+        ),
         Effect.catchTag("SandboxNotFound", (error) =>
           Effect.fail(
             opened.has(id)
