@@ -3,25 +3,33 @@ import { Effect, type Scope } from "effect"
 import type { Bus, Subjects } from "../services/bus/index.ts"
 import type { Metrics } from "../services/metrics/index.ts"
 import {
-  BwrapDriverLive,
-  DockerDriverLive,
-  LocalDriverLive,
+  type ChosenDriverError,
+  makeChosenDriver,
   runSandboxHost,
+  SandboxDriver,
+  type SandboxDriverChoice,
 } from "./sandbox/index.ts"
 import { runVerifier } from "./verifier/index.ts"
 
 /**
  * A sandbox host and a verifier, serving `subjects` on the current bus. The host runs on the
- * Docker engine unless `driver` is "local" (a shell on this machine in private namespaces: not a
- * security boundary, for trusted synthetic tasks where container start-up would dominate) or
- * "bwrap" (namespaces over the base image's files, a boundary that starts in milliseconds).
+ * driver `driver` names (default docker; see sandbox/choice.ts: "auto" puts base-image tasks on
+ * bwrap, "local" is a shell on this machine and no security boundary; T1_BWRAP names the bwrap
+ * program). The driver is made here,
+ * before anything is served: one that cannot run fails this effect with the reason and the fix.
  */
 export const startSandboxAndVerifier = (
   subjects: Subjects,
-  options: { readonly concurrency?: number; readonly driver?: "docker" | "local" | "bwrap" } = {},
-): Effect.Effect<void, never, Bus | Metrics | Scope.Scope> =>
+  options: { readonly concurrency?: number; readonly driver?: SandboxDriverChoice } = {},
+): Effect.Effect<void, ChosenDriverError, Bus | Metrics | Scope.Scope> =>
   Effect.gen(function* () {
     const owner = `t1-test-${randomUUID().slice(0, 8)}`
+    const bwrap = process.env.T1_BWRAP
+    const driver = yield* makeChosenDriver(options.driver ?? "docker", {
+      owner,
+      interruptGraceMs: 1000,
+      ...(bwrap === undefined || bwrap === "" ? {} : { bwrap }),
+    })
     yield* Effect.forkScoped(
       runSandboxHost({
         subjects,
@@ -38,15 +46,7 @@ export const startSandboxAndVerifier = (
         reapIntervalMs: 60_000,
         heartbeatMs: 5000,
         perSandboxConcurrency: 2,
-      }).pipe(
-        Effect.provide(
-          options.driver === "local"
-            ? LocalDriverLive({ owner })
-            : options.driver === "bwrap"
-              ? BwrapDriverLive({ owner, interruptGraceMs: 1000 })
-              : DockerDriverLive({ ownerId: owner, interruptGraceMs: 1000 }),
-        ),
-      ),
+      }).pipe(Effect.provideService(SandboxDriver, driver)),
     )
     yield* Effect.forkScoped(runVerifier({ subjects, concurrency: options.concurrency ?? 4 }))
   })

@@ -18,8 +18,9 @@
  *
  *   npm run exp:learn -- [--json] [--seeds N] [--ablate [--ablate-seeds N]] [options below]
  *
- * Sandboxes: the local driver by default (python3 with pytest on this host); `--driver docker`
- * needs a Docker engine and the t1-base image (`npx t1 image build-base`). Reports; never asserts.
+ * Sandboxes: `--driver auto` by default (bwrap where it runs here, else docker; both need the
+ * t1-base image, `npx t1 image build-base`); `--driver local` runs them on this host's shell.
+ * Reports; never asserts.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -125,9 +126,10 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate [--abl
   --rl-optimizer continue|fresh
                          RL's AdamW continues the warm start's moments or starts fresh (default
                          ${D.continueOptimizer ? "continue" : "fresh"})
-  --driver local|docker  sandbox driver (default local: the ladder's tasks are synthetic and a
-                         container per episode would cost most of the run; docker needs the
-                         t1-base image)
+  --driver auto|bwrap|docker|local
+                         sandbox driver (default ${D.driver}: bwrap where it runs here, else
+                         docker, said once; docker needs the t1-base image; local is this host's
+                         shell, no security boundary)
   --ablate               also run the ablations, each changing one RL recipe choice from the
                          default (group baseline, no critic; dense reward; TITO; R3): binary
                          reward, critic (GAE) with 10 and with 0 critic warm-up updates, TITO
@@ -172,6 +174,9 @@ interface SeedResult {
   readonly rewardCurve: ReadonlyArray<number>
   /** The learner's train/inference |Δ log p| of each RL update that trained. */
   readonly logprobDiffs: ReadonlyArray<number>
+  /** Each RL update's learner seconds (the log's "s"), and its wall seconds with the sampling. */
+  readonly updateSeconds: ReadonlyArray<number>
+  readonly stepWallSeconds: ReadonlyArray<number>
 }
 
 /** Ladder seed offset of the seen-names set (seeds below it stay distinct). */
@@ -313,9 +318,13 @@ const runSeed = (
       )
 
       // 3. RL through the buffer and the learner.
+      const stepWallSeconds: number[] = []
+      let stepStarted = Date.now()
       const rl = yield* recipe.reinforce(warm, policy, {
         onStep: (step, s, report) => {
           budget.stepEnded(Date.now())
+          stepWallSeconds.push((Date.now() - stepStarted) / 1000)
+          stepStarted = Date.now()
           log(
             `seed ${seed}: RL step ${step}/${o.rlSteps}: resolved ${(rate(s) * 100).toFixed(1)}% reward ${s.reward.toFixed(3)} (${report.phase}, clipfrac ${report.clipfrac.toFixed(3)}, kl ${report.approxKl.toFixed(4)}, ${report.seconds.toFixed(1)} s)`,
           )
@@ -376,6 +385,8 @@ const runSeed = (
         logprobDiffs: rl.curve.flatMap((c) =>
           c.report.skipped ? [] : [c.report.trainInferLogprobAbsDiff],
         ),
+        updateSeconds: rl.curve.map((c) => c.report.seconds),
+        stepWallSeconds,
       }
     }),
   )
@@ -478,6 +489,8 @@ const summary = (results: ReadonlyArray<SeedResult>) => {
     seen_names_resolved_after: meanRateOf(results.map((r) => r.after.seen)),
     seen_names_sft_control_resolved: meanRateOf(results.map((r) => r.controlSeen)),
     steps: mean(results.map((r) => r.steps)),
+    rl_update_s_mean: mean(results.flatMap((r) => r.updateSeconds)),
+    rl_step_wall_s_mean: mean(results.flatMap((r) => r.stepWallSeconds)),
     episodes: results.reduce((a, r) => a + r.episodes, 0),
     minutes: results.reduce((a, r) => a + r.minutes, 0),
     per_seed: results.map((r) => ({
@@ -560,11 +573,11 @@ const isDefault = (learner: AblatedSettings): boolean =>
     ([k, v]) => ABLATED_DEFAULTS[k as keyof typeof ABLATED_DEFAULTS] === v,
   )
 
-/** The value of a two-way flag: `raw` must be one of `choices` (absent: `fallback`). */
+/** The value of a choice flag: `raw` must be one of `choices` (absent: `fallback`). */
 const choiceOf = <C extends string>(
   flag: string,
   raw: string | undefined,
-  choices: readonly [C, C],
+  choices: readonly [C, ...C[]],
   fallback: C,
 ): C => {
   if (raw === undefined) return fallback
@@ -688,7 +701,7 @@ const main = Effect.gen(function* () {
     // Default: enough turns for the longest reference of the chosen rungs (rung 7: 10 commands).
     turns: num("turns", turnsFor(rungs, D.turns), 1),
     concurrency: num("concurrency", D.concurrency, 1),
-    driver: choiceOf("driver", values.driver, ["local", "docker"], D.driver),
+    driver: choiceOf("driver", values.driver, ["auto", "bwrap", "docker", "local"], D.driver),
     dump: values.dump,
     continueOptimizer:
       choiceOf(
@@ -703,7 +716,7 @@ const main = Effect.gen(function* () {
   if (o.demos >= o.trainPerFamily)
     throw new Error(`--demos (${o.demos}) must be below --train-per-family (${o.trainPerFamily})`)
   if (o.driver === "docker" && !(yield* dockerEngineAvailable()))
-    throw new Error("no Docker engine answers: start dockerd (as .ci/run does), or --driver local")
+    throw new Error("no Docker engine answers: start dockerd (as .ci/run does), or --driver bwrap")
   const t0 = Date.now()
   const log = (line: string) =>
     console.error(`[${((Date.now() - t0) / 1000).toFixed(0)} s] ${line}`)

@@ -33,7 +33,7 @@ export const coordinatorFlagsHelp = `  --max-concurrent N           episodes run
   --lease-ttl-ms MS            a job's lease lapses this long after its coordinator's last heartbeat (T1_LEASE_TTL_MS; default 15000)
   --cancel-grace-ms MS         how long a cancelled job waits for its running episodes (T1_CANCEL_GRACE_MS; default 60000)
   --episode-timeout-ms MS      an attempt with no end record this long counts as an infra failure; 0 = never (T1_EPISODE_TIMEOUT_MS; default 10800000)
-  --driver docker|local|bwrap|auto  the sandboxes' driver (T1_SANDBOX_DRIVER): with local, every task runs on the sandbox host's own system and no task image is resolved (no Docker engine needed); otherwise (bwrap too: it runs each task image's exported files) each task's image is resolved on this machine's engine`
+  --driver auto|bwrap|docker|local  the sandboxes' driver (T1_SANDBOX_DRIVER; default auto, which sends base-image tasks to bwrap and the rest to docker): with local, every task runs on the sandbox host's own system and no task image is resolved (no Docker engine needed); otherwise (bwrap too: it runs each task image's exported files) each task's image is resolved on this machine's engine`
 
 const DRIVERS = ["docker", "local", "bwrap", "auto"]
 

@@ -108,10 +108,10 @@ export interface LadderRecipeOptions {
   readonly turns: number
   readonly concurrency: number
   /**
-   * `local`: a shell on this host in private namespaces (the ladder's tasks are synthetic and
-   * trusted; a container per episode costs most of a run); `docker`: containers on the engine.
+   * The sandboxes' driver (sandbox/choice.ts): `auto` (bwrap for the ladder's base-image tasks
+   * where it runs, else docker), `bwrap`, `docker`, or `local` (this host's shell, no boundary).
    */
-  readonly driver: "docker" | "local"
+  readonly driver: "auto" | "bwrap" | "docker" | "local"
   /** Learner settings over EMBEDDED_RL_CONFIG (and `lr`). */
   readonly learner?: Partial<LearnerConfig>
   /**
@@ -175,7 +175,7 @@ export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   lr: 3e-4,
   turns: 5,
   concurrency: 6,
-  driver: "local",
+  driver: "auto",
   continueOptimizer: false,
 }
 

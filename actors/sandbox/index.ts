@@ -8,14 +8,23 @@ import {
   flagText,
   type HostedActor,
 } from "../hosted.ts"
-import { BwrapDriverLive } from "./bwrap/index.ts"
-import { DockerDriverLive, dockerEngineAvailable } from "./docker/index.ts"
-import { sandboxSpec } from "./driver.ts"
-import { EngineUnavailable } from "./errors.ts"
+import { isSandboxDriverChoice, makeChosenDriver } from "./choice.ts"
+import { SandboxDriver, sandboxSpec } from "./driver.ts"
 import { runSandboxHost } from "./host.ts"
 import { BASE_IMAGE } from "./image/index.ts"
-import { LocalDriverLive } from "./local/index.ts"
 
+export {
+  autoRouter,
+  type ChosenDriverError,
+  type ChosenDriverOptions,
+  checkBwrapRuns,
+  isBaseImage,
+  isSandboxDriverChoice,
+  LOCAL_DRIVER_WARNING,
+  makeChosenDriver,
+  SANDBOX_DRIVERS,
+  type SandboxDriverChoice,
+} from "./choice.ts"
 export {
   type SandboxClient,
   type SandboxClientError,
@@ -37,7 +46,7 @@ export {
 const text = (flags: FlagValues, name: string, env: string, fallback: string): string =>
   flagText(flags, name, env) ?? fallback
 
-export const sandboxFlagsHelp = `  --driver auto|docker|local|bwrap  (T1_SANDBOX_DRIVER; default auto: docker when an engine answers; bwrap: namespaces over the image's exported files, needs root, bubblewrap and user namespaces)
+export const sandboxFlagsHelp = `  --driver auto|bwrap|docker|local  (T1_SANDBOX_DRIVER; default auto: bwrap for base-image tasks when it works here, docker for tasks with their own images and when bwrap cannot run (said once, with why); bwrap: namespaces over the image's exported files, needs root, bubblewrap and user namespaces; local: this host's shell, not a security boundary)
   --owner ID                   owner label, stable across restarts (T1_SANDBOX_OWNER; default sandbox-<hostname>)
   --image IMAGE                image when a request names none (T1_SANDBOX_IMAGE; default ${BASE_IMAGE})
   --workdir PATH               shell directory when a request names none (default /app)
@@ -55,7 +64,8 @@ ${breakerFlagsHelp("this host (it leaves the create queue group)")}`
 
 /** `t1 actor sandbox`: one sandbox host (a Docker engine, or this machine's shell). */
 export const sandboxActor: HostedActor = {
-  summary: "creates sandboxes and runs their shells (docker engine or local), warm pools, reaper",
+  summary:
+    "creates sandboxes and runs their shells (bwrap, docker engine or local), warm pools, reaper",
   flags: {
     driver: { type: "string" },
     owner: { type: "string" },
@@ -76,7 +86,7 @@ export const sandboxActor: HostedActor = {
   flagsHelp: sandboxFlagsHelp,
   run: ({ subjects }, flags) => {
     const driverChoice = text(flags, "driver", "T1_SANDBOX_DRIVER", "auto")
-    if (!["auto", "docker", "local", "bwrap"].includes(driverChoice)) {
+    if (!isSandboxDriverChoice(driverChoice)) {
       throw new ActorConfigError(
         `--driver must be auto, docker, local or bwrap, got ${JSON.stringify(driverChoice)}`,
       )
@@ -114,39 +124,24 @@ export const sandboxActor: HostedActor = {
       perSandboxConcurrency: 4,
       breaker: breakerOptionsOf(flags),
     })
-    const local = LocalDriverLive({ owner, ...(root === "" ? {} : { root }) })
     const firewall = text(flags, "network-firewall", "T1_SANDBOX_NETWORK_FIREWALL", "on")
     if (firewall !== "on" && firewall !== "off")
       throw new ActorConfigError(
         `--network-firewall must be on or off, got ${JSON.stringify(firewall)}`,
       )
-    const docker = DockerDriverLive({ ownerId: owner, networkFirewall: firewall === "on" })
-    if (driverChoice === "bwrap")
-      return Effect.gen(function* () {
-        yield* Effect.logInfo(`sandbox host ${owner}: bwrap driver`)
-        const bwrap = flagText(flags, "bwrap", "T1_BWRAP")
-        return yield* host.pipe(
-          Effect.provide(
-            BwrapDriverLive({
-              owner,
-              ...(root === "" ? {} : { root }),
-              ...(bwrap === undefined ? {} : { bwrap }),
-            }),
-          ),
-        )
-      })
+    const bwrap = flagText(flags, "bwrap", "T1_BWRAP")
     return Effect.gen(function* () {
-      const engine = driverChoice === "local" ? false : yield* dockerEngineAvailable()
-      if (driverChoice === "docker" && !engine) {
-        return yield* new EngineUnavailable({
-          engine: process.env.DOCKER_HOST ?? "unix:///var/run/docker.sock",
-          reason: "no answer to ping (is dockerd running? DOCKER_HOST?)",
-        })
-      }
-      const useDocker = engine
-      yield* Effect.logInfo(`sandbox host ${owner}: ${useDocker ? "docker" : "local"} driver`)
-      return yield* host.pipe(Effect.provide(useDocker ? docker : local))
-    })
+      const driver = yield* makeChosenDriver(driverChoice, {
+        owner,
+        networkFirewall: firewall === "on",
+        ...(root === "" ? {} : { root }),
+        ...(bwrap === undefined ? {} : { bwrap }),
+      })
+      yield* Effect.logInfo(
+        `sandbox host ${owner}: ${driverChoice === "auto" && driver.kind === "bwrap" ? "auto: bwrap for base-image tasks, docker for tasks with their own images" : `${driver.kind} driver`}`,
+      )
+      return yield* host.pipe(Effect.provideService(SandboxDriver, driver))
+    }).pipe(Effect.scoped)
   },
 }
 

@@ -1,6 +1,6 @@
 import { Effect, Layer } from "effect"
 import { actorRegistry, diagnosticActor, type FlagValues } from "../../actors/index.ts"
-import { BASE_IMAGE } from "../../actors/sandbox/index.ts"
+import { BASE_IMAGE, checkBwrapRuns, SANDBOX_DRIVERS } from "../../actors/sandbox/index.ts"
 import { trainerService } from "../../actors/trainer/index.ts"
 import { runActor } from "../../services/actor/index.ts"
 import {
@@ -36,12 +36,17 @@ as the process) or on NATS with --nats. Then, from another terminal:
   t1 eval --task-set tasks/bundled/eval --samples-per-task 2 --watch
   t1 submit cli/examples/train.yaml --watch
 
-or any gRPC client of t1.v1.JobService. With the Docker driver the sandbox base image is built
+or any gRPC client of t1.v1.JobService. Unless the driver is local the sandbox base image is built
 first when the engine lacks it (about a minute, once).
 
 Options:
-  --driver docker|local     sandbox driver (T1_SANDBOX_DRIVER; default docker). local runs the
-                            agent's commands on this host, for synthetic tasks you trust only
+  --driver auto|bwrap|docker|local
+                            sandbox driver (T1_SANDBOX_DRIVER; default auto: bwrap for base-image
+                            tasks where it runs here, docker for tasks with their own images and
+                            where bwrap cannot run, said once with why). bwrap needs root,
+                            bubblewrap and user namespaces (T1_BWRAP: its path); local runs the
+                            agent's commands on this host, no security boundary: synthetic
+                            tasks you trust only
   --concurrency N           episodes at once (default 4): the sampler runs N, the verifier N,
                             the sandbox host serves 4N requests at once
 ${serveEngineFlagsHelp}
@@ -62,8 +67,6 @@ const spec = {
   concurrency: { type: "string" },
   help: { type: "boolean", short: "h" },
 } as const
-
-const DRIVERS = ["docker", "local"] as const
 
 /** The actors of one process and how many messages each handles at once, given the episodes. */
 const members = (episodes: number) =>
@@ -89,8 +92,8 @@ export const serveCommand = (
   const driver = choiceFlag(
     "driver",
     values.driver ?? (process.env.T1_SANDBOX_DRIVER || undefined),
-    DRIVERS,
-    "docker",
+    SANDBOX_DRIVERS,
+    "auto",
     usage,
   )
   const concurrency = intFlag("concurrency", values.concurrency, 4, usage, 1)
@@ -119,11 +122,16 @@ export const serveCommand = (
 
   const program = Effect.gen(function* () {
     const image = process.env.T1_SANDBOX_IMAGE ?? ""
-    // The base image only matters when the sandboxes use it.
-    if (driver === "docker" && (image === "" || image === BASE_IMAGE))
+    // Before any member starts: a bwrap that cannot run here says why now, not at a first job.
+    if (driver === "bwrap")
+      yield* checkBwrapRuns(process.env.T1_BWRAP || undefined).pipe(
+        Effect.mapError((e) => new Error(`t1 serve: --driver bwrap: ${e.reason}`)),
+      )
+    // The base image only matters when the sandboxes use it (bwrap exports its files).
+    if (driver !== "local" && (image === "" || image === BASE_IMAGE))
       yield* ensureSandboxEngine(
         "t1 serve",
-        "; --driver local runs sandboxes on this host instead (trusted synthetic tasks only)",
+        "; --driver local runs sandboxes on this host instead (no security boundary: trusted synthetic tasks only)",
       )
     if (engine !== undefined) {
       const model = yield* publishModelDir(yield* Bus, subjects, engine.modelDir)

@@ -21,12 +21,14 @@ describe("t1 up", () => {
       `--rounds N              RL updates, one batch of episodes each (default ${UP_DEFAULTS.rlSteps})`,
     )
     expect(usage).toContain(`(default ${UP_DEFAULTS.sftSteps})`)
-    expect(usage).toContain("--driver local|docker")
+    expect(usage).toContain("--driver auto|bwrap|docker|local")
     expect(upCommand(["--help"])).toBe(usage)
   })
 
   it("refuses what it cannot honour, with the usage", () => {
-    expect(() => upCommand(["--driver", "podman"])).toThrow(/--driver must be one of local, docker/)
+    expect(() => upCommand(["--driver", "podman"])).toThrow(
+      /--driver must be one of auto, bwrap, docker, local/,
+    )
     expect(() => upCommand(["--train", "tasks/bundled/train"])).toThrow(
       /--train and --eval go together/,
     )

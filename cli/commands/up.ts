@@ -1,5 +1,6 @@
 import { Effect, Layer } from "effect"
 import { LADDER_RECIPE_DEFAULTS, recipeDefaultsFor } from "../../actors/recipe/index.ts"
+import { SANDBOX_DRIVERS } from "../../actors/sandbox/index.ts"
 import { MemoryBusLive, NatsBusLive, withBusMetrics } from "../../services/bus/index.ts"
 import { MetricsLive, serveMetrics } from "../../services/metrics/index.ts"
 import { parseRungs, turnsFor } from "../../tasks/ladder/index.ts"
@@ -43,12 +44,15 @@ Options:
   --turns N               agent turns per episode (default: the longest reference of the rungs
                           plus one, at least ${UP_DEFAULTS.turns}; obs: 11)
   --concurrency N         episodes at once (default ${UP_DEFAULTS.concurrency})
-  --driver local|docker   sandboxes: local (default; a shell on this host in private namespaces,
-                          for the ladder's trusted synthetic tasks; verification unguarded) or
-                          docker (a container per episode on the local engine, verification
-                          sealed and guarded; the base image is built when missing)
-  --train DIR --eval DIR  your own task sets instead of the ladder (both; --driver docker unless
-                          you trust them)
+  --driver auto|bwrap|docker|local
+                          sandboxes (default auto: bwrap for base-image tasks where it runs here,
+                          docker for tasks with their own images and where bwrap cannot run,
+                          said once with why). bwrap: namespaces over the base image's files, a
+                          boundary that starts in milliseconds (needs root, bubblewrap, user
+                          namespaces); docker: a container per episode; both seal and guard
+                          verification, and the base image is built when missing. local: a shell
+                          on this host, not a security boundary (verification unguarded)
+  --train DIR --eval DIR  your own task sets instead of the ladder (both)
   --out DIR               report directory (default t1-up-report)
   --metrics-port PORT     serve /metrics here (default 0: any free port, logged)
   --nats URL              use NATS instead of the in-memory bus (and the other NATS flags of t1 actor)`
@@ -124,7 +128,7 @@ export const upOptions = (args: ReadonlyArray<string>, usage = upUsage()) => {
     lr: D.lr,
     turns: intFlag("turns", values.turns, turnsFor(rungs, D.turns), usage, 1),
     concurrency: intFlag("concurrency", values.concurrency, D.concurrency, usage, 1),
-    driver: choiceFlag("driver", values.driver, ["local", "docker"] as const, D.driver, usage),
+    driver: choiceFlag("driver", values.driver, SANDBOX_DRIVERS, D.driver, usage),
     out: values.out ?? "t1-up-report",
     ...(values.train !== undefined && values.eval !== undefined
       ? { taskDirs: { train: values.train, eval: values.eval } }
@@ -158,14 +162,11 @@ export const upCommand = (args: ReadonlyArray<string>): Effect.Effect<void, unkn
       : withBusMetrics(MemoryBusLive())
   return Effect.scoped(
     Effect.gen(function* () {
-      if (options.driver === "docker")
+      // Every driver but local runs the base image's files (bwrap exports them from the engine).
+      if (options.driver !== "local")
         yield* ensureSandboxEngine(
           "t1 up",
-          "; --driver local runs the ladder's sandboxes on this host",
-        )
-      else
-        yield* Effect.logWarning(
-          "t1 up: --driver local runs the agent's commands on this host and verifies with its shell and Python: verification is unguarded (outcomes say so, t1_verifier_unguarded_total counts them); use --driver docker for tasks you do not trust",
+          "; --driver local runs the ladder's sandboxes on this host (no security boundary)",
         )
       const endpoint = yield* serveMetrics({ port: metricsPort })
       yield* Effect.logInfo(`t1 up: metrics at ${endpoint.url}/metrics`)

@@ -11,7 +11,12 @@ import { runCoordinator } from "../../actors/coordinator/index.ts"
 import { runLearnerPool } from "../../actors/learner/index.ts"
 import { startSandboxAndVerifier } from "../../actors/local.ts"
 import { jobPolicies, runSampler, shellBlockShort } from "../../actors/sampler/index.ts"
-import { BASE_IMAGE, wireTaskFor } from "../../actors/sandbox/index.ts"
+import {
+  BASE_IMAGE,
+  type ChosenDriverError,
+  type SandboxDriverChoice,
+  wireTaskFor,
+} from "../../actors/sandbox/index.ts"
 import { trainerService } from "../../actors/trainer/index.ts"
 import { ChatTemplate, type Tokenizer } from "../../model/index.ts"
 import { selectKernels } from "../../model/kernels/select.ts"
@@ -26,7 +31,7 @@ import type { Metrics } from "../../services/metrics/index.ts"
 
 export interface UpSystemOptions {
   readonly concurrency: number
-  readonly driver: "docker" | "local"
+  readonly driver: SandboxDriverChoice
   /** TinyMoE's per-episode context (the recipe's episodes fit in 1024 tokens). */
   readonly contextLength: number
   /** The samplers' tokenizer (the caller's, read once). */
@@ -43,7 +48,11 @@ const BATCH_WAIT_MS = 30 * 60_000
 export const startUpSystem = (
   subjects: Subjects,
   o: UpSystemOptions,
-): Effect.Effect<GatewayEndpoint, GatewayStartError | BusError, Bus | Metrics | Scope.Scope> =>
+): Effect.Effect<
+  GatewayEndpoint,
+  GatewayStartError | BusError | ChosenDriverError,
+  Bus | Metrics | Scope.Scope
+> =>
   Effect.gen(function* () {
     const kernels = selectKernels("auto")
     const { tokenizer } = o

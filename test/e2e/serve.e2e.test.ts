@@ -156,7 +156,7 @@ describe("t1 serve (one process, gRPC client, Docker)", () => {
 describe("t1 serve bad input", () => {
   it.each([
     [["--listen", "nope"], /--listen must be HOST:PORT/],
-    [["--driver", "podman"], /--driver must be one of docker, local/],
+    [["--driver", "podman"], /--driver must be one of auto, bwrap, docker, local/],
     [["--concurrency", "0"], /--concurrency/],
     [["extra"], /unexpected arguments: extra/],
   ])("%j is refused with exit 2", async (args, message) => {

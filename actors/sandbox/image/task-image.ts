@@ -186,9 +186,9 @@ export const resolvedWireTask = (task: Task) =>
 /**
  * A task's wire form for a sandbox driver: the local driver runs every task on this host (no
  * image to resolve, no engine needed), Docker runs the task's own image, and so does bwrap (its
- * files, exported from the engine).
+ * files, exported from the engine); auto sends the resolved image, which picks the driver.
  */
 export const wireTaskFor =
-  (driver: "docker" | "local" | "bwrap") =>
+  (driver: "auto" | "docker" | "local" | "bwrap") =>
   (task: Task): Effect.Effect<TaskMessage, ResolveTaskImageError | TaskWireError> =>
     driver === "local" ? taskToWire(task, BASE_IMAGE) : resolvedWireTask(task)
