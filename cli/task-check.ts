@@ -11,15 +11,13 @@
 import { randomUUID } from "node:crypto"
 import { readFile } from "node:fs/promises"
 import { basename, dirname } from "node:path"
-import { Console, Data, Effect, type Layer } from "effect"
+import { Console, Data, Effect, Layer } from "effect"
 import type { BuildNetwork } from "../actors/sandbox/index.ts"
 import {
-  BwrapDriverLive,
-  DockerDriverLive,
-  dockerEngineAvailable,
-  LocalDriverLive,
+  makeChosenDriver,
   resolveTaskImage,
   SandboxDriver,
+  type SandboxDriverChoice,
   type SandboxDriverShape,
   sandboxSpec,
 } from "../actors/sandbox/index.ts"
@@ -85,7 +83,7 @@ export interface CheckReport {
 }
 
 export interface CheckOptions {
-  readonly driver: "docker" | "local" | "bwrap" | "auto"
+  readonly driver: SandboxDriverChoice
   readonly concurrency?: number
   /** JSON Lines on stdout, one object per task as it finishes; the table goes to stderr. */
   readonly json?: boolean
@@ -479,21 +477,19 @@ const runOnce = (
   )
 }
 
+/** The chosen driver (sandbox/choice.ts); kept sandboxes are containers, so --keep makes auto docker. */
 const driverLayer = (
-  choice: "docker" | "local" | "bwrap" | "auto",
+  choice: SandboxDriverChoice,
+  keep: boolean,
 ): Effect.Effect<Layer.Layer<SandboxDriver, unknown>> =>
-  Effect.gen(function* () {
-    const owner = `tasks-check-${randomUUID().slice(0, 8)}`
-    // Fails at its start with the reason and the fix where bwrap cannot run.
-    if (choice === "bwrap") return BwrapDriverLive({ owner })
-    const docker = choice === "local" ? false : yield* dockerEngineAvailable()
-    if (choice === "docker" && !docker) {
-      return yield* Effect.die(
-        new Error("--driver docker: no Docker engine answers (is dockerd running?)"),
-      )
-    }
-    return docker ? DockerDriverLive({ ownerId: owner }) : LocalDriverLive({ owner })
-  })
+  Effect.succeed(
+    Layer.effect(
+      SandboxDriver,
+      makeChosenDriver(keep && choice === "auto" ? "docker" : choice, {
+        owner: `tasks-check-${randomUUID().slice(0, 8)}`,
+      }),
+    ),
+  )
 
 const shortId = (id: string) => (/^[0-9a-f]{64}$/.test(id) ? id.slice(0, 12) : id)
 
@@ -513,7 +509,7 @@ export const checkTasks = (
     const keep = options.keep === true
     const json = options.json === true
     const tasks = yield* loadTasks(dirs)
-    const layer = yield* driverLayer(options.driver)
+    const layer = yield* driverLayer(options.driver, keep)
     const kept: string[] = []
     const rows = yield* Effect.gen(function* () {
       const driver = yield* SandboxDriver
