@@ -149,6 +149,7 @@ export {
   BwrapDriverLive,
   type BwrapDriverOptions,
   BwrapUnsupported,
+  killBwrapSandboxProcesses,
   makeBwrapDriver,
   probeBwrap,
 } from "./bwrap/index.ts"

@@ -1,6 +1,8 @@
 /** What a finished load run must not leave behind, each read from its owner. */
+import { readdir, rm } from "node:fs/promises"
 import type Dockerode from "dockerode"
 import { Effect } from "effect"
+import { killBwrapSandboxProcesses } from "../../actors/sandbox/index.ts"
 import { Bus } from "../../services/bus/index.ts"
 import { jobEventsStream } from "../../services/jobs/index.ts"
 import type { LoadRuntime } from "./runtime.ts"
@@ -20,6 +22,18 @@ export const removeOwnedContainers = async (docker: Dockerode, owner: string): P
         .catch(() => undefined),
     ),
   )
+  return left.length
+}
+
+/** Bwrap sandboxes whose directories are still under the run's sandbox root. */
+export const ownedBwrapSandboxes = async (root: string): Promise<ReadonlyArray<string>> =>
+  (await readdir(root).catch(() => [])).filter((entry) => entry.startsWith("bwrap-"))
+
+/** Kills what is left of the run's bwrap sandboxes and removes their root; how many there were. */
+export const removeBwrapSandboxes = async (root: string): Promise<number> => {
+  const left = await ownedBwrapSandboxes(root)
+  for (const id of left) await killBwrapSandboxProcesses(id, root).catch(() => undefined)
+  await rm(root, { recursive: true, force: true })
   return left.length
 }
 

@@ -29,5 +29,24 @@ describe.skipIf(!docker)(
       expect(figures.turn_exec_p99_ms).toBeGreaterThan(0)
       expect(figures.watch_fanout_p99_ms).toBeGreaterThan(0)
     }, 150_000)
+
+    it("the same on the bwrap driver (--driver bwrap): its sandboxes are not containers, and none is left", async () => {
+      const { figures, problems } = await runLoad({
+        driver: "bwrap",
+        episodes: 8,
+        watches: 10,
+        turns: 3,
+        events: 2,
+        natsUrl: nats.url,
+      })
+      expect(problems).toEqual([])
+      expect(figures).toMatchObject({
+        episodes_ended: 8,
+        episodes_failed: 0,
+        turns: 8 * 4,
+        leaks: { containers: 0, consumers: 0, watch_streams: 0, sandboxes: 0, handles_delta: 0 },
+      })
+      expect(figures.episodes_per_s).toBeGreaterThan(0)
+    }, 150_000)
   },
 )

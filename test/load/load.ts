@@ -6,6 +6,8 @@
  */
 import { randomUUID } from "node:crypto"
 import { rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import Dockerode from "dockerode"
 import { startNatsServer } from "../support/nats-server.ts"
 import { freePort, metricValue, type System, startSystem } from "../support/system.ts"
@@ -13,7 +15,9 @@ import { runEpisodePhase } from "./episodes.ts"
 import {
   deleteRunStreams,
   jobEventConsumers,
+  ownedBwrapSandboxes,
   ownedContainers,
+  removeBwrapSandboxes,
   removeOwnedContainers,
 } from "./leaks.ts"
 import {
@@ -31,7 +35,13 @@ import { type LoadRuntime, loadRuntime } from "./runtime.ts"
 import { Teardown } from "./teardown.ts"
 import { runWatchPhase } from "./watches.ts"
 
+/** The sandbox host's drivers the load test runs on (both run the base image's files). */
+export const LOAD_DRIVERS = ["docker", "bwrap"] as const
+export type LoadDriver = (typeof LOAD_DRIVERS)[number]
+
 export interface LoadOptions {
+  /** The sandbox host's driver (default docker). */
+  readonly driver?: LoadDriver
   readonly episodes: number
   readonly watches: number
   /** Command turns per episode; each episode also has its completion turn. */
@@ -46,7 +56,10 @@ export interface LoadOptions {
 }
 
 export interface LeakFigures {
-  /** Containers still labelled with the sandbox host's owner after the episodes ended. */
+  /**
+   * Sandboxes of the host's driver left after the episodes ended: containers labelled with its
+   * owner, or bwrap sandbox directories under its root.
+   */
   readonly containers: number
   /** Consumers left on the job event stream after every watch closed. */
   readonly consumers: number
@@ -154,6 +167,9 @@ export const runLoad = async (options: LoadOptions): Promise<LoadReport> => {
   const id = randomUUID().replaceAll("-", "").slice(0, 10)
   const owner = `t1-load-${id}`
   const docker = new Dockerode()
+  const driver = options.driver ?? "docker"
+  // A root of this run's own: what is under it after the episodes is what the host left.
+  const bwrapRoot = join(tmpdir(), `t1-load-bwrap-${id}`)
   const memory = new MemoryWatch()
   let system: System | undefined
   let runtime: LoadRuntime | undefined
@@ -170,14 +186,17 @@ export const runLoad = async (options: LoadOptions): Promise<LoadReport> => {
       await deleteRunStreams(started)
       await started.close()
     })
-    teardown.add("containers", () => removeOwnedContainers(docker, owner).then(() => undefined))
+    if (driver === "docker")
+      teardown.add("containers", () => removeOwnedContainers(docker, owner).then(() => undefined))
+    else
+      teardown.add("bwrap sandboxes", () => removeBwrapSandboxes(bwrapRoot).then(() => undefined))
     const members = startSystem({ natsUrl, prefix: started.subjects.prefix })
     system = members
     teardown.add("t1 processes", () => members.shutdown())
     teardown.add("memory watch", () => memory.stop())
 
     const listen = `127.0.0.1:${await freePort()}`
-    log(`starting sandbox host, verifier and gateway (logs in ${members.logDir})`)
+    log(`starting sandbox host (${driver}), verifier and gateway (logs in ${members.logDir})`)
     const [sandbox, verifier, gateway] = await Promise.all([
       members.start({
         name: "sandbox",
@@ -185,7 +204,8 @@ export const runLoad = async (options: LoadOptions): Promise<LoadReport> => {
           "actor",
           "sandbox",
           "--driver",
-          "docker",
+          driver,
+          ...(driver === "bwrap" ? ["--sandbox-root", bwrapRoot] : []),
           "--owner",
           owner,
           "--concurrency",
@@ -271,7 +291,13 @@ export const runLoad = async (options: LoadOptions): Promise<LoadReport> => {
     figures.sampler_rss_peak_mb = mb(memory.peak("sampler"))
     figures.sandbox_rss_peak_mb = mb(memory.peak("sandbox"))
     leaks.sandboxes = await settle(metric("sandbox", "t1_sandbox_sandboxes"), 30_000)
-    leaks.containers = await settle(() => ownedContainers(docker, owner), 30_000)
+    leaks.containers = await settle(
+      async () =>
+        driver === "docker"
+          ? ownedContainers(docker, owner)
+          : (await ownedBwrapSandboxes(bwrapRoot)).length,
+      30_000,
+    )
     figures.sampler_rss_after_mb = mb(memory.current("sampler"))
     figures.sandbox_rss_after_mb = mb(memory.current("sandbox"))
     log(`episode phase done: ${figures.episodes_ended} ended, ${figures.episodes_failed} failed`)

@@ -1,21 +1,27 @@
 /**
  * Load test: many concurrent episodes through one sandbox host, and many concurrent WatchJob
  * streams on one gateway, then a leak check. Needs a Docker engine with t1-base:latest and
- * nats-server (a private one is started unless --nats is given).
+ * nats-server (a private one is started unless --nats is given); --driver bwrap also bubblewrap.
  *
- *   npx tsx test/load/main.ts [--episodes N] [--watches N] [--turns N] [--events N] [--json]
+ *   npx tsx test/load/main.ts [--driver docker|bwrap | --drivers docker,bwrap] [--episodes N]
+ *                             [--watches N] [--turns N] [--events N] [--json]
  *
  * Prints a table of figures on stdout (progress on stderr); with --json the last stdout line is
- * one JSON object of the figures. Exits 1 when an episode or a watch fails, a phase does not
+ * one JSON object of the figures (with --drivers: each driver's, one run after the other, and
+ * bwrap_vs_docker_episodes_per_s). Exits 1 when an episode or a watch fails, a phase does not
  * finish, or anything leaks; 2 on a usage error.
  */
 import { parseArgs } from "node:util"
-import { type LoadFigures, runLoad } from "./load.ts"
+import { LOAD_DRIVERS, type LoadDriver, type LoadFigures, runLoad } from "./load.ts"
 import { Teardown } from "./teardown.ts"
 
-const USAGE = `usage: npx tsx test/load/main.ts [--episodes N] [--watches N] [--turns N] [--events N]
+const USAGE = `usage: npx tsx test/load/main.ts [--driver docker|bwrap | --drivers docker,bwrap]
+                              [--episodes N] [--watches N] [--turns N] [--events N]
                               [--nats URL] [--json]
 
+  --driver D     the sandbox host's driver: docker (default) or bwrap
+  --drivers LIST the whole run once per driver, one after the other, and the ratio of their
+                 episodes/s (bwrap_vs_docker_episodes_per_s when both are listed)
   --episodes N   concurrent episodes of the scripted policy (default 64)
   --watches N    concurrent WatchJob streams on one gateway (default 1000)
   --turns N      command turns per episode, before its completion turn (default 5)
@@ -25,6 +31,8 @@ const USAGE = `usage: npx tsx test/load/main.ts [--episodes N] [--watches N] [--
   -h, --help     this text`
 
 const FLAGS = {
+  driver: { type: "string" },
+  drivers: { type: "string" },
   episodes: { type: "string" },
   watches: { type: "string" },
   turns: { type: "string" },
@@ -44,10 +52,29 @@ const integer = (name: string, value: string | undefined, fallback: number, min:
   return n
 }
 
+const driverOf = (name: string, value: string): LoadDriver => {
+  const hit = LOAD_DRIVERS.find((d) => d === value)
+  if (hit === undefined)
+    throw new UsageError(`--${name} must be ${LOAD_DRIVERS.join(" or ")}, got '${value}'`)
+  return hit
+}
+
+const driversOf = (values: { driver?: string; drivers?: string }): ReadonlyArray<LoadDriver> => {
+  if (values.driver !== undefined && values.drivers !== undefined)
+    throw new UsageError("give --driver or --drivers, not both")
+  if (values.drivers === undefined) return [driverOf("driver", values.driver ?? "docker")]
+  const list = values.drivers.split(",").map((d) => driverOf("drivers", d.trim()))
+  if (new Set(list).size !== list.length)
+    throw new UsageError(`--drivers names a driver twice: '${values.drivers}'`)
+  return list
+}
+
 const parse = (argv: ReadonlyArray<string>) => {
   try {
     const { values } = parseArgs({ args: [...argv], options: FLAGS, strict: true })
     return {
+      drivers: driversOf(values),
+      multi: values.drivers !== undefined,
       help: values.help === true,
       json: values.json === true,
       episodes: integer("episodes", values.episodes, 64, 1),
@@ -95,19 +122,41 @@ const main = async (): Promise<number> => {
   const started = Date.now()
   const log = (line: string) =>
     process.stderr.write(`[load +${((Date.now() - started) / 1000).toFixed(1)}s] ${line}\n`)
-  const teardown = new Teardown(log)
-  // Interrupted: stop the processes and remove the containers, then leave.
+  let teardown = new Teardown(log)
+  // Interrupted: stop the processes and remove the sandboxes, then leave.
   for (const signal of ["SIGINT", "SIGTERM"] as const) {
     process.once(signal, () => {
       log(`${signal}: stopping everything`)
       void teardown.run().finally(() => process.exit(signal === "SIGINT" ? 130 : 143))
     })
   }
-  const report = await runLoad({ ...options, log, teardown })
-  process.stdout.write(`${table(report.figures)}\n`)
-  for (const problem of report.problems) process.stderr.write(`problem: ${problem}\n`)
-  if (options.json) process.stdout.write(`${JSON.stringify(report.figures)}\n`)
-  return report.problems.length === 0 ? 0 : 1
+  const figures: Partial<Record<LoadDriver, LoadFigures>> = {}
+  let failed = false
+  for (const driver of options.drivers) {
+    teardown = new Teardown(log)
+    log(`driver ${driver}`)
+    const report = await runLoad({ ...options, driver, log, teardown })
+    figures[driver] = report.figures
+    process.stdout.write(`driver ${driver}\n${table(report.figures)}\n`)
+    for (const problem of report.problems) process.stderr.write(`problem (${driver}): ${problem}\n`)
+    failed ||= report.problems.length > 0
+  }
+  const docker = figures.docker?.episodes_per_s
+  const bwrap = figures.bwrap?.episodes_per_s
+  const ratio =
+    docker === undefined || bwrap === undefined
+      ? undefined
+      : Math.round((bwrap / docker) * 100) / 100
+  if (ratio !== undefined) process.stdout.write(`bwrap_vs_docker_episodes_per_s  ${ratio}\n`)
+  if (options.json) {
+    const [only] = options.drivers
+    const out =
+      options.multi || only === undefined
+        ? { ...figures, ...(ratio === undefined ? {} : { bwrap_vs_docker_episodes_per_s: ratio }) }
+        : { driver: only, ...figures[only] }
+    process.stdout.write(`${JSON.stringify(out)}\n`)
+  }
+  return failed ? 1 : 0
 }
 
 main().then(
