@@ -142,6 +142,12 @@ export const makeDockerDriver = (
     const owners = new Map<string, Owner>()
     /** Sandboxes this driver has had a shell in: one that vanishes later died under us. */
     const opened = new Set<string>()
+    /**
+     * Containers known to be t1 sandboxes (created here, or inspected and labelled so): an
+     * execArgv in one needs no inspect first, as the exec's own answer says whether it still
+     * runs (ids are never reused).
+     */
+    const managed = new Set<string>()
 
     /** An engine call; an HTTP error status is left to the caller as EngineStatus. */
     const call = <A>(
@@ -173,9 +179,12 @@ export const makeDockerDriver = (
         Effect.catchTag("EngineStatus", (error) =>
           error.status === 404 ? Effect.succeed(undefined) : unexpected(error),
         ),
-        Effect.map((info) =>
-          info !== undefined && info.Config.Labels?.[LABELS.managed] === "true" ? info : undefined,
-        ),
+        Effect.map((info) => {
+          if (info === undefined || info.Config.Labels?.[LABELS.managed] !== "true")
+            return undefined
+          managed.add(id)
+          return info
+        }),
       )
 
     const removeContainer = (id: string) =>
@@ -419,6 +428,7 @@ export const makeDockerDriver = (
           ),
         )
         yield* startContainer(container.id, spec)
+        managed.add(container.id)
         // The container also carries its image's labels, as list will show.
         const labels = { ...(image.Config.Labels ?? {}), ...config.Labels }
         return infoFromLabels(container.id, labels, Math.floor(createdAtMs / 1000))
@@ -523,13 +533,18 @@ export const makeDockerDriver = (
       Effect.gen(function* () {
         if (argv.length === 0)
           return yield* new InvalidSandboxSpec({ field: "argv", reason: "argv is empty" })
-        yield* requireRunning(id)
+        // Only t1 sandboxes: one not known to be is inspected first.
+        if (!managed.has(id)) yield* requireRunning(id)
         const [took, result] = yield* Effect.timed(
           call("exec", () => runArgv(docker, id, argv, execOptions)).pipe(
             Effect.catchTag("EngineStatus", (error): Effect.Effect<never, SandboxError> => {
-              if (error.status === 404) return Effect.fail(new SandboxNotFound({ id }))
-              if (error.status === 409)
-                return Effect.fail(new SandboxDied({ id, reason: error.reason }))
+              // Gone or stopped: the engine's state says which, in the contract's terms.
+              if (error.status === 404 || error.status === 409)
+                return Effect.flatMap(requireRunning(id), () =>
+                  error.status === 404
+                    ? Effect.fail(new SandboxNotFound({ id }))
+                    : Effect.fail(new SandboxDied({ id, reason: error.reason })),
+                )
               return unexpected(error)
             }),
           ),
@@ -628,6 +643,7 @@ export const makeDockerDriver = (
       Effect.gen(function* () {
         owners.delete(id)
         opened.delete(id)
+        managed.delete(id)
         yield* closeSession(id)
         const info = yield* inspectSandbox(id)
         // Only t1 sandboxes are ever removed; anything else is "missing" as far as t1 goes.
