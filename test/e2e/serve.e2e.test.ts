@@ -179,4 +179,20 @@ describe("t1 serve bad input", () => {
     expect(result.stderr).toMatch(/no Docker engine answers at unix:\/\/\/nonexistent/)
     expect(result.stderr).toMatch(/dockerd/)
   })
+
+  it("--driver bwrap where bwrap cannot run exits 1 before anything starts, with the reason and the fix", async () => {
+    const result = await run(
+      process.execPath,
+      [BIN, "serve", "--driver", "bwrap", "--metrics-port", "0"],
+      { env: { ...process.env, T1_BWRAP: "/nonexistent/bwrap" } },
+    ).then(
+      () => ({ code: 0, stderr: "" }),
+      (e: { code: number; stderr: string }) => e,
+    )
+    expect(result.code).toBe(1)
+    expect(result.stderr).toMatch(
+      /t1 serve: --driver bwrap: bwrap is not installed \(no executable \/nonexistent\/bwrap\); fix: install the package bubblewrap/,
+    )
+    expect(result.stderr).not.toMatch(/JobService on/)
+  })
 })
