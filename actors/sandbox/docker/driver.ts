@@ -540,10 +540,12 @@ export const makeDockerDriver = (
             Effect.catchTag("EngineStatus", (error): Effect.Effect<never, SandboxError> => {
               // Gone or stopped: the engine's state says which, in the contract's terms.
               if (error.status === 404 || error.status === 409)
-                return Effect.flatMap(requireRunning(id), () =>
-                  error.status === 404
-                    ? Effect.fail(new SandboxNotFound({ id }))
-                    : Effect.fail(new SandboxDied({ id, reason: error.reason })),
+                return Effect.flatMap(
+                  requireRunning(id),
+                  (): Effect.Effect<never, SandboxError> =>
+                    error.status === 404
+                      ? Effect.fail(new SandboxNotFound({ id }))
+                      : Effect.fail(new SandboxDied({ id, reason: error.reason })),
                 )
               return unexpected(error)
             }),
