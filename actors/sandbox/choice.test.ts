@@ -1,12 +1,17 @@
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { Cause, Effect, Exit, Option } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Bus, makeMemoryBus, subjectsFor } from "../../services/bus/index.ts"
 import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
+import { loadTasks } from "../../tasks/index.ts"
+import { writeLadder } from "../../tasks/ladder/index.ts"
 import { startSandboxAndVerifier } from "../local.ts"
 import { isBaseImage, LOCAL_DRIVER_WARNING, makeChosenDriver } from "./choice.ts"
 import { connectDocker } from "./docker/index.ts"
 import { type ExecOptions, sandboxSpec } from "./driver.ts"
-import { BASE_IMAGE } from "./image/index.ts"
+import { BASE_IMAGE, wireTaskFor } from "./image/index.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "./image/testing.ts"
 
 /** The base image's files under another name: a task with an image of its own. */
@@ -67,6 +72,23 @@ describe("sandbox driver choice", () => {
     expect(isBaseImage(OWN_IMAGE)).toBe(false)
     expect(isBaseImage("t1-base-like:latest")).toBe(false)
   })
+
+  it("the ladder's tasks resolve to the base image under auto, so auto runs them on bwrap", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "t1-choice-ladder-"))
+    try {
+      const wired = await Effect.runPromise(
+        Effect.gen(function* () {
+          const written = yield* writeLadder(dir, { seed: 0, trainPerFamily: 2, evalPerFamily: 1 })
+          const tasks = yield* loadTasks([written.dirs.train])
+          return yield* Effect.forEach(tasks.slice(0, 3), wireTaskFor("auto"))
+        }),
+      )
+      expect(wired.length).toBe(3)
+      for (const w of wired) expect(isBaseImage(w.dockerImage)).toBe(true)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 60_000)
 
   it("auto runs base-image tasks on bwrap here and a task with its own image on docker, saying nothing", async () => {
     const r = await run("auto", [BASE_IMAGE, OWN_IMAGE])
