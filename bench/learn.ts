@@ -94,6 +94,8 @@ const USAGE = `usage: npm run exp:learn -- [--json] [--seeds N] [--ablate [--abl
                          ${OBSERVE_RECIPE_DEFAULTS.sftSteps})
   --sft-batch N          sequences per SFT step (default ${D.sftBatch})
   --sft-lr X             SFT learning rate (default ${D.sftLr})
+  --sft-weight-decay X   AdamW weight decay of the warm start (default ${D.sftWeightDecay}; with an
+                         observation rung ${recipeDefaultsFor([5]).sftWeightDecay}); the SFT control continues it
   --rl-steps N           RL updates (default ${D.rlSteps})
   --seed-minutes M       a seed's time budget: RL stops before an update that would leave too
                          little of it for the evaluations after RL (the blind one included) and
@@ -617,6 +619,7 @@ const main = Effect.gen(function* () {
       "sft-steps": { type: "string" },
       "sft-batch": { type: "string" },
       "sft-lr": { type: "string" },
+      "sft-weight-decay": { type: "string" },
       "rl-steps": { type: "string" },
       "seed-minutes": { type: "string" },
       "tasks-per-step": { type: "string" },
@@ -689,6 +692,7 @@ const main = Effect.gen(function* () {
     sftSteps: num("sft-steps", R.sftSteps, 0),
     sftBatch: num("sft-batch", D.sftBatch, 1),
     sftLr: num("sft-lr", D.sftLr, 0, false),
+    sftWeightDecay: num("sft-weight-decay", R.sftWeightDecay, 0, false),
     rlSteps: num("rl-steps", D.rlSteps, 1),
     seedMinutes: num("seed-minutes", DEFAULT_SEED_MINUTES, 0, false),
     tasksPerStep: num("tasks-per-step", D.tasksPerStep, 1),

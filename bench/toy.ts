@@ -10,7 +10,7 @@
  * recipe, not for reporting RL gains (exp:learn is that).
  *
  *   npm run exp:toy -- [--seed S] [--rungs 1] [--format chat|plain] [--demos N]
- *     [--demo-names demo|train] [--sft-steps N] [--updates N] [--tasks N] [--samples N] [--lr X]
+ *     [--demo-names demo|train] [--sft-steps N] [--sft-weight-decay X] [--updates N] [--tasks N] [--samples N] [--lr X]
  *     [--ppo-epochs N] [--minibatches N] [--every N] [--eval-temperature X] [--eval-samples N]
  *     [--json]
  *
@@ -52,6 +52,7 @@ const USAGE = `usage: npm run exp:toy -- [options]
                          demonstrations from the ladder's demo pool or the whole train pool
                          (default train)
   --sft-steps N          warm-start SFT steps of 8 sequences at ${D.sftLr} (default ${D.sftSteps})
+  --sft-weight-decay X   AdamW weight decay of the warm start (default ${D.sftWeightDecay})
   --updates N            RL updates (default 300)
   --tasks N              tasks per update (default ${D.tasksPerStep})
   --samples N            samples per task: the group (default ${D.samples})
@@ -72,6 +73,7 @@ const { values } = parseArgs({
     demos: { type: "string" },
     "demo-names": { type: "string" },
     "sft-steps": { type: "string" },
+    "sft-weight-decay": { type: "string" },
     updates: { type: "string" },
     tasks: { type: "string" },
     samples: { type: "string" },
@@ -132,6 +134,7 @@ const main = async () => {
     throw new UsageError(`--demo-names must be demo or train, got ${JSON.stringify(demoNames)}`)
   const demosPer = num("demos", D.demos, 1)
   const sftSteps = num("sft-steps", D.sftSteps, 0)
+  const sftWeightDecay = num("sft-weight-decay", D.sftWeightDecay, 0, false)
   const updates = num("updates", 300, 0)
   const tasksPer = num("tasks", D.tasksPerStep, 1)
   const samples = num("samples", D.samples, 2)
@@ -283,6 +286,7 @@ const main = async () => {
   const sft = new Trainer(model, {
     ...DEFAULT_LEARNER_CONFIG,
     sftLr: D.sftLr,
+    weightDecay: sftWeightDecay,
     replayRouting: false,
   })
   const demoSequences = demos.map((t, i) => sequence(t, answerIds(t), [], 1, `demo${i}`, 0))

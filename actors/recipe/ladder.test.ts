@@ -99,6 +99,37 @@ describe("ladder recipe evaluation", () => {
   }, 120_000)
 })
 
+describe("ladder recipe warm start", () => {
+  it("decays the warm start's weights by sftWeightDecay, and the SFT control continues it", async () => {
+    const warm = (sftWeightDecay: number) =>
+      Effect.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            const recipe = yield* openLadderRecipe({
+              ...TINY,
+              sftSteps: 3,
+              sftWeightDecay,
+              concurrency: 2,
+            })
+            return yield* recipe.warmStart()
+          }),
+        ).pipe(Effect.provide(layers())),
+      )
+    const [none, some] = [await warm(0), await warm(0.5)]
+    expect(none.config.weightDecay).toBe(0)
+    expect(some.config.weightDecay).toBe(0.5)
+    // The same demonstrations, batches and initialisation: only the decay tells them apart.
+    expect(none.losses[0]).toBe(some.losses[0])
+    const norm = (w: typeof none) =>
+      w.model.entries().reduce((a, e) => {
+        let sum = a
+        for (const x of e.data) sum += x * x
+        return sum
+      }, 0)
+    expect(norm(some)).toBeLessThan(norm(none))
+  }, 180_000)
+})
+
 describe("ladder recipe scores and limits", () => {
   it("warm-starts the observation rungs on more demonstrations and SFT steps", () => {
     expect(recipeDefaultsFor([1])).toEqual({ ...LADDER_RECIPE_DEFAULTS, rungs: [1] })

@@ -80,6 +80,12 @@ export interface LadderRecipeOptions {
   readonly sftSteps: number
   readonly sftBatch: number
   readonly sftLr: number
+  /**
+   * AdamW's decoupled weight decay in the warm start (RL keeps the learner's own). Larger values
+   * keep the policy from memorising which digits follow which word in the demonstrations' names,
+   * the prior that makes it miscopy a held-out name (README, "The warm start and held-out names").
+   */
+  readonly sftWeightDecay: number
   readonly rlSteps: number
   readonly tasksPerStep: number
   /** Episodes per task in an RL update: the group of the group-relative baseline. */
@@ -165,6 +171,7 @@ export const LADDER_RECIPE_DEFAULTS: LadderRecipeOptions = {
   sftSteps: 600,
   sftBatch: 8,
   sftLr: 2e-3,
+  sftWeightDecay: 0.01,
   rlSteps: 40,
   tasksPerStep: 8,
   samples: 8,
@@ -480,6 +487,7 @@ export const openLadderRecipe = (
         const config: LearnerConfig = {
           ...DEFAULT_LEARNER_CONFIG,
           sftLr: o.sftLr,
+          weightDecay: o.sftWeightDecay,
           replayRouting: false,
         }
         const trainer = new Trainer(model, config)
