@@ -13,6 +13,7 @@ import { connectDocker } from "./docker/index.ts"
 import { type ExecOptions, sandboxSpec } from "./driver.ts"
 import { BASE_IMAGE, wireTaskFor } from "./image/index.ts"
 import { BASE_IMAGE_TIMEOUT_MS, ensureTestBaseImage } from "./image/testing.ts"
+import { creationPacing } from "./index.ts"
 
 /** The base image's files under another name: a task with an image of its own. */
 const OWN_REPO = "t1-choice-test-own"
@@ -66,6 +67,12 @@ const run = (
 }
 
 describe("sandbox driver choice", () => {
+  it("a bwrap host paces creates for this machine, any host that may reach an engine for Docker", () => {
+    expect(creationPacing("bwrap")).toEqual({ maxStarting: 16, createPerSecond: 100 })
+    for (const d of ["auto", "docker", "local"] as const)
+      expect(creationPacing(d)).toEqual({ maxStarting: 4, createPerSecond: 10 })
+  })
+
   it("base images are t1-base under any tag", () => {
     expect(isBaseImage(BASE_IMAGE)).toBe(true)
     expect(isBaseImage("t1-base:a76cbc24ab0c6123")).toBe(true)
