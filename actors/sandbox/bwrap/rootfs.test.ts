@@ -13,5 +13,8 @@ describe("bwrap image cache", () => {
     expect(defaultBwrapCache()).toBe("/var/cache/t1/bwrap")
     process.env.T1_BWRAP_CACHE = "/srv/t1-cache"
     expect(defaultBwrapCache()).toBe("/srv/t1-cache")
+    // Set but empty, as a blank line in an env file leaves it: the default.
+    process.env.T1_BWRAP_CACHE = ""
+    expect(defaultBwrapCache()).toBe("/var/cache/t1/bwrap")
   })
 })

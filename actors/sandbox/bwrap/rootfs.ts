@@ -42,7 +42,7 @@ export interface BwrapImage {
  * home is closed to other users.
  */
 export const defaultBwrapCache = (): string =>
-  process.env.T1_BWRAP_CACHE ?? join("/var", "cache", "t1", "bwrap")
+  process.env.T1_BWRAP_CACHE || join("/var", "cache", "t1", "bwrap")
 
 /** Runs a program to its end; rejects with its stderr tail when it fails. */
 export const runProgram = (
