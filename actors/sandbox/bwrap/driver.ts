@@ -31,7 +31,7 @@ import {
 import { createCgroups, killCgroups, removeCgroups } from "../local/cgroup.ts"
 import { killRecordedHolder, processStartTime } from "../local/holder.ts"
 import { DEFAULT_PATH } from "../local/isolation.ts"
-import { readMeta, type SandboxMeta, writeMeta } from "../local/metadata.ts"
+import { listSandboxes, readMeta, type SandboxMeta, writeMeta } from "../local/metadata.ts"
 import { startProcess } from "../local/spawner.ts"
 import { pristinePathsProblem } from "../pristine.ts"
 import { isSandboxError, openShellSession, type ShellSession } from "../shell/index.ts"
@@ -803,17 +803,7 @@ export const makeBwrapDriver = (
       })
 
     const list: SandboxDriverShape["list"] = Effect.tryPromise({
-      try: async () => {
-        const infos: SandboxInfo[] = []
-        for (const entry of await readdir(root).catch(() => [])) {
-          if (!ID_SHAPE.test(entry)) continue
-          const meta = await readMeta(join(root, entry))
-          if (meta === undefined) continue
-          const { id, labels, createdAtMs, expiresAtMs } = meta
-          infos.push({ id, labels, createdAtMs, expiresAtMs })
-        }
-        return infos.sort((a, b) => a.createdAtMs - b.createdAtMs)
-      },
+      try: () => listSandboxes(root, ID_SHAPE),
       catch: infra("list"),
     })
 

@@ -1,4 +1,4 @@
-import { chown, mkdir, mkdtemp, readdir, rm } from "node:fs/promises"
+import { chown, mkdir, mkdtemp, rm } from "node:fs/promises"
 import { hostname, tmpdir } from "node:os"
 import { basename, join, posix } from "node:path"
 import { Clock, Effect, Layer, type Scope } from "effect"
@@ -25,7 +25,7 @@ import { spawnShellProcess } from "./child-shell.ts"
 import { type Holder, killByEnvironment, killRecordedHolder, startHolder } from "./holder.ts"
 import { DEFAULT_PATH, type LocalIsolation, probeIsolation } from "./isolation.ts"
 import { shellArgv } from "./launch.ts"
-import { readMeta, type SandboxMeta, writeMeta } from "./metadata.ts"
+import { listSandboxes, readMeta, type SandboxMeta, writeMeta } from "./metadata.ts"
 import { insidePath, planWorkdir, type Workdir, workdirParts } from "./paths.ts"
 import { helperAvailable, type SpawnMode } from "./spawner.ts"
 import { resolveUser, validateSpec } from "./spec.ts"
@@ -356,17 +356,7 @@ export const makeLocalDriver = (
       })
 
     const list = Effect.tryPromise({
-      try: async () => {
-        const infos: SandboxInfo[] = []
-        for (const entry of await readdir(root).catch(() => [])) {
-          if (!ID_SHAPE.test(entry)) continue
-          const meta = await readMeta(join(root, entry))
-          if (meta === undefined) continue
-          const { id, labels, createdAtMs, expiresAtMs } = meta
-          infos.push({ id, labels, createdAtMs, expiresAtMs })
-        }
-        return infos.sort((a, b) => a.createdAtMs - b.createdAtMs)
-      },
+      try: () => listSandboxes(root, ID_SHAPE),
       catch: infra("list"),
     })
 

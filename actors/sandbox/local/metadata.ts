@@ -1,6 +1,7 @@
-import { readFile, rename, writeFile } from "node:fs/promises"
+import { readdir, readFile, rename, writeFile } from "node:fs/promises"
 import { join } from "node:path"
 import { Result, Schema } from "effect"
+import type { SandboxInfo } from "../driver.ts"
 
 /**
  * meta.json in each sandbox directory: enough for any later process (a restarted sandbox actor,
@@ -38,4 +39,20 @@ export const readMeta = async (dir: string): Promise<SandboxMeta | undefined> =>
   if (text === undefined) return undefined
   const decoded = decode(text)
   return Result.isSuccess(decoded) ? decoded.success : undefined
+}
+
+/**
+ * The sandboxes whose directories under `root` have names of `idShape` and readable metadata,
+ * oldest first: what a driver's `list` answers, whichever process made them.
+ */
+export const listSandboxes = async (root: string, idShape: RegExp): Promise<SandboxInfo[]> => {
+  const infos: SandboxInfo[] = []
+  for (const entry of await readdir(root).catch(() => [])) {
+    if (!idShape.test(entry)) continue
+    const meta = await readMeta(join(root, entry))
+    if (meta === undefined) continue
+    const { id, labels, createdAtMs, expiresAtMs } = meta
+    infos.push({ id, labels, createdAtMs, expiresAtMs })
+  }
+  return infos.sort((a, b) => a.createdAtMs - b.createdAtMs)
 }
