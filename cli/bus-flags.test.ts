@@ -35,3 +35,25 @@ describe("--nats-inbox-prefix", () => {
     ).toMatchObject({ inboxPrefix: "_INBOX_svc" })
   })
 })
+
+describe("--nats-replicas", () => {
+  afterEach(() => {
+    delete process.env.T1_NATS_REPLICAS
+  })
+
+  it("is 1 unless given, and is taken from the flag, else T1_NATS_REPLICAS", () => {
+    expect(options({}).replicas).toBe(1)
+    process.env.T1_NATS_REPLICAS = "3"
+    expect(options({}).replicas).toBe(3)
+    expect(options({ "nats-replicas": "5" }).replicas).toBe(5)
+  })
+
+  it("refuses 0, negatives, fractions, words and more than JetStream's 5, saying why", () => {
+    for (const bad of ["0", "-1", "1.5", "three", "6", " 3"])
+      expect(() => options({ "nats-replicas": bad })).toThrow(
+        /--nats-replicas must be an integer from 1 to 5/,
+      )
+    process.env.T1_NATS_REPLICAS = "0"
+    expect(() => options({})).toThrow(UsageError)
+  })
+})

@@ -1,4 +1,4 @@
-import type { NatsConnectOptions } from "../services/bus/index.ts"
+import { MAX_NATS_REPLICAS, type NatsConnectOptions } from "../services/bus/index.ts"
 import { intFlag, UsageError } from "./flags.ts"
 
 export const natsFlagSpec = {
@@ -12,6 +12,7 @@ export const natsFlagSpec = {
   "nats-tls-key": { type: "string" },
   "nats-inbox-prefix": { type: "string" },
   "nats-connect-attempts": { type: "string" },
+  "nats-replicas": { type: "string" },
   prefix: { type: "string" },
 } as const
 
@@ -28,6 +29,10 @@ export const natsFlagsHelp = `NATS options (each also read from the environment 
                                --nats-user, else _INBOX): deploy/nats/nats-server.conf lets each user
                                read only its own
   --nats-connect-attempts N    first-connect attempts before giving up (T1_NATS_CONNECT_ATTEMPTS; default 10)
+  --nats-replicas N            copies of every stream, KV bucket and object store t1 creates, 1 to 5
+                               (T1_NATS_REPLICAS; default 1; 3 on a three-node cluster): more than the
+                               cluster's servers is refused at start, existing ones holding fewer are
+                               raised to N
   --prefix NAME                subject prefix (T1_SUBJECT_PREFIX; default t1)`
 
 type NatsFlagValues = { readonly [K in keyof typeof natsFlagSpec]?: string | undefined }
@@ -74,9 +79,11 @@ export const natsOptionsFrom = (
           ...(certFile === undefined ? {} : { certFile }),
           ...(keyFile === undefined ? {} : { keyFile }),
         }
+  const replicas = replicasFrom(pick(values["nats-replicas"], "T1_NATS_REPLICAS"), usage)
   return {
     servers,
     name,
+    replicas,
     connectAttempts: intFlag(
       "nats-connect-attempts",
       pick(values["nats-connect-attempts"], "T1_NATS_CONNECT_ATTEMPTS"),
@@ -91,6 +98,18 @@ export const natsOptionsFrom = (
     ...(tls === undefined ? {} : { tls }),
     ...(inboxPrefix === undefined ? {} : { inboxPrefix }),
   }
+}
+
+const replicasFrom = (raw: string | undefined, usage: string): number => {
+  if (raw === undefined) return 1
+  const n = Number(raw)
+  if (!/^\d+$/.test(raw) || n < 1 || n > MAX_NATS_REPLICAS) {
+    throw new UsageError(
+      `--nats-replicas must be an integer from 1 to ${MAX_NATS_REPLICAS} (JetStream's limit; 3 on a three-node cluster), got ${JSON.stringify(raw)}`,
+      usage,
+    )
+  }
+  return n
 }
 
 const SUBJECT_TOKENS = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/

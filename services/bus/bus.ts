@@ -40,7 +40,6 @@ export interface StreamSpec {
   /** workqueue: a message is removed when acked; limits: kept until age/size limits. */
   readonly retention: "workqueue" | "limits"
   readonly storage?: "file" | "memory"
-  readonly replicas?: number
   readonly maxAgeMs?: number
   /** Window in which a repeated Nats-Msg-Id is dropped; default 2 minutes. */
   readonly duplicateWindowMs?: number

@@ -74,6 +74,28 @@ export class DecodeError extends Data.TaggedError("DecodeError")<{
   }
 }
 
+/**
+ * More replicas asked (`--nats-replicas`) than the NATS deployment has servers: a single server
+ * holds one copy of a stream, a cluster at most one per server. `stream` names the stream whose
+ * creation the server refused, when it was a creation and not the check at connect.
+ */
+export class ReplicasExceedCluster extends Data.TaggedError("ReplicasExceedCluster")<{
+  readonly replicas: number
+  /** Servers the cluster shows (1 for a server without a cluster block). */
+  readonly clusterSize: number
+  readonly servers: ReadonlyArray<string>
+  readonly stream?: string
+}> {
+  override get message(): string {
+    const where =
+      this.clusterSize === 1 && this.servers.length <= 1
+        ? `the NATS server at ${this.servers.join(", ") || "?"} is not clustered (one copy of each stream at most)`
+        : `the NATS cluster shows ${this.clusterSize} server(s) (${this.servers.join(", ")})`
+    const what = this.stream === undefined ? "" : ` for stream ${this.stream}`
+    return `--nats-replicas ${this.replicas}${what} exceeds the cluster: ${where}; pass --nats-replicas ${this.clusterSize} or fewer, or start t1 once every node is up`
+  }
+}
+
 export type BusError =
   | BusUnavailable
   | PayloadTooLarge
@@ -83,6 +105,7 @@ export type BusError =
   | JetStreamError
   | KvConflict
   | InvalidSubject
+  | ReplicasExceedCluster
 
 export const reasonOf = (cause: unknown): string =>
   cause instanceof Error ? cause.message : typeof cause === "string" ? cause : String(cause)

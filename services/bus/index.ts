@@ -33,6 +33,7 @@ export {
   KvConflict,
   NoResponders,
   PayloadTooLarge,
+  ReplicasExceedCluster,
   RequestTimeout,
 } from "./errors.ts"
 export { busMetrics, instrumentBus, withBusMetrics } from "./instrumented.ts"
@@ -40,4 +41,5 @@ export { MemoryBusLive, type MemoryBusOptions, makeMemoryBus } from "./memory.ts
 export { type Subjects, subjectsFor } from "./naming.ts"
 export { makeNatsBus, NatsBusLive } from "./nats.ts"
 export type { NatsConnectOptions } from "./nats-connect.ts"
+export { MAX_REPLICAS as MAX_NATS_REPLICAS } from "./nats-replicas.ts"
 export { subjectFamily, subjectMatches } from "./subjects.ts"

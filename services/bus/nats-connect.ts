@@ -27,6 +27,12 @@ export interface NatsConnectOptions {
   /** Attempts of the first connect before giving up; later drops reconnect forever. */
   readonly connectAttempts?: number
   readonly connectBackoffMs?: number
+  /**
+   * Copies of every stream, KV bucket and object store this bus creates (1 to 5; default 1),
+   * checked against the cluster's servers when it connects. Existing ones holding fewer are
+   * raised to it, ones holding more keep theirs (nats-replicas.ts).
+   */
+  readonly replicas?: number
 }
 
 const serverList = (servers: NatsConnectOptions["servers"]): string[] =>

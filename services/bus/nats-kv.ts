@@ -1,6 +1,6 @@
 import type { KV } from "@nats-io/kv"
 import type { ObjectStore as NatsObjectStore } from "@nats-io/obj"
-import { Effect, Option, Stream } from "effect"
+import { Effect, Option, Schedule, Stream } from "effect"
 import type { KvBucket, KvEntry, ObjectStore } from "./bus.ts"
 import { JetStreamError, KvConflict, reasonOf } from "./errors.ts"
 
@@ -23,29 +23,56 @@ const entry = (e: {
   operation: e.operation === "PUT" ? "put" : "delete",
 })
 
+// A replicated bucket whose stream leader died answers no one until its raft group has elected
+// another (seconds on a cluster); nats.js reports that 503 as "jetstream is not enabled". Nothing
+// was stored, so the same request is sent again, for about as long as jsPublish waits.
+const NO_LEADER = /jetstream is not enabled|no responders/i
+const untilLeader = <A, E>(effect: Effect.Effect<A, E | JetStreamError>) =>
+  Effect.retry(effect, {
+    while: (e) => e instanceof JetStreamError && NO_LEADER.test(e.reason),
+    schedule: Schedule.min([Schedule.exponential("100 millis"), Schedule.spaced("1 second")]).pipe(
+      Schedule.jittered,
+      Schedule.upTo({ duration: "30 seconds" }),
+    ),
+  })
+
 export const natsKvBucket = (name: string, kv: KV): KvBucket => {
   const cas = (key: string, revision: number, f: () => Promise<number>) =>
-    Effect.tryPromise({
-      try: f,
-      catch: (cause) =>
-        isRevisionConflict(cause)
-          ? new KvConflict({ bucket: name, key, expectedRevision: revision })
-          : failure(`kv ${name} write ${key}`)(cause),
-    })
+    untilLeader(
+      Effect.tryPromise({
+        try: f,
+        catch: (cause) =>
+          isRevisionConflict(cause)
+            ? new KvConflict({ bucket: name, key, expectedRevision: revision })
+            : failure(`kv ${name} write ${key}`)(cause),
+      }),
+    )
   return {
     name,
     get: (key) =>
-      Effect.tryPromise({ try: () => kv.get(key), catch: failure(`kv ${name} get ${key}`) }).pipe(
+      untilLeader(
+        Effect.tryPromise({ try: () => kv.get(key), catch: failure(`kv ${name} get ${key}`) }),
+      ).pipe(
         Effect.map((e) =>
           e === null || e.operation !== "PUT" ? Option.none() : Option.some(entry(e)),
         ),
       ),
     put: (key, value) =>
-      Effect.tryPromise({ try: () => kv.put(key, value), catch: failure(`kv ${name} put ${key}`) }),
+      untilLeader(
+        Effect.tryPromise({
+          try: () => kv.put(key, value),
+          catch: failure(`kv ${name} put ${key}`),
+        }),
+      ),
     create: (key, value) => cas(key, 0, () => kv.create(key, value)),
     update: (key, value, revision) => cas(key, revision, () => kv.update(key, value, revision)),
     delete: (key) =>
-      Effect.tryPromise({ try: () => kv.delete(key), catch: failure(`kv ${name} delete ${key}`) }),
+      untilLeader(
+        Effect.tryPromise({
+          try: () => kv.delete(key),
+          catch: failure(`kv ${name} delete ${key}`),
+        }),
+      ),
     keys: Effect.tryPromise({
       try: async () => {
         const out: string[] = []

@@ -36,6 +36,14 @@ import { type AckQueue, ackQueue } from "./nats-acks.ts"
 import { connectNats, type NatsConnectOptions } from "./nats-connect.ts"
 import { natsKvBucket, natsObjectStore } from "./nats-kv.ts"
 import {
+  checkReplicas,
+  raiseBucketReplicas,
+  replicaCountProblem,
+  replicaRefusal,
+  replicasFor,
+  reportReplicaChange,
+} from "./nats-replicas.ts"
+import {
   ConnectionDropped,
   isNoResponders,
   isTimeout,
@@ -167,13 +175,22 @@ export const makeNatsBus = (
   options: NatsConnectOptions,
 ): Effect.Effect<BusShape, BusError, Scope.Scope> =>
   Effect.gen(function* () {
+    const replicas = options.replicas ?? 1
+    const badCount = replicaCountProblem(replicas)
+    // The CLI refuses a bad count with its usage; from code it is a programming error.
+    if (badCount !== undefined) return yield* Effect.die(new RangeError(`replicas: ${badCount}`))
     const nc = yield* connectNats(options)
+    yield* checkReplicas(nc, replicas)
     const acks = ackQueue()
     // Registered after the connection, so it runs before the connection drains.
     yield* Effect.addFinalizer(() => Effect.sync(acks.flush))
     const maxPayload = nc.info?.max_payload ?? 1024 * 1024
     const js = jetstream(nc)
     const connection = watchConnection(nc)
+    // On a cluster (replicas > 1) no responders on a publish is also a stream whose leader died
+    // and whose raft group is electing another, for seconds: retried for the whole publish window.
+    const noResponderRetries =
+      replicas > 1 ? Number.POSITIVE_INFINITY : PUBLISH_NO_RESPONDER_RETRIES
     let manager: Promise<JetStreamManager> | undefined
     const jsm = (operation: string) =>
       Effect.tryPromise({
@@ -186,6 +203,18 @@ export const makeNatsBus = (
           return natsFailure(operation)(cause)
         },
       })
+
+    // nats.js opens an existing bucket as it is; its stream is raised to the replica count once
+    // per bus (buckets are opened per operation in places, and the count does not change).
+    const raised = new Set<string>()
+    const raiseOnce = (stream: string) =>
+      replicas === 1 || raised.has(stream)
+        ? Effect.void
+        : Effect.andThen(jsm(`replicas ${stream}`), (m) =>
+            raiseBucketReplicas(m, stream, replicas).pipe(
+              Effect.tap(() => Effect.sync(() => raised.add(stream))),
+            ),
+          )
 
     const checkSize = (subject: string, data: Uint8Array, headers?: Headers) =>
       checkOutgoing(maxPayload, subject, data, headers)
@@ -261,23 +290,29 @@ export const makeNatsBus = (
             retention:
               spec.retention === "workqueue" ? RetentionPolicy.Workqueue : RetentionPolicy.Limits,
             storage: spec.storage === "memory" ? StorageType.Memory : StorageType.File,
-            num_replicas: spec.replicas ?? 1,
             max_age: nanos(spec.maxAgeMs ?? 0),
             duplicate_window: nanos(spec.duplicateWindowMs ?? 120_000),
           }
-          yield* Effect.tryPromise({
+          const change = yield* Effect.tryPromise({
             try: async () => {
-              const exists = await m.streams.info(spec.name).then(
-                () => true,
-                () => false,
+              const existing = await m.streams.info(spec.name).then(
+                (info) => info.config.num_replicas,
+                () => undefined,
               )
-              if (exists) {
+              if (existing !== undefined) {
                 const { retention: _r, storage: _s, ...mutable } = config
-                await m.streams.update(spec.name, mutable)
-              } else await m.streams.add({ name: spec.name, ...config })
+                const to = replicasFor(existing, replicas)
+                await m.streams.update(spec.name, { ...mutable, num_replicas: to })
+                return { from: existing, to }
+              }
+              await m.streams.add({ name: spec.name, ...config, num_replicas: replicas })
+              return { from: replicas, to: replicas }
             },
-            catch: natsFailure(`ensureStream ${spec.name}`),
+            catch: (cause) =>
+              replicaRefusal(nc, replicas, spec.name, cause) ??
+              natsFailure(`ensureStream ${spec.name}`)(cause),
           })
+          yield* reportReplicaChange(m, spec.name, change.from, change.to)
         }),
       jsPublish: (subject, data, options) =>
         Effect.suspend(() => {
@@ -287,7 +322,7 @@ export const makeNatsBus = (
           // when the server drops a repeat (a Nats-Msg-Id); otherwise the caller decides.
           const retryable = (cause: unknown): boolean => {
             if (cause instanceof NotConnected) return true
-            if (isNoResponders(cause)) return ++noResponders <= PUBLISH_NO_RESPONDER_RETRIES
+            if (isNoResponders(cause)) return ++noResponders <= noResponderRetries
             return msgId !== undefined && (cause instanceof ConnectionDropped || isTimeout(cause))
           }
           const once = Effect.tryPromise({
@@ -372,14 +407,24 @@ export const makeNatsBus = (
         ),
       kv: (bucket, options) =>
         Effect.tryPromise({
-          try: () => new Kvm(nc).create(bucket, { history: options?.history ?? 1 }),
-          catch: natsFailure(`kv ${bucket}`),
-        }).pipe(Effect.map((kv) => natsKvBucket(bucket, kv))),
+          try: () => new Kvm(nc).create(bucket, { history: options?.history ?? 1, replicas }),
+          catch: (cause) =>
+            replicaRefusal(nc, replicas, `KV_${bucket}`, cause) ??
+            natsFailure(`kv ${bucket}`)(cause),
+        }).pipe(
+          Effect.tap(() => raiseOnce(`KV_${bucket}`)),
+          Effect.map((kv) => natsKvBucket(bucket, kv)),
+        ),
       objectStore: (bucket) =>
         Effect.tryPromise({
-          try: () => new Objm(nc).create(bucket),
-          catch: natsFailure(`objectStore ${bucket}`),
-        }).pipe(Effect.map((store) => natsObjectStore(bucket, store))),
+          try: () => new Objm(nc).create(bucket, { replicas }),
+          catch: (cause) =>
+            replicaRefusal(nc, replicas, `OBJ_${bucket}`, cause) ??
+            natsFailure(`objectStore ${bucket}`)(cause),
+        }).pipe(
+          Effect.tap(() => raiseOnce(`OBJ_${bucket}`)),
+          Effect.map((store) => natsObjectStore(bucket, store)),
+        ),
     }
     return bus
   })

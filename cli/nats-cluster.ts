@@ -1,0 +1,206 @@
+/**
+ * A three-node NATS JetStream cluster on one machine (`t1 nats cluster`, and the tests' cluster):
+ * one nats-server per node with its own client port, cluster (route) port, server name, store
+ * directory and log, every node routing to the other two. Each node's configuration starts from
+ * a base file (deploy/nats/nats-server.conf: its users, roles and permissions on every node) and
+ * then sets what is the node's own; nats-server keeps the last value of a repeated key.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
+import { Socket } from "node:net"
+import { join } from "node:path"
+
+export const CLUSTER_NODES = 3
+
+export interface NatsClusterOptions {
+  /** Each node's files go under `<dir>/<node>/`: nats.conf, store/, nats.log. */
+  readonly dir: string
+  readonly clientPorts: ReadonlyArray<number>
+  readonly clusterPorts: ReadonlyArray<number>
+  /** The cluster's name (default t1); nodes are `<name>-1` … `<name>-3`. */
+  readonly name?: string
+  /** Configuration text every node starts from (its authorization block); none: open servers. */
+  readonly baseConfig?: string
+  /** The nats-server binary (default T1_NATS_SERVER_BIN, else nats-server on PATH). */
+  readonly binary?: string
+  /** How long start waits for the nodes to listen and elect a JetStream leader (default 30 s). */
+  readonly readyTimeoutMs?: number
+}
+
+export interface NatsClusterNode {
+  readonly name: string
+  readonly url: string
+  readonly clientPort: number
+  readonly clusterPort: number
+  readonly storeDir: string
+  readonly logFile: string
+  readonly running: () => boolean
+  /** SIGKILL, like a crash: nothing flushed, no goodbye to the routes. */
+  readonly kill: () => Promise<void>
+  /** SIGTERM: a clean shutdown (the node steps down as a leader first). */
+  readonly stop: () => Promise<void>
+  /** Starts the node again on its ports and store; resolves once it listens. */
+  readonly start: () => Promise<void>
+}
+
+export interface NatsCluster {
+  readonly nodes: ReadonlyArray<NatsClusterNode>
+  /** Every node's client URL, comma-separated: the value for `--nats`. */
+  readonly urls: string
+  /** Stops every running node (SIGTERM). */
+  readonly stop: () => Promise<void>
+}
+
+const ROUTE_HOST = "127.0.0.1"
+
+/** One node's configuration: the base text, then the node's own listen, name, store and routes. */
+export const nodeConfig = (
+  options: NatsClusterOptions,
+  index: number,
+  storeDir: string,
+  logFile: string,
+): string => {
+  const name = options.name ?? "t1"
+  const clientPort = options.clientPorts[index]
+  const clusterPort = options.clusterPorts[index]
+  const routes = options.clusterPorts
+    .filter((_, i) => i !== index)
+    .map((p) => `    "nats-route://${ROUTE_HOST}:${p}"`)
+  return `${options.baseConfig ?? ""}
+
+# ---- node ${index + 1} of the ${name} cluster (written by t1 nats cluster) ----
+listen: "${ROUTE_HOST}:${clientPort}"
+server_name: "${name}-${index + 1}"
+log_file: ${JSON.stringify(logFile)}
+jetstream {
+  store_dir: ${JSON.stringify(storeDir)}
+}
+cluster {
+  name: "${name}"
+  listen: "${ROUTE_HOST}:${clusterPort}"
+  routes: [
+${routes.join("\n")}
+  ]
+}
+`
+}
+
+const listens = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const s = new Socket()
+    s.once("connect", () => {
+      s.destroy()
+      resolve(true)
+    })
+    s.once("error", () => resolve(false))
+    s.connect(port, ROUTE_HOST)
+  })
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+const exited = (c: ChildProcess | undefined) =>
+  new Promise<void>((resolve) => {
+    if (c === undefined || c.exitCode !== null || c.signalCode !== null) return resolve()
+    c.once("exit", () => resolve())
+  })
+
+const fileSize = (path: string) => (existsSync(path) ? statSync(path).size : 0)
+
+// Written by every node once the cluster's JetStream meta group has a leader (nats-server 2.9+).
+const META_LEADER =
+  /JetStream cluster new metadata leader|Self is new JetStream cluster metadata leader/
+
+const checkOptions = (options: NatsClusterOptions) => {
+  for (const [what, ports] of [
+    ["client", options.clientPorts],
+    ["cluster", options.clusterPorts],
+  ] as const) {
+    if (ports.length !== CLUSTER_NODES)
+      throw new RangeError(`${CLUSTER_NODES} ${what} ports are needed, got ${ports.length}`)
+  }
+  const all = [...options.clientPorts, ...options.clusterPorts]
+  if (new Set(all).size !== all.length)
+    throw new RangeError(`every client and cluster port must differ, got ${all.join(", ")}`)
+}
+
+/**
+ * Writes each node's configuration and starts the three nodes; resolves once every node listens
+ * and the JetStream meta group has elected a leader, so streams can be created at once.
+ */
+export const startNatsCluster = async (options: NatsClusterOptions): Promise<NatsCluster> => {
+  checkOptions(options)
+  const binary = options.binary ?? process.env.T1_NATS_SERVER_BIN ?? "nats-server"
+  const name = options.name ?? "t1"
+  const nodes = options.clientPorts.map((clientPort, index): NatsClusterNode => {
+    const nodeDir = join(options.dir, `${name}-${index + 1}`)
+    const storeDir = join(nodeDir, "store")
+    const logFile = join(nodeDir, "nats.log")
+    const configFile = join(nodeDir, "nats.conf")
+    mkdirSync(storeDir, { recursive: true })
+    writeFileSync(configFile, nodeConfig(options, index, storeDir, logFile))
+    let child: ChildProcess | undefined
+    const running = () =>
+      child !== undefined && child.exitCode === null && child.signalCode === null
+    const start = async () => {
+      if (running()) return
+      const c = spawn(binary, ["-c", configFile], { stdio: ["ignore", "ignore", "pipe"] })
+      let stderr = ""
+      c.stderr?.on("data", (d: Buffer) => {
+        stderr += d.toString()
+      })
+      child = c
+      const until = Date.now() + (options.readyTimeoutMs ?? 30_000)
+      while (!(await listens(clientPort))) {
+        if (!running() || Date.now() > until) {
+          const log = existsSync(logFile) ? readFileSync(logFile, "utf8").slice(-2000) : ""
+          throw new Error(
+            `nats-server ${name}-${index + 1} did not listen on ${ROUTE_HOST}:${clientPort}: ${(stderr || log).trim()}`,
+          )
+        }
+        await sleep(50)
+      }
+    }
+    const signal = async (sig: NodeJS.Signals) => {
+      const c = child
+      if (c !== undefined && running()) c.kill(sig)
+      await exited(c)
+    }
+    return {
+      name: `${name}-${index + 1}`,
+      url: `nats://${ROUTE_HOST}:${clientPort}`,
+      clientPort,
+      clusterPort: options.clusterPorts[index] ?? 0,
+      storeDir,
+      logFile,
+      running,
+      kill: () => signal("SIGKILL"),
+      stop: () => signal("SIGTERM"),
+      start,
+    }
+  })
+  const stop = async () => {
+    await Promise.all(nodes.map((n) => n.stop()))
+  }
+  const logStart = nodes.map((n) => fileSize(n.logFile))
+  try {
+    await Promise.all(nodes.map((n) => n.start()))
+    const until = Date.now() + (options.readyTimeoutMs ?? 30_000)
+    const elected = () =>
+      nodes.every(
+        (n, i) =>
+          existsSync(n.logFile) &&
+          META_LEADER.test(readFileSync(n.logFile, "utf8").slice(logStart[i] ?? 0)),
+      )
+    while (!elected()) {
+      if (Date.now() > until)
+        throw new Error(
+          `the ${name} cluster elected no JetStream leader within ${options.readyTimeoutMs ?? 30_000} ms (logs: ${nodes.map((n) => n.logFile).join(", ")})`,
+        )
+      await sleep(100)
+    }
+  } catch (error) {
+    await stop()
+    throw error
+  }
+  return { nodes, urls: nodes.map((n) => n.url).join(","), stop }
+}
