@@ -1,10 +1,8 @@
-import { execFile } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { existsSync, lstatSync, readFileSync } from "node:fs"
 import { chown, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises"
 import { hostname, tmpdir } from "node:os"
 import { join, posix } from "node:path"
-import { fileURLToPath } from "node:url"
 import type Dockerode from "dockerode"
 import { Clock, Duration, Effect, Layer, type Scope } from "effect"
 import { connectDocker } from "../docker/engine.ts"
@@ -44,6 +42,7 @@ import {
   removeSandboxNetwork,
 } from "./network.ts"
 import { type BwrapSupport, BwrapUnsupported, probeBwrap } from "./probe.ts"
+import { restorePristine } from "./restore.ts"
 import {
   type BwrapImage,
   defaultBwrapCache,
@@ -95,7 +94,6 @@ const OWN_PROCESSES = 3
 const MAX_GET_BYTES = 512 * 1024 * 1024
 /** A networked sandbox's address on the bridge, in its directory. */
 const ADDRESS_FILE = "address"
-const RESTORE_SCRIPT = fileURLToPath(new URL("./restore.py", import.meta.url))
 
 /** Joins the cgroups, mounts the overlay in this (private) mount namespace, execs the rest. */
 const LAUNCH = `n=$1; shift
@@ -698,10 +696,12 @@ export const makeBwrapDriver = (
             await killCgroups(sandbox.cgroups)
             if ((await processesIn(sandbox.cgroups)).length > 0)
               throw new Error("its processes could not all be killed")
-            const restore =
-              sealOptions.pristinePaths.length === 0
-                ? { restored: [], removed: [] }
-                : await restorePristine(sandbox, sealOptions.pristinePaths)
+            const restore = await restorePristine(
+              support.python,
+              join(sandbox.dir, "upper"),
+              sandbox.image.rootfs,
+              sealOptions.pristinePaths,
+            )
             sandbox.keeper = await relaunch(sandbox)
             const after = await processesIn(sandbox.cgroups)
             if (after.length !== OWN_PROCESSES)
@@ -756,39 +756,6 @@ export const makeBwrapDriver = (
       }
       throw new Error(`it did not start again after its processes were stopped: ${reasonOf(last)}`)
     }
-
-    const restorePristine = (sandbox: Sandbox, patterns: ReadonlyArray<string>) =>
-      new Promise<{ restored: string[]; removed: string[] }>((resolve, reject) => {
-        execFile(
-          support.python,
-          [
-            "-I",
-            "-S",
-            RESTORE_SCRIPT,
-            join(sandbox.dir, "upper"),
-            sandbox.image.rootfs,
-            JSON.stringify(patterns),
-          ],
-          { timeout: 60_000, maxBuffer: 64 * 1024 * 1024, env: { PATH: DEFAULT_PATH } },
-          (error, stdout, stderr) => {
-            if (error !== null) {
-              reject(
-                new Error(
-                  `restoring the pristine paths failed: ${String(stderr).trim().slice(-500) || error.message}`,
-                ),
-              )
-              return
-            }
-            try {
-              resolve(JSON.parse(String(stdout)) as { restored: string[]; removed: string[] })
-            } catch (e) {
-              reject(
-                new Error(`restoring the pristine paths said nothing readable: ${reasonOf(e)}`),
-              )
-            }
-          },
-        )
-      })
 
     const destroy: SandboxDriverShape["destroy"] = (id) =>
       Effect.gen(function* () {
