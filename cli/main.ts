@@ -7,6 +7,7 @@ import { gatewayCommand } from "./commands/gateway.ts"
 import { imageCommand } from "./commands/image.ts"
 import { jobsCommand } from "./commands/jobs.ts"
 import { modelCommand } from "./commands/model.ts"
+import { natsCommand } from "./commands/nats.ts"
 import { pingCommand } from "./commands/ping.ts"
 import { serveCommand } from "./commands/serve.ts"
 import { submitCommand } from "./commands/submit.ts"
@@ -46,6 +47,10 @@ const commands: Record<
   model: {
     summary: "train a tokenizer (t1 model train-tokenizer --corpus F --out tokenizer.json)",
     run: modelCommand,
+  },
+  nats: {
+    summary: "a three-node JetStream cluster on loopback (t1 nats cluster --dir DIR)",
+    run: natsCommand,
   },
   ping: { summary: "check that the bus and at least one actor answer", run: pingCommand },
   serve: {

@@ -7,7 +7,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
-import { Socket } from "node:net"
+import { createServer, Socket } from "node:net"
 import { join } from "node:path"
 
 export const CLUSTER_NODES = 3
@@ -204,3 +204,16 @@ export const startNatsCluster = async (options: NatsClusterOptions): Promise<Nat
   }
   return { nodes, urls: nodes.map((n) => n.url).join(","), stop }
 }
+
+/** A port on loopback that nothing listens on now (the OS's pick; closed before returning). */
+export const freeLoopbackPort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.unref()
+    srv.on("error", reject)
+    srv.listen(0, ROUTE_HOST, () => {
+      const address = srv.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      srv.close(() => resolve(port))
+    })
+  })
