@@ -338,6 +338,9 @@ const openEventReader = (bus: BusShape, stream: string, name: string, filterSubj
             max_deliver: -1,
             filter_subject: filterSubject,
             inactive_threshold: WATCH_CONSUMER_IDLE_MS * NS_PER_MS,
+            // One copy in memory whatever --nats-replicas says: the reader is ephemeral (removed
+            // when idle) and holds no data of its own: the events stay in the replicated stream,
+            // and a watch can be opened again from any seq (watch(jobId, fromSeq)).
             mem_storage: true,
             num_replicas: 1,
           },
