@@ -71,6 +71,8 @@ export const nodeConfig = (
 # ---- node ${index + 1} of the ${name} cluster (written by t1 nats cluster) ----
 listen: "${ROUTE_HOST}:${clientPort}"
 server_name: "${name}-${index + 1}"
+# Monitoring on a free loopback port (in the log): start waits for every node's /healthz.
+http: "${ROUTE_HOST}:-1"
 log_file: ${JSON.stringify(logFile)}
 jetstream {
   store_dir: ${JSON.stringify(storeDir)}
@@ -106,9 +108,23 @@ const exited = (c: ChildProcess | undefined) =>
 
 const fileSize = (path: string) => (existsSync(path) ? statSync(path).size : 0)
 
-// Written by every node once the cluster's JetStream meta group has a leader (nats-server 2.9+).
-const META_LEADER =
-  /JetStream cluster new metadata leader|Self is new JetStream cluster metadata leader/
+const MONITOR = /Starting http monitor on [\d.]+:(\d+)/
+
+/**
+ * Whether a node's /healthz answers ok: nats-server 2.9 says so once the node has joined the
+ * JetStream meta group and caught up (a node that joins a group with a leader logs no leader).
+ */
+const healthy = async (logFile: string, fromByte: number): Promise<boolean> => {
+  if (!existsSync(logFile)) return false
+  const port = MONITOR.exec(readFileSync(logFile, "utf8").slice(fromByte))?.[1]
+  if (port === undefined) return false
+  try {
+    const res = await fetch(`http://${ROUTE_HOST}:${port}/healthz`)
+    return res.ok
+  } catch {
+    return false
+  }
+}
 
 const checkOptions = (options: NatsClusterOptions) => {
   for (const [what, ports] of [
@@ -185,16 +201,14 @@ export const startNatsCluster = async (options: NatsClusterOptions): Promise<Nat
   try {
     await Promise.all(nodes.map((n) => n.start()))
     const until = Date.now() + (options.readyTimeoutMs ?? 30_000)
-    const elected = () =>
-      nodes.every(
-        (n, i) =>
-          existsSync(n.logFile) &&
-          META_LEADER.test(readFileSync(n.logFile, "utf8").slice(logStart[i] ?? 0)),
+    const elected = async () =>
+      (await Promise.all(nodes.map((n, i) => healthy(n.logFile, logStart[i] ?? 0)))).every(
+        (ok) => ok,
       )
-    while (!elected()) {
+    while (!(await elected())) {
       if (Date.now() > until)
         throw new Error(
-          `the ${name} cluster elected no JetStream leader within ${options.readyTimeoutMs ?? 30_000} ms (logs: ${nodes.map((n) => n.logFile).join(", ")})`,
+          `the ${name} cluster was not healthy (JetStream current on every node) within ${options.readyTimeoutMs ?? 30_000} ms (logs: ${nodes.map((n) => n.logFile).join(", ")})`,
         )
       await sleep(100)
     }
