@@ -39,7 +39,10 @@ export interface NatsClusterNode {
   readonly kill: () => Promise<void>
   /** SIGTERM: a clean shutdown (the node steps down as a leader first). */
   readonly stop: () => Promise<void>
-  /** Starts the node again on its ports and store; resolves once it listens. */
+  /**
+   * Starts the node (again: on its ports and store); resolves once it listens and its /healthz
+   * is ok (JetStream's meta group current on it).
+   */
   readonly start: () => Promise<void>
 }
 
@@ -111,15 +114,17 @@ const fileSize = (path: string) => (existsSync(path) ? statSync(path).size : 0)
 const MONITOR = /Starting http monitor on [\d.]+:(\d+)/
 
 /**
- * Whether a node's /healthz answers ok: nats-server 2.9 says so once the node has joined the
- * JetStream meta group and caught up (a node that joins a group with a leader logs no leader).
+ * Whether a node's /healthz answers ok for the server itself: JetStream on and the meta group
+ * current (a node that joins a group that has a leader logs no leader, so the log cannot say).
+ * Streams and consumers are left out (js-server-only): a restarted node's idle consumers stay
+ * "not current" for long after the node serves, and they catch up on their own.
  */
 const healthy = async (logFile: string, fromByte: number): Promise<boolean> => {
   if (!existsSync(logFile)) return false
   const port = MONITOR.exec(readFileSync(logFile, "utf8").slice(fromByte))?.[1]
   if (port === undefined) return false
   try {
-    const res = await fetch(`http://${ROUTE_HOST}:${port}/healthz`)
+    const res = await fetch(`http://${ROUTE_HOST}:${port}/healthz?js-server-only=true`)
     return res.ok
   } catch {
     return false
@@ -141,7 +146,7 @@ const checkOptions = (options: NatsClusterOptions) => {
 
 /**
  * Writes each node's configuration and starts the three nodes; resolves once every node listens
- * and the JetStream meta group has elected a leader, so streams can be created at once.
+ * and is healthy (its JetStream meta group current), so streams can be created at once.
  */
 export const startNatsCluster = async (options: NatsClusterOptions): Promise<NatsCluster> => {
   checkOptions(options)
@@ -159,21 +164,31 @@ export const startNatsCluster = async (options: NatsClusterOptions): Promise<Nat
       child !== undefined && child.exitCode === null && child.signalCode === null
     const start = async () => {
       if (running()) return
+      const logFrom = fileSize(logFile)
       const c = spawn(binary, ["-c", configFile], { stdio: ["ignore", "ignore", "pipe"] })
       let stderr = ""
       c.stderr?.on("data", (d: Buffer) => {
         stderr += d.toString()
       })
       child = c
-      const until = Date.now() + (options.readyTimeoutMs ?? 30_000)
+      const timeoutMs = options.readyTimeoutMs ?? 30_000
+      const until = Date.now() + timeoutMs
+      const fail = (what: string) => {
+        const log = existsSync(logFile) ? readFileSync(logFile, "utf8").slice(-2000) : ""
+        return new Error(`nats-server ${name}-${index + 1} ${what}: ${(stderr || log).trim()}`)
+      }
       while (!(await listens(clientPort))) {
-        if (!running() || Date.now() > until) {
-          const log = existsSync(logFile) ? readFileSync(logFile, "utf8").slice(-2000) : ""
-          throw new Error(
-            `nats-server ${name}-${index + 1} did not listen on ${ROUTE_HOST}:${clientPort}: ${(stderr || log).trim()}`,
-          )
-        }
+        if (!running() || Date.now() > until)
+          throw fail(`did not listen on ${ROUTE_HOST}:${clientPort}`)
         await sleep(50)
+      }
+      // Listening is not serving JetStream: the node must join the meta group.
+      while (!(await healthy(logFile, logFrom))) {
+        if (!running() || Date.now() > until)
+          throw fail(
+            `was not healthy (JetStream meta group current) within ${timeoutMs} ms (${logFile})`,
+          )
+        await sleep(100)
       }
     }
     const signal = async (sig: NodeJS.Signals) => {
@@ -197,21 +212,9 @@ export const startNatsCluster = async (options: NatsClusterOptions): Promise<Nat
   const stop = async () => {
     await Promise.all(nodes.map((n) => n.stop()))
   }
-  const logStart = nodes.map((n) => fileSize(n.logFile))
   try {
+    // Together: a node is healthy only once a quorum of the meta group is up.
     await Promise.all(nodes.map((n) => n.start()))
-    const until = Date.now() + (options.readyTimeoutMs ?? 30_000)
-    const elected = async () =>
-      (await Promise.all(nodes.map((n, i) => healthy(n.logFile, logStart[i] ?? 0)))).every(
-        (ok) => ok,
-      )
-    while (!(await elected())) {
-      if (Date.now() > until)
-        throw new Error(
-          `the ${name} cluster was not healthy (JetStream current on every node) within ${options.readyTimeoutMs ?? 30_000} ms (logs: ${nodes.map((n) => n.logFile).join(", ")})`,
-        )
-      await sleep(100)
-    }
   } catch (error) {
     await stop()
     throw error

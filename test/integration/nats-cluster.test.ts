@@ -37,10 +37,10 @@ afterAll(async () => {
 const bytes = (s: string) => new TextEncoder().encode(s)
 
 /** Runs `f` over a bus on `servers` with `replicas`; returns its result and the lines logged. */
-const withBus = async <A>(
+const withBus = async <A, E>(
   servers: string,
   replicas: number,
-  f: (bus: BusShape) => Effect.Effect<A, BusError, Scope.Scope>,
+  f: (bus: BusShape) => Effect.Effect<A, E | BusError, Scope.Scope>,
 ): Promise<{ result: A; logs: string[] }> => {
   const logs: string[] = []
   const capture = Logger.make<unknown, void>(({ message }) => {
@@ -150,6 +150,21 @@ describe("--nats-replicas on a three-node cluster", () => {
     expect(e.message).toMatch(/--nats-replicas 5 exceeds the cluster: .* shows 3 server\(s\)/)
     expect(e.message).toContain("pass --nats-replicas 3 or fewer")
   }, 30_000)
+
+  it("a stream the cluster cannot place while a node is down is refused, naming the stream", async () => {
+    const node = cluster.nodes[2]
+    if (node === undefined) throw new Error("no third node")
+    const e = await withBus(cluster.urls, 3, (bus) =>
+      Effect.gen(function* () {
+        yield* Effect.promise(() => node.stop())
+        return yield* bus
+          .ensureStream({ name: "PLACE_X", subjects: ["place.x"], retention: "limits" })
+          .pipe(Effect.flip)
+      }),
+    ).finally(() => node.start())
+    expect(e.result._tag).toBe("ReplicasExceedCluster")
+    expect(e.result.message).toMatch(/--nats-replicas 3 for stream PLACE_X exceeds the cluster/)
+  }, 90_000)
 
   it("refuses more than one replica on a server without a cluster block", async () => {
     const e = await Effect.runPromise(
