@@ -1,5 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest"
 import { natsOptionsFrom } from "./bus-flags.ts"
+import { serveCommand } from "./commands/serve.ts"
+import { upCommand } from "./commands/up.ts"
 import { UsageError } from "./flags.ts"
 
 const options = (values: Parameters<typeof natsOptionsFrom>[0]) =>
@@ -55,5 +57,20 @@ describe("--nats-replicas", () => {
       )
     process.env.T1_NATS_REPLICAS = "0"
     expect(() => options({})).toThrow(UsageError)
+  })
+})
+
+describe("--nats-replicas without NATS", () => {
+  it("is refused by t1 up and t1 serve, whose bus is then in memory", () => {
+    const saved = process.env.T1_NATS_URL
+    delete process.env.T1_NATS_URL
+    try {
+      for (const command of [upCommand, serveCommand])
+        expect(() => command(["--nats-replicas", "3"])).toThrow(
+          /--nats-replicas applies to NATS streams: pass --nats/,
+        )
+    } finally {
+      if (saved !== undefined) process.env.T1_NATS_URL = saved
+    }
   })
 })

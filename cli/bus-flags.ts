@@ -100,6 +100,18 @@ export const natsOptionsFrom = (
   }
 }
 
+/**
+ * For commands whose bus is in memory unless NATS is named (`t1 up`, `t1 serve`): a replica
+ * count there would be silently dropped, so it is refused.
+ */
+export const refuseReplicasInMemory = (values: NatsFlagValues, usage: string): void => {
+  if (values["nats-replicas"] !== undefined)
+    throw new UsageError(
+      "--nats-replicas applies to NATS streams: pass --nats (or T1_NATS_URL) with it; the in-memory bus keeps one copy",
+      usage,
+    )
+}
+
 const replicasFrom = (raw: string | undefined, usage: string): number => {
   if (raw === undefined) return 1
   const n = Number(raw)

@@ -13,7 +13,13 @@ import {
 import { serveGateway } from "../../services/gateway/index.ts"
 import { jobStoreLayer } from "../../services/jobs/index.ts"
 import { MetricsLive, serveMetrics } from "../../services/metrics/index.ts"
-import { natsFlagSpec, natsFlagsHelp, natsOptionsFrom, prefixFrom } from "../bus-flags.ts"
+import {
+  natsFlagSpec,
+  natsFlagsHelp,
+  natsOptionsFrom,
+  prefixFrom,
+  refuseReplicasInMemory,
+} from "../bus-flags.ts"
 import { choiceFlag, intFlag, parseFlags, UsageError } from "../flags.ts"
 import { logFlagSpec, logFlagsHelp, loggingLayer } from "../run-main.ts"
 import { ensureSandboxEngine } from "../sandbox-engine.ts"
@@ -99,6 +105,7 @@ export const serveCommand = (
   const concurrency = intFlag("concurrency", values.concurrency, 4, usage, 1)
   const engine = serveEngineFrom(values, usage)
   const onNats = values.nats !== undefined || (process.env.T1_NATS_URL ?? "") !== ""
+  if (!onNats) refuseReplicasInMemory(values, usage)
   const bus = onNats
     ? withBusMetrics(NatsBusLive(natsOptionsFrom(values, usage, "t1-serve")))
     : withBusMetrics(MemoryBusLive())

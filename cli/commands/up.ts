@@ -4,7 +4,7 @@ import { SANDBOX_DRIVERS } from "../../actors/sandbox/index.ts"
 import { MemoryBusLive, NatsBusLive, withBusMetrics } from "../../services/bus/index.ts"
 import { MetricsLive, serveMetrics } from "../../services/metrics/index.ts"
 import { parseRungs, turnsFor } from "../../tasks/ladder/index.ts"
-import { natsFlagSpec, natsOptionsFrom } from "../bus-flags.ts"
+import { natsFlagSpec, natsOptionsFrom, refuseReplicasInMemory } from "../bus-flags.ts"
 import { choiceFlag, intFlag, parseFlags, UsageError } from "../flags.ts"
 import { ensureSandboxEngine } from "../sandbox-engine.ts"
 import { runUp, summaryTable, type UpOptions, writeReport } from "../up/run.ts"
@@ -156,6 +156,7 @@ export const upCommand = (args: ReadonlyArray<string>): Effect.Effect<void, unkn
   const parsed = upOptions(args, usage)
   if (parsed === undefined) return usage
   const { options, metricsPort, values } = parsed
+  if (values.nats === undefined) refuseReplicasInMemory(values, usage)
   const bus =
     values.nats !== undefined
       ? withBusMetrics(NatsBusLive(natsOptionsFrom(values, usage, "t1-up")))
