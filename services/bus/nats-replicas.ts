@@ -34,22 +34,42 @@ export const clusterServers = (
   return { clustered: true, servers: [...new Set(info.connect_urls ?? [])] }
 }
 
-/** Fails when the cluster cannot hold `replicas` copies of a stream. */
+/**
+ * How long a cluster may take to show enough servers: a node just started learns its peers' URLs
+ * as its routes connect, and tells its clients in later INFOs.
+ */
+const CLUSTER_SHOW_MS = 10_000
+
+/**
+ * Fails when the cluster cannot hold `replicas` copies of a stream: at once on a server without
+ * a cluster block, after CLUSTER_SHOW_MS on a cluster that shows fewer servers than asked.
+ */
 export const checkReplicas = (
   nc: NatsConnection,
   replicas: number,
 ): Effect.Effect<void, ReplicasExceedCluster> => {
   if (replicas === 1) return Effect.void
-  const { clustered, servers } = clusterServers(nc)
-  if (!clustered) {
-    return Effect.fail(new ReplicasExceedCluster({ replicas, clusterSize: 1, servers }))
+  const shortOf = (): ReplicasExceedCluster | undefined => {
+    const { clustered, servers } = clusterServers(nc)
+    if (!clustered) return new ReplicasExceedCluster({ replicas, clusterSize: 1, servers })
+    return servers.length > 0 && replicas > servers.length
+      ? new ReplicasExceedCluster({ replicas, clusterSize: servers.length, servers })
+      : undefined
   }
-  if (servers.length > 0 && replicas > servers.length) {
-    return Effect.fail(
-      new ReplicasExceedCluster({ replicas, clusterSize: servers.length, servers }),
+  const first = shortOf()
+  if (first === undefined) return Effect.void
+  if (first.clusterSize === 1 && !clusterServers(nc).clustered) return Effect.fail(first)
+  return Effect.gen(function* () {
+    yield* Effect.logWarning(
+      `nats: the cluster shows ${first.clusterSize} server(s), --nats-replicas ${replicas} asked; waiting up to ${CLUSTER_SHOW_MS / 1000} s for more`,
     )
-  }
-  return Effect.void
+    for (let waited = 0; waited < CLUSTER_SHOW_MS; waited += 250) {
+      yield* Effect.sleep("250 millis")
+      if (shortOf() === undefined) return
+    }
+    const last = shortOf()
+    if (last !== undefined) return yield* Effect.fail(last)
+  })
 }
 
 // JetStream's refusals of a replica count: 10005 no suitable peers for placement (a cluster with

@@ -151,6 +151,24 @@ describe("--nats-replicas on a three-node cluster", () => {
     expect(e.message).toContain("pass --nats-replicas 3 or fewer")
   }, 30_000)
 
+  it("waits for a node that comes back while the bus connects, instead of refusing at once", async () => {
+    const node = cluster.nodes[1]
+    if (node === undefined) throw new Error("no second node")
+    await node.stop()
+    const back = new Promise((r) => setTimeout(r, 1_000)).then(() => node.start())
+    // Only the stopped node's peers are given, so the client cannot land on the node itself.
+    const others = cluster.nodes
+      .filter((n) => n !== node)
+      .map((n) => n.url)
+      .join(",")
+    const { logs } = await withBus(others, 3, (bus) => bus.kv("wait-bucket"))
+    await back
+    expect(logs.join("\n")).toMatch(
+      /the cluster shows 2 server\(s\), --nats-replicas 3 asked; waiting up to 10 s/,
+    )
+    expect((await replicasByStream(cluster.urls, ["KV_wait-bucket"])).get("KV_wait-bucket")).toBe(3)
+  }, 90_000)
+
   it("a stream the cluster cannot place while a node is down is refused, naming the stream", async () => {
     const node = cluster.nodes[2]
     if (node === undefined) throw new Error("no third node")
