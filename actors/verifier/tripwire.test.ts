@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process"
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect } from "effect"
@@ -48,7 +48,7 @@ describe("tripwire", () => {
       // Files the tests add (outputs, bytecode) are none of the tripwire's business.
       writeFileSync(join(dir, "extra.log"), "x")
       const run = () => Effect.runPromise(checkTripwire(hostShell(), dir, expected))
-      expect(await run()).toEqual({ kind: "checked", evidence: [] })
+      expect(await run()).toEqual({ kind: "checked", evidence: [], removed: false })
       writeFileSync(join(dir, "new\nline.py"), "changed")
       writeFileSync(join(dir, "back\\slash.py"), "changed")
       rmSync(join(dir, "sub", "data.txt"))
@@ -59,6 +59,7 @@ describe("tripwire", () => {
           "test files changed during the run: back\\slash.py, new\nline.py (sha256 differs from the upload)",
           "test files missing after the run: sub/data.txt, test_rows_0a1b2c.py",
         ],
+        removed: false,
       })
       rmSync(dir, { recursive: true, force: true })
       const gone = await run()
@@ -75,8 +76,42 @@ describe("tripwire", () => {
     const without = await Effect.runPromise(
       checkTripwire(hostShell("t1-no-sha256sum\n"), "/tests", expected),
     )
-    expect(without).toEqual({ kind: "unchecked", reason: "the sandbox has no sha256sum" })
+    expect(without).toEqual({
+      kind: "unchecked",
+      reason: "the sandbox has no sha256sum",
+      removed: false,
+    })
     const broken = await Effect.runPromise(checkTripwire(hostShell(""), "/tests", expected))
     expect(broken.kind).toBe("unchecked")
+  })
+
+  it("removes the scratch directory in the same exec, before it reads (one exec, not two)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "t1-tripwire-"))
+    const scratch = mkdtempSync(join(tmpdir(), "t1-verify-"))
+    try {
+      writeFileSync(join(dir, "test_a.py"), "a\n")
+      writeFileSync(join(scratch, "report.xml"), "<testsuite/>")
+      const expected = await fingerprints(new Uint8Array(await packFiles({ "test_a.py": "a\n" })))
+      let execs = 0
+      const shell = hostShell()
+      const counted: VerifierSandboxShape = {
+        ...shell,
+        exec: (command, options) => {
+          execs++
+          return shell.exec(command, options)
+        },
+      }
+      const result = await Effect.runPromise(checkTripwire(counted, dir, expected, scratch))
+      expect(result).toEqual({ kind: "checked", evidence: [], removed: true })
+      expect(execs).toBe(1)
+      expect(existsSync(scratch)).toBe(false)
+      // Nothing to read back: nothing runs, and the caller removes the directory itself.
+      const none = await Effect.runPromise(checkTripwire(counted, dir, new Map(), scratch))
+      expect(none.removed).toBe(false)
+      expect(execs).toBe(1)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+      rmSync(scratch, { recursive: true, force: true })
+    }
   })
 })

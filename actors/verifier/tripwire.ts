@@ -72,12 +72,27 @@ export type TripwireResult =
 
 /**
  * Reads back the sha256 of each of `expected`'s files in `testDir` (one exec; more only for a
- * test tree whose names do not fit one script) and says which changed or are missing.
+ * test tree whose names do not fit one script) and says which changed or are missing. `remove`:
+ * a directory the first of those execs deletes before it reads (the verifier's scratch, done
+ * with by then), which spares the verification an exec of its own; `removed` says whether one
+ * ran.
  */
 export const checkTripwire = (
   sandbox: VerifierSandboxShape,
   testDir: string,
   expected: ReadonlyMap<string, string>,
+  remove?: string,
+): Effect.Effect<TripwireResult & { readonly removed: boolean }, VerifierInfraError> =>
+  Effect.map(readBack(sandbox, testDir, expected, remove), (result) => ({
+    ...result,
+    removed: remove !== undefined && expected.size > 0,
+  }))
+
+const readBack = (
+  sandbox: VerifierSandboxShape,
+  testDir: string,
+  expected: ReadonlyMap<string, string>,
+  remove: string | undefined,
 ): Effect.Effect<TripwireResult, VerifierInfraError> =>
   Effect.gen(function* () {
     const names = [...expected.keys()].sort()
@@ -95,10 +110,11 @@ export const checkTripwire = (
       }
     }
     const sums = new Map<string, string>()
-    for (const batch of batches) {
+    for (const [i, batch] of batches.entries()) {
       if (batch.length === 0) continue
       // `t1-sums` proves sha256sum ran: a missing program must not read as missing files.
       const script = [
+        ...(i === 0 && remove !== undefined ? [`rm -rf -- ${shellQuote(remove)}`] : []),
         "command -v sha256sum >/dev/null 2>&1 || { echo t1-no-sha256sum; exit 0; }",
         `echo t1-sums; cd -- ${shellQuote(testDir)} 2>/dev/null || exit 0`,
         `sha256sum -- ${batch.map((n) => shellQuote(`./${n}`)).join(" ")} 2>/dev/null; true`,

@@ -2,8 +2,8 @@ import { randomBytes } from "node:crypto"
 import { posix } from "node:path"
 import { Clock, Effect } from "effect"
 import {
+  overlayFiles,
   packDirectory,
-  packFiles,
   singleFileTar,
   type TestsArchive,
 } from "../../services/tar/index.ts"
@@ -180,13 +180,19 @@ export const verifyEpisode = (
       ),
     )
     yield* prepare(sandbox, places)
-    yield* upload(sandbox, archive.tar, places)
-    if (own.size > 0)
-      yield* upload(
-        sandbox,
-        new Uint8Array(yield* Effect.promise(() => packFiles(Object.fromEntries(own), 0o600))),
-        places,
-      )
+    yield* upload(
+      sandbox,
+      own.size === 0
+        ? archive.tar
+        : yield* Effect.promise(() =>
+            overlayFiles(
+              archive.tar,
+              [...own].map(([path, bytes]) => ({ path, bytes })),
+              0o600,
+            ),
+          ),
+      places,
+    )
     const run = yield* runTests(sandbox, task, plan, places, python, options)
     if (run.timedOut)
       notes.push(`the tests were stopped at the verifier timeout of ${v.timeoutSec} s`)
@@ -249,12 +255,13 @@ export const verifyEpisode = (
         apply: run.timedOut || found.nothingReported || failedEarly,
       })
     notes.push(...blamePristine(tests, guarded.pristineFiles))
-    const tripwire = yield* checkTripwire(sandbox, places.testDir, expected)
+    const tripwire = yield* checkTripwire(sandbox, places.testDir, expected, places.scratch)
     if (tripwire.kind === "unchecked")
       notes.push(`the test files were not checked for changes after the run: ${tripwire.reason}`)
     const forgery = [...found.forgery, ...(tripwire.kind === "checked" ? tripwire.evidence : [])]
     // Leaving the scratch directory behind is harmless; the sandbox is destroyed after this.
-    yield* Effect.ignore(runBookkeeping(sandbox, "cleaning up", `rm -rf -- ${places.scratch}`))
+    if (!tripwire.removed)
+      yield* Effect.ignore(runBookkeeping(sandbox, "cleaning up", `rm -rf -- ${places.scratch}`))
     return {
       kind: forgery.length > 0 ? "forged" : "scored",
       missing: [],
