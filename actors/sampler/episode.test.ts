@@ -1,3 +1,7 @@
+import { spawnSync } from "node:child_process"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { create } from "@bufbuild/protobuf"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
@@ -17,7 +21,13 @@ import {
 } from "../../proto/index.ts"
 import { shellBlock } from "./actions/index.ts"
 import { endLine } from "./actor.ts"
-import { EpisodeInfraError, EpisodePorts, type EpisodePortsShape, runEpisode } from "./episode.ts"
+import {
+  EpisodeInfraError,
+  EpisodePorts,
+  type EpisodePortsShape,
+  inlineSetup,
+  runEpisode,
+} from "./episode.ts"
 import { PolicyBackend } from "./policy/backend.ts"
 import { scriptedPolicy } from "./policy/scripted.ts"
 
@@ -211,17 +221,21 @@ describe("runEpisode: the verifier's outcome in the end record", () => {
 
 describe("runEpisode: the setup script", () => {
   const scored = create(VerifierResultSchema, { passed: 1, total: 1, reward: 1, resolved: true })
-  const withSetup = create(EpisodeWorkItemSchema, {
-    ...item,
-    task: create(TaskSchema, {
-      id: "needs-numpy",
-      taskSet: "set",
-      instruction: "Make the tests pass.",
-      workdir: "/app",
-      setupScript: "touch a.txt\n",
-    }),
-  })
-  const setupRun = async (refuseTmp: boolean) => {
+  const withScript = (setupScript: string) =>
+    create(EpisodeWorkItemSchema, {
+      ...item,
+      task: create(TaskSchema, {
+        id: "needs-numpy",
+        taskSet: "set",
+        instruction: "Make the tests pass.",
+        workdir: "/app",
+        setupScript,
+      }),
+    })
+  const withSetup = withScript("touch a.txt\n")
+  // Over MAX_INLINE_SETUP_BYTES: uploaded, not inline.
+  const withBigSetup = withScript(`touch a.txt\n${"# padding\n".repeat(4000)}`)
+  const setupRun = async (refuseTmp: boolean, work = withBigSetup) => {
     const puts: string[] = []
     const execs: string[] = []
     const published: EpisodeEnd[] = []
@@ -237,11 +251,51 @@ describe("runEpisode: the setup script", () => {
           return create(ExecResultSchema, { output: new Uint8Array(), exitCode: 0 })
         }),
     }
-    const end = await runWith(p, withSetup)
+    const end = await runWith(p, work)
     return { end, puts, setup: execs[0] }
   }
 
-  it("runs from /tmp/t1-setup where the sandbox takes files there", async () => {
+  it("a small script runs inline in the episode's shell: nothing uploaded", async () => {
+    const { end, puts, setup } = await setupRun(false, withSetup)
+    expect(puts).toEqual([])
+    expect(setup).toBe("bash -c 'touch a.txt\n' setup.sh")
+    expect(end.resolved).toBe(true)
+  })
+
+  it("inline runs what the script file would: quotes, variables, heredocs, exit status", () => {
+    const script = [
+      "set -e",
+      `name='it'"'"'s'; echo "$name" "$0" > out.txt`,
+      "cat >> out.txt <<'EOF'",
+      "$HOME stays literal, 'quotes' too",
+      "EOF",
+      'printf "%s\\n" "tab\there" >> out.txt',
+      "exit 3",
+    ].join("\n")
+    const dir = mkdtempSync(join(tmpdir(), "t1-setup-"))
+    try {
+      writeFileSync(join(dir, "setup.sh"), script)
+      const asFile = spawnSync("bash", ["-c", "bash ./setup.sh; echo rc=$?; cat out.txt"], {
+        cwd: dir,
+        encoding: "utf8",
+      })
+      const command = inlineSetup(script)
+      expect(command).toBeDefined()
+      const inline = spawnSync("bash", ["-c", `${command}; echo rc=$?; cat out.txt`], {
+        cwd: dir,
+        encoding: "utf8",
+      })
+      // $0 names the script either way (./setup.sh run as a file, setup.sh inline)
+      expect(inline.stdout).toBe(asFile.stdout.replace("./setup.sh", "setup.sh"))
+      expect(inline.stdout).toMatch(/^rc=3\nit's setup.sh\n\$HOME stays literal, 'quotes' too\n/)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+    expect(inlineSetup("a\0b")).toBeUndefined()
+    expect(inlineSetup("#".repeat(40_000))).toBeUndefined()
+  })
+
+  it("a large script runs from /tmp/t1-setup where the sandbox takes files there", async () => {
     const { end, puts, setup } = await setupRun(false)
     expect(puts).toEqual(["/tmp/t1-setup"])
     expect(setup).toBe("bash /tmp/t1-setup/setup.sh")

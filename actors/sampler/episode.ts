@@ -105,6 +105,20 @@ const SETUP_IN_WORKDIR = ".t1-setup"
 const MAX_CONSECUTIVE_MALFORMED = 5
 const encoder = new TextEncoder()
 
+/** Setup scripts up to this size run inline (well under one argument's 128 KiB). */
+const MAX_INLINE_SETUP_BYTES = 32 * 1024
+
+/**
+ * The command that runs a setup script given inline, as `bash -c` in the episode's shell: no
+ * upload (a process in the sandbox, and on docker a helper process of the engine, per episode)
+ * and no file of it left for the agent to read. Undefined for a script too large for one
+ * argument or holding a NUL byte (which no argument can): those are uploaded.
+ */
+export const inlineSetup = (script: string): string | undefined =>
+  encoder.encode(script).byteLength > MAX_INLINE_SETUP_BYTES || script.includes("\0")
+    ? undefined
+    : `bash -c '${script.replaceAll("'", "'\\''")}' setup.sh`
+
 /**
  * Puts the setup script where it runs from and returns the command that runs it: SETUP_DIR, or,
  * when the sandbox refuses files there (the local driver transfers only under the workdir), a
@@ -223,12 +237,9 @@ export const runEpisode = (
       return yield* Effect.ensuring(
         Effect.gen(function* () {
           if (task.setupScript !== "") {
-            const script = yield* stageSetup(
-              ports,
-              sandboxId,
-              task,
-              yield* packSetup(task.setupScript),
-            )
+            const script =
+              inlineSetup(task.setupScript) ??
+              (yield* stageSetup(ports, sandboxId, task, yield* packSetup(task.setupScript)))
             const setup = yield* ports
               .exec(sandboxId, script, {
                 timeoutMs: 120_000,
