@@ -8,7 +8,7 @@ import { Metrics, makeMetrics } from "../../services/metrics/index.ts"
 import { loadTasks } from "../../tasks/index.ts"
 import { writeLadder } from "../../tasks/ladder/index.ts"
 import { startSandboxAndVerifier } from "../local.ts"
-import { isBaseImage, LOCAL_DRIVER_WARNING, makeChosenDriver } from "./choice.ts"
+import { baseImageDriver, isBaseImage, LOCAL_DRIVER_WARNING, makeChosenDriver } from "./choice.ts"
 import { connectDocker } from "./docker/index.ts"
 import { type ExecOptions, sandboxSpec } from "./driver.ts"
 import { BASE_IMAGE, wireTaskFor } from "./image/index.ts"
@@ -114,6 +114,15 @@ describe("sandbox driver choice", () => {
     expect(r.said[0]).toMatch(/auto runs every task on docker: bwrap cannot run here/)
     expect(r.said[0]).toContain("no executable /nonexistent/bwrap")
     expect(r.said[0]).toContain("apt-get install bubblewrap")
+  }, 120_000)
+
+  it("reports name what auto resolved to, as the driver it made: bwrap here, docker without bwrap", async () => {
+    const here = await Effect.runPromise(baseImageDriver("auto"))
+    expect(here).toBe((await run("auto", [])).kind)
+    expect(here).toBe("bwrap")
+    expect(await Effect.runPromise(baseImageDriver("auto", "/nonexistent/bwrap"))).toBe("docker")
+    for (const choice of ["bwrap", "docker", "local"] as const)
+      expect(await Effect.runPromise(baseImageDriver(choice, "/nonexistent/bwrap"))).toBe(choice)
   }, 120_000)
 
   it("--driver bwrap where bwrap cannot run fails at start with the reason and the fix", async () => {

@@ -102,6 +102,21 @@ export const checkBwrapRuns = (bwrap = DEFAULT_BWRAP): Effect.Effect<void, Engin
       }),
   }).pipe(Effect.asVoid)
 
+/**
+ * What `choice` runs base-image sandboxes on here, for reports: `auto` resolved the way
+ * makeChosenDriver resolves it (bwrap when its own check passes, else docker).
+ */
+export const baseImageDriver = (
+  choice: SandboxDriverChoice,
+  bwrap = DEFAULT_BWRAP,
+): Effect.Effect<"bwrap" | "docker" | "local"> =>
+  choice === "auto"
+    ? Effect.match(checkBwrapRuns(bwrap), {
+        onSuccess: () => "bwrap" as const,
+        onFailure: () => "docker" as const,
+      })
+    : Effect.succeed(choice)
+
 const engineDown = (extra = "") =>
   new EngineUnavailable({
     engine: DOCKER_HOST(),

@@ -15,6 +15,7 @@ import { BASE_IMAGE } from "./image/index.ts"
 
 export {
   autoRouter,
+  baseImageDriver,
   type ChosenDriverError,
   type ChosenDriverOptions,
   checkBwrapRuns,

@@ -22,6 +22,7 @@ import {
   recipeLimits,
   recipeTaskSets,
 } from "../../actors/recipe/index.ts"
+import { baseImageDriver } from "../../actors/sandbox/index.ts"
 import { loadBundledTokenizer } from "../../model/bundled/bundled.ts"
 import { encodeWeights, TinyMoe } from "../../model/index.ts"
 import {
@@ -132,6 +133,8 @@ export const runUp = (o: UpOptions): Effect.Effect<UpReport, unknown, Bus | Metr
         contextLength: CONTEXT_LENGTH,
         tokenizer,
       })
+      // The report names what ran: `auto` resolved as the sandbox host resolved it.
+      const drivenBy = yield* baseImageDriver(o.driver)
       const client = yield* jobServiceClientScoped(endpoint.address)
 
       // The starting weights (the recipe's wider TinyMoE, from the seed), as a named object.
@@ -303,7 +306,7 @@ export const runUp = (o: UpOptions): Effect.Effect<UpReport, unknown, Bus | Metr
         sftLosses,
         golden,
         seconds: (Date.now() - started) / 1000,
-        driver: o.driver,
+        driver: o.driver === drivenBy ? o.driver : `${drivenBy} (${o.driver})`,
         tasks: o.taskDirs === undefined ? `task ladder, seed ${o.seed}` : o.taskDirs.train,
         trainTasks: sets.pool.length,
         evalTasks: sets.heldIn.length,
