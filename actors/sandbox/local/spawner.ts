@@ -174,12 +174,20 @@ class Helper {
     )
     child.stdout?.setEncoding("utf8")
     child.stdout?.on("data", (s: string) => this.receive(s))
-    // Never what keeps this process alive.
+    // Never what keeps this process alive, once it answers: until then its stdout does, or a
+    // process whose only work is a first start (a CLI's first sandbox) would end while waiting.
     child.unref()
-    for (const s of [child.stdin, child.stdout, child.stderr]) (s as Socket | null)?.unref()
+    for (const s of [child.stdin, child.stderr]) (s as Socket | null)?.unref()
+    const settled = () => (child.stdout as Socket | null)?.unref()
     this.ready = new Promise((resolve, reject) => {
-      this.onReady = resolve
-      this.onDead = reject
+      this.onReady = () => {
+        settled()
+        resolve()
+      }
+      this.onDead = (e) => {
+        settled()
+        reject(e)
+      }
     })
     // A helper that never starts fails the starts waiting for it, not the process.
     this.ready.catch(() => undefined)
