@@ -68,6 +68,8 @@ const POOLS = ["gateway", ...ACTORS] as const
 type Pool = (typeof POOLS)[number]
 const METRICS_PORT = (pool: Pool) => (pool === "gateway" ? 9465 : 9464)
 const AUTOSCALED = ["sampler", "verifier"]
+// The three nodes of the NATS JetStream cluster the Compose file runs.
+const NATS_NODES = ["nats-1", "nats-2", "nats-3"] as const
 
 // ---- what the CLI accepts ------------------------------------------------------------------
 
@@ -305,19 +307,26 @@ describe("compose", () => {
   const services = obj(compose.services, "services")
   const t1 = (name: Pool) => obj(services[name], `services.${name}`)
 
-  it("has NATS, the gateway, every actor pool, Prometheus and Grafana", () => {
-    expect(Object.keys(services).sort()).toEqual([...POOLS, "nats", "prometheus", "grafana"].sort())
+  it("has three NATS nodes, the gateway, every actor pool, Prometheus and Grafana", () => {
+    expect(Object.keys(services).sort()).toEqual(
+      [...POOLS, ...NATS_NODES, "prometheus", "grafana"].sort(),
+    )
   })
 
-  it("runs NATS with JetStream on a volume", () => {
-    const nats = obj(services.nats, "nats")
-    const command = strings(nats.command, "nats.command")
+  it.each(NATS_NODES)("%s: JetStream on a volume of its own, routes to every node", (node) => {
+    const nats = obj(services[node], node)
+    const command = strings(nats.command, `${node}.command`)
+    const flag = (name: string) => command[command.indexOf(name) + 1]
     expect(command).toContain("--jetstream")
-    const store = command[command.indexOf("--store_dir") + 1]
+    expect(flag("--name")).toBe(node)
+    expect(flag("--cluster_name")).toBe("t1")
+    expect(flag("--cluster")).toBe("nats://0.0.0.0:6222")
+    expect(flag("--routes")?.split(",")).toEqual(NATS_NODES.map((n) => `nats://${n}:6222`))
+    const store = flag("--store_dir")
     expect(store).toBeDefined()
-    const volumes = strings(nats.volumes, "nats.volumes")
-    expect(volumes.some((v) => v.endsWith(`:${store}`) && !v.startsWith("/"))).toBe(true)
-    expect(Object.keys(obj(compose.volumes, "volumes"))).toContain(volumes[0]?.split(":")[0])
+    const volumes = strings(nats.volumes, `${node}.volumes`)
+    expect(volumes).toEqual([`${node}-data:${store}`])
+    expect(Object.keys(obj(compose.volumes, "volumes"))).toContain(`${node}-data`)
     expect(allStrings(nats.healthcheck).join(" ")).toContain("/healthz")
   })
 
@@ -333,16 +342,18 @@ describe("compose", () => {
       pool === "gateway" ? ["gateway"] : ["actor", pool],
     )
     const env = obj(s.environment, `${pool}.environment`)
-    expect(env.T1_NATS_URL).toBe("nats://nats:4222")
+    expect(env.T1_NATS_URL).toBe(NATS_NODES.map((n) => `nats://${n}:4222`).join(","))
+    expect(env.T1_NATS_REPLICAS).toBe("3")
     expect(env.T1_METRICS_HOST).toBe("0.0.0.0")
     expectAccepted(pool, command, Object.keys(env))
     const health = obj(s.healthcheck, `${pool}.healthcheck`)
     const test = strings(health.test, `${pool}.healthcheck.test`)
     expect(test[0]).toBe("CMD")
     expect(test.join(" ")).toContain(`http://127.0.0.1:${METRICS_PORT(pool)}/healthz`)
-    expect(obj(obj(s.depends_on, "depends_on").nats, "depends_on.nats").condition).toBe(
-      "service_healthy",
-    )
+    for (const node of NATS_NODES)
+      expect(obj(obj(s.depends_on, "depends_on")[node], `depends_on.${node}`).condition).toBe(
+        "service_healthy",
+      )
     if (pool === "gateway") {
       expect(env.T1_GATEWAY_LISTEN).toBe("0.0.0.0:50051")
       expect(strings(s.ports, "gateway.ports").some((p) => p.endsWith(":50051"))).toBe(true)
@@ -422,7 +433,7 @@ describe("kubernetes", () => {
     expect(find("Namespace", "t1")).toBeDefined()
   })
 
-  it("runs NATS as a StatefulSet with JetStream on a persistent volume", () => {
+  it("runs NATS as a three-node StatefulSet cluster with JetStream on persistent volumes", () => {
     const sts = find("StatefulSet", "nats")
     if (sts === undefined) throw new Error("no StatefulSet nats")
     const claims = arr(obj(sts.spec, "spec").volumeClaimTemplates, "volumeClaimTemplates")
@@ -436,6 +447,16 @@ describe("kubernetes", () => {
       "nats.conf",
     )
     expect(config).toMatch(new RegExp(`jetstream \\{[^}]*store_dir: ${dataMount?.mountPath}\\n`))
+    const spec = obj(sts.spec, "spec")
+    expect(spec.replicas).toBe(3)
+    expect(spec.podManagementPolicy).toBe("Parallel")
+    const routes = /cluster \{[^}]*routes: \[([^\]]*)\]/.exec(config)?.[1]?.trim().split(/\s+/)
+    expect(routes).toEqual([0, 1, 2].map((i) => `nats://nats-${i}.${spec.serviceName}:6222`))
+    expect(config).toContain("server_name: $POD_NAME")
+    const headless = find("Service", str(spec.serviceName, "serviceName"))
+    const headlessPorts = arr(obj(headless?.spec, "headless.spec").ports, "ports")
+    expect(headlessPorts.map((p) => obj(p, "port").port)).toContain(6222)
+    expect(find("PodDisruptionBudget", "nats")).toBeDefined()
     expect(find("Service", "nats")).toBeDefined()
     expect(c.livenessProbe).toBeDefined()
     expect(c.readinessProbe).toBeDefined()
@@ -445,7 +466,10 @@ describe("kubernetes", () => {
   const jobConfig = obj(find("ConfigMap", "t1-job")?.data, "t1-job")
 
   it("shares the NATS address and the metrics bind address through the t1-common ConfigMap", () => {
-    expect(common.T1_NATS_URL).toBe("nats://nats:4222")
+    expect(common.T1_NATS_URL).toBe(
+      [0, 1, 2].map((i) => `nats://nats-${i}.nats-headless:4222`).join(","),
+    )
+    expect(common.T1_NATS_REPLICAS).toBe("3")
     expect(common.T1_METRICS_HOST).toBe("0.0.0.0")
     expect(jobConfig.T1_JOB).toBe("")
   })
