@@ -41,7 +41,7 @@ export const endRecords = async (
   jobId: string,
 ): Promise<EpisodeEnd[]> => {
   const subjects = subjectsFor(prefix)
-  const nc = await connect({ servers: natsUrl, name: "t1-fault-audit" })
+  const nc = await connect({ servers: natsUrl.split(","), name: "t1-fault-audit" })
   try {
     const js = jetstream(nc)
     const consumer = await js.consumers.get(subjects.trajectoriesStream, {

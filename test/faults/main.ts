@@ -7,16 +7,27 @@
  * host. Every job must still succeed, and its audit (test/faults/audit.ts) must find nothing lost
  * and nothing counted twice. Prints a table; `--json` prints one object last.
  *
+ * The `nats-*` faults run on a second system, on a three-node JetStream cluster
+ * (test/support/nats-cluster.ts) with every process given the three URLs and three replicas:
+ * `nats-leader` SIGKILLs the node leading the job store's KV stream and the trajectory stream
+ * (stepped down onto one node first) and starts it 5 s later; `nats-rolling` restarts the three
+ * nodes one at a time (SIGTERM, start, wait for every replica to catch up); `nats-partition`
+ * cuts the job store's leader off from the other two (its routes gone) for 10 s, then heals it.
+ *
  *   npm run test:faults -- [--json] [--faults none,sampler,…]
  */
 import { randomUUID } from "node:crypto"
 import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
+import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream"
+import { connect, type NatsConnection } from "@nats-io/transport-node"
 import Dockerode from "dockerode"
 import { type JobEvent, JobKind, JobState, type JobStatus } from "../../proto/index.ts"
+import { subjectsFor } from "../../services/bus/index.ts"
 import { type JobServiceClient, jobServiceClient } from "../../services/gateway/client.ts"
 import { type FailingEngine, startFailingEngine } from "../support/failing-engine.ts"
-import { startNatsServer } from "../support/nats-server.ts"
+import { startTestNatsCluster, type TestNatsCluster } from "../support/nats-cluster.ts"
+import { type NatsServerProcess, startNatsServer } from "../support/nats-server.ts"
 import { freePort, type MemberSpec, metricValue, startSystem } from "../support/system.ts"
 import { type Audit, auditJob, endRecords } from "./audit.ts"
 
@@ -32,8 +43,21 @@ const FAULTS = [
   "container",
   "nats",
   "breaker",
+  "nats-leader",
+  "nats-rolling",
+  "nats-partition",
 ] as const
 type Fault = (typeof FAULTS)[number]
+
+/**
+ * The faults of a three-node JetStream cluster: they run on a system of their own whose every
+ * process is given the three URLs and `--nats-replicas 3` (T1_NATS_REPLICAS).
+ */
+const CLUSTER_FAULTS: ReadonlySet<Fault> = new Set([
+  "nats-leader",
+  "nats-rolling",
+  "nats-partition",
+])
 
 /** Where in the job each fault strikes. */
 const trigger: Record<Fault, (s: JobStatus) => boolean> = {
@@ -49,6 +73,10 @@ const trigger: Record<Fault, (s: JobStatus) => boolean> = {
   nats: (s) => (s.counts?.episodesFinished ?? 0) >= 1,
   // The broken host is there from the start; it strikes at the job's first creates.
   breaker: () => true,
+  "nats-leader": (s) => (s.counts?.episodesFinished ?? 0) >= 1,
+  // The roll takes the whole job: it starts with the first episode.
+  "nats-rolling": (s) => (s.counts?.episodesRunning ?? 0) >= 1,
+  "nats-partition": (s) => (s.counts?.episodesFinished ?? 0) >= 1,
 }
 
 /** The broken host's breaker: out after 2 failed creates, for longer than any job here. */
@@ -98,13 +126,163 @@ const events = async (client: JobServiceClient, jobId: string): Promise<JobEvent
 
 const TERMINAL = new Set([JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED])
 
-const main = async () => {
+/**
+ * An admin connection to the cluster's nodes that are up (the faults' own, not t1's); the call
+ * is retried for 30 s while the cluster elects (JetStream's API does not answer meanwhile).
+ */
+const admin = async <T>(
+  cluster: TestNatsCluster,
+  f: (nc: NatsConnection, jsm: JetStreamManager) => Promise<T>,
+): Promise<T> => {
+  const until = Date.now() + 30_000
+  for (;;) {
+    const servers = cluster.nodes.filter((n) => n.running()).map((n) => n.url)
+    try {
+      const nc = await connect({ servers, name: "t1-fault-admin" })
+      try {
+        return await f(nc, await jetstreamManager(nc))
+      } finally {
+        await nc.close()
+      }
+    } catch (e) {
+      if (Date.now() > until) throw e
+      await sleep(500)
+    }
+  }
+}
+
+/** The server leading a stream's raft group, once it has one (an election may be under way). */
+const leaderOf = async (
+  jsm: JetStreamManager,
+  stream: string,
+  other?: string,
+  forMs = 30_000,
+): Promise<string> => {
+  const until = Date.now() + forMs
+  for (;;) {
+    const leader = await jsm.streams
+      .info(stream)
+      .then((si) => si.cluster?.leader)
+      .catch(() => undefined)
+    if (leader !== undefined && leader !== other) return leader
+    if (Date.now() > until)
+      throw new Error(`${stream}: no leader (other than ${other}) in ${forMs} ms`)
+    await sleep(200)
+  }
+}
+
+/**
+ * Waits until every replicated stream has a leader and every replica is current (a node just
+ * back has caught up), so that the next node of a roll can go without taking a quorum with it.
+ */
+const settled = async (cluster: TestNatsCluster, forMs = 30_000): Promise<boolean> => {
+  const until = Date.now() + forMs
+  while (Date.now() < until) {
+    const ok = await admin(cluster, async (_nc, jsm) => {
+      for await (const si of jsm.streams.list()) {
+        const c = si.cluster
+        if (c?.leader === undefined) return false
+        if ((c.replicas ?? []).some((r) => !r.current || r.offline === true)) return false
+      }
+      return true
+    }).catch(() => false)
+    if (ok) return true
+    await sleep(500)
+  }
+  return false
+}
+
+const nodeIndex = (cluster: TestNatsCluster, name: string) => {
+  const i = cluster.nodes.findIndex((n) => n.name === name)
+  if (i < 0) throw new Error(`no node named ${name}`)
+  return i
+}
+
+/** Strikes the cluster mid-job; returns the note for the table (which nodes, how long). */
+const strikeCluster = async (
+  fault: Fault,
+  cluster: TestNatsCluster,
+  prefix: string,
+): Promise<string> => {
+  const subjects = subjectsFor(prefix)
+  const kv = `KV_${subjects.jobsBucket}`
+  const traj = subjects.trajectoriesStream
+  if (fault === "nats-leader") {
+    // One node leading both raft groups: step the trajectory stream's leader down (to a random
+    // other peer on this nats-server) until it lands on the job store's.
+    const leader = await admin(cluster, async (nc, jsm) => {
+      const want = await leaderOf(jsm, kv)
+      for (let i = 0; i < 16 && (await leaderOf(jsm, traj)) !== want; i++) {
+        await nc
+          .request(`$JS.API.STREAM.LEADER.STEPDOWN.${traj}`, undefined, { timeout: 5000 })
+          .catch(() => undefined)
+        await sleep(500)
+      }
+      return want
+    })
+    const trajLeader = await admin(cluster, (_nc, jsm) => leaderOf(jsm, traj))
+    const i = nodeIndex(cluster, leader)
+    const t0 = Date.now()
+    await cluster.nodes[i]?.kill()
+    const elected = await admin(cluster, async (_nc, jsm) => ({
+      kv: await leaderOf(jsm, kv, leader),
+      traj: await leaderOf(jsm, traj, leader),
+    }))
+    const electedMs = Date.now() - t0
+    log(
+      `nats-leader: killed ${leader}; new leaders ${kv} ${elected.kv}, ${traj} ${elected.traj} in ${electedMs} ms`,
+    )
+    await sleep(Math.max(0, 5000 - electedMs))
+    await cluster.nodes[i]?.start()
+    return `; SIGKILLed ${leader} (leader of ${kv}${trajLeader === leader ? ` and ${traj}` : `; ${traj}'s was ${trajLeader}`}), new leaders in ${(electedMs / 1000).toFixed(1)} s, back after 5 s`
+  }
+  if (fault === "nats-rolling") {
+    const t0 = Date.now()
+    const waits: string[] = []
+    for (const node of cluster.nodes) {
+      await node.stop()
+      await sleep(1000)
+      await node.start()
+      const w0 = Date.now()
+      const ok = await settled(cluster)
+      waits.push(ok ? `${((Date.now() - w0) / 1000).toFixed(1)} s` : "not current in 30 s")
+      log(`nats-rolling: ${node.name} restarted, replicas current: ${waits.at(-1)}`)
+    }
+    return `; rolled ${cluster.nodes.map((n) => n.name).join(", ")} (SIGTERM, start, caught up: ${waits.join(", ")}) in ${((Date.now() - t0) / 1000).toFixed(0)} s`
+  }
+  // nats-partition: the job store's leader cut off from the other two for 10 s, then healed.
+  const leader = await admin(cluster, (_nc, jsm) => leaderOf(jsm, kv))
+  const i = nodeIndex(cluster, leader)
+  await cluster.partition(i)
+  const elected = await admin(cluster, (_nc, jsm) => leaderOf(jsm, kv, leader)).catch(() => "none")
+  await sleep(10_000)
+  await cluster.heal(i)
+  const ok = await settled(cluster)
+  log(
+    `nats-partition: ${leader} cut off 10 s (${kv} re-elected ${elected}), healed; current: ${ok}`,
+  )
+  return `; ${leader} (leader of ${kv}) partitioned 10 s, ${elected} elected, healed${ok ? "" : " (replicas not current in 30 s)"}`
+}
+
+type Row = { fault: Fault; jobId: string; seconds: number; note: string } & Audit
+
+/** What a phase's faults act on: the single server or the three-node cluster. */
+type Nats =
+  | { readonly kind: "single"; readonly server: NatsServerProcess }
+  | { readonly kind: "cluster"; readonly cluster: TestNatsCluster }
+
+/** Starts the system on `nats` and runs each fault's job on it; a row per fault into `rows`. */
+const phase = async (faults: ReadonlyArray<Fault>, nats: Nats, rows: Row[]) => {
   const started = Date.now()
-  const nats = await startNatsServer()
+  const urls = nats.kind === "single" ? nats.server.url : nats.cluster.urls
   const prefix = `faults${randomUUID().slice(0, 6)}`
   const owner = `faults-${randomUUID().slice(0, 8)}`
   const docker = new Dockerode()
-  const system = startSystem({ natsUrl: nats.url, prefix })
+  const system = startSystem({
+    natsUrl: urls,
+    prefix,
+    ...(nats.kind === "cluster" ? { env: { T1_NATS_REPLICAS: "3" } } : {}),
+  })
   const listen = await freePort()
   const members: MemberSpec[] = [
     { name: "gateway", args: ["gateway", "--listen", `127.0.0.1:${listen}`] },
@@ -128,11 +306,12 @@ const main = async () => {
     },
   ]
   const client = jobServiceClient(`127.0.0.1:${listen}`, { timeoutMs: 5000 })
-  const rows: Array<{ fault: Fault; jobId: string; seconds: number; note: string } & Audit> = []
   try {
     for (const m of members) await system.start(m)
-    log(`system up in ${((Date.now() - started) / 1000).toFixed(0)} s (logs: ${system.logDir})`)
-    for (const fault of chosen) {
+    log(
+      `system up on ${nats.kind === "single" ? "one NATS server" : "a three-node NATS cluster (R3)"} in ${((Date.now() - started) / 1000).toFixed(0)} s (logs: ${system.logDir})`,
+    )
+    for (const fault of faults) {
       const t0 = Date.now()
       let failing: FailingEngine | undefined
       if (fault === "breaker") {
@@ -198,6 +377,7 @@ const main = async () => {
       // A fault that did not strike proves nothing: it counts as not survived.
       let missed = TERMINAL.has(now.state) && fault !== "none"
       log(`${fault}: striking job ${jobId}`)
+      let clusterNote = ""
       if (fault === "container") {
         // A container may stop between listing and the kill (its episode ended): try the next.
         let killed = false
@@ -216,10 +396,12 @@ const main = async () => {
           if (!killed) await sleep(200)
         }
         if (!killed) missed = true
-      } else if (fault === "nats") {
-        await nats.kill()
+      } else if (fault === "nats" && nats.kind === "single") {
+        await nats.server.kill()
         await sleep(2000)
-        await nats.restart()
+        await nats.server.restart()
+      } else if (CLUSTER_FAULTS.has(fault) && nats.kind === "cluster") {
+        clusterNote = await strikeCluster(fault, nats.cluster, prefix)
       } else if (fault !== "none" && fault !== "breaker") {
         await system.stop(fault, "SIGKILL")
         await system.restart(fault)
@@ -232,10 +414,10 @@ const main = async () => {
         now = await status()
       }
       const log_ = await call("WatchJob", () => events(client, jobId))
-      const ends = await endRecords(nats.url, prefix, jobId)
+      const ends = await endRecords(urls, prefix, jobId)
       const checked = auditJob(now, log_, ends, PPO_STEPS)
       const isolation: string[] = []
-      let note = ""
+      let note = clusterNote
       if (failing !== undefined) {
         // Isolated: its breaker opened, and no create reached its engine after the ones that
         // opened it (a retry already on its way may add one per create slot).
@@ -278,7 +460,29 @@ const main = async () => {
       filters: { label: [`t1.owner=${owner}`] },
     })
     await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true })))
-    await nats.stop()
+  }
+}
+
+const main = async () => {
+  const started = Date.now()
+  const rows: Row[] = []
+  const single = chosen.filter((f) => !CLUSTER_FAULTS.has(f))
+  const clustered = chosen.filter((f) => CLUSTER_FAULTS.has(f))
+  if (single.length > 0) {
+    const server = await startNatsServer()
+    try {
+      await phase(single, { kind: "single", server }, rows)
+    } finally {
+      await server.stop()
+    }
+  }
+  if (clustered.length > 0) {
+    const cluster = await startTestNatsCluster()
+    try {
+      await phase(clustered, { kind: "cluster", cluster }, rows)
+    } finally {
+      await cluster.close()
+    }
   }
 
   const header = [

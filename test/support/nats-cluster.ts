@@ -1,4 +1,7 @@
-import { mkdtempSync, rmSync } from "node:fs"
+import { type ChildProcess, spawn } from "node:child_process"
+import { once } from "node:events"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { Socket } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { CLUSTER_NODES, type NatsCluster, startNatsCluster } from "../../cli/nats-cluster.ts"
@@ -10,6 +13,15 @@ export type { NatsCluster, NatsClusterNode } from "../../cli/nats-cluster.ts"
 export interface TestNatsCluster extends NatsCluster {
   /** Kills (SIGKILL) or stops (SIGTERM) the node, then starts it again on its ports and store. */
   readonly restart: (node: number, how?: "kill" | "stop") => Promise<void>
+  /**
+   * Cuts the node off from the other two: it is killed and started again on its client port and
+   * store, but listening for routes on another port and routing only to a port nothing listens
+   * on (nats-server will not start clustered JetStream without a route), so that it and the
+   * others cannot reach each other (clients can still connect to it). Resolves once it listens.
+   */
+  readonly partition: (node: number) => Promise<void>
+  /** Ends a partition: the cut-off node is stopped and started again in the cluster. */
+  readonly heal: (node: number) => Promise<void>
   /** Stops every node and removes the stores. */
   readonly close: () => Promise<void>
 }
@@ -44,16 +56,62 @@ export const startTestNatsCluster = async (
     if (n === undefined) throw new RangeError(`no node ${i} (0 to ${CLUSTER_NODES - 1})`)
     return n
   }
+  const cut = new Map<number, ChildProcess>()
   return {
     ...cluster,
+    partition: async (i) => {
+      const n = nodeAt(i)
+      await n.kill()
+      const conf = readFileSync(join(dir, n.name, "nats.conf"), "utf8")
+      const alone = conf.replace(
+        /cluster \{[\s\S]*\}\s*$/,
+        // A clustered JetStream server will not start without a route: one to a port that
+        // nothing listens on.
+        `cluster {\n  name: "t1test"\n  listen: "127.0.0.1:${await freePort()}"\n  routes: ["nats-route://127.0.0.1:${await freePort()}"]\n}\n`,
+      )
+      if (alone === conf) throw new Error(`no cluster block in ${n.name}'s configuration`)
+      const file = join(dir, n.name, "partitioned.conf")
+      writeFileSync(file, alone)
+      const binary = process.env.T1_NATS_SERVER_BIN ?? "nats-server"
+      const child = spawn(binary, ["-c", file], { stdio: "ignore" })
+      cut.set(i, child)
+      const until = Date.now() + 15_000
+      while (!(await listening(n.clientPort))) {
+        if (child.exitCode !== null || Date.now() > until)
+          throw new Error(`partitioned ${n.name} did not listen on ${n.clientPort}`)
+        await new Promise((r) => setTimeout(r, 50))
+      }
+    },
+    heal: async (i) => {
+      const child = cut.get(i)
+      if (child !== undefined && child.exitCode === null && child.signalCode === null) {
+        const exited = once(child, "exit")
+        child.kill("SIGTERM")
+        await exited
+      }
+      cut.delete(i)
+      await nodeAt(i).start()
+    },
     restart: async (i, how = "kill") => {
       const n = nodeAt(i)
       await (how === "kill" ? n.kill() : n.stop())
       await n.start()
     },
     close: async () => {
+      for (const child of cut.values()) child.kill("SIGKILL")
       await cluster.stop()
       rmSync(dir, { recursive: true, force: true })
     },
   }
 }
+
+const listening = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const s = new Socket()
+    s.once("connect", () => {
+      s.destroy()
+      resolve(true)
+    })
+    s.once("error", () => resolve(false))
+    s.connect(port, "127.0.0.1")
+  })
