@@ -9,7 +9,7 @@
  *
  *   npm run bench:episode [-- --json] [--iterations N] [--concurrency C] [--rounds R]
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
@@ -22,6 +22,7 @@ import {
 } from "../actors/sandbox/index.ts"
 import { makeLocalDriver } from "../actors/sandbox/local/index.ts"
 import { driverSandbox, VerifierSandbox, verifyEpisode } from "../actors/verifier/index.ts"
+import { HONEST, writePytestTask } from "./pytest-task.ts"
 import { median } from "./stats.ts"
 
 const usage = `usage: npm run bench:episode -- [--json] [--iterations N] [--concurrency C] [--rounds R]
@@ -63,37 +64,8 @@ const iterations = positive("iterations", parsed.iterations, 10)
 const concurrency = positive("concurrency", parsed.concurrency, 6)
 const rounds = positive("rounds", parsed.rounds, 3)
 
-const TESTS = `from pathlib import Path
-
-def check(i):
-    assert Path(f"/app/out{i}.txt").read_text().strip() == str(i), f"out{i}.txt is wrong"
-
-def test_1(): check(1)
-def test_2(): check(2)
-def test_3(): check(3)
-def test_4(): check(4)
-def test_5(): check(5)
-`
-const HONEST = "for i in 1 2; do echo $i > /app/out$i.txt; done"
-
 const hostDir = mkdtempSync(join(tmpdir(), "t1-bench-episode-"))
-const testsDir = join(hostDir, "tests")
-mkdirSync(testsDir)
-writeFileSync(join(testsDir, "test_work.py"), TESTS)
-const TASK = {
-  id: "bench-episode",
-  environment: { allowInternet: false, workdir: "/app" },
-  verifier: {
-    testsDir,
-    testDir: "/tests",
-    kind: "pytest" as const,
-    script: undefined,
-    scriptPath: undefined,
-    parser: undefined,
-    timeoutSec: 60,
-    expectedTests: 5,
-  },
-}
+const TASK = writePytestTask(hostDir, "bench-episode")
 
 type Name = "local" | "bwrap"
 interface Phases {

@@ -13,7 +13,7 @@
  */
 import { execFileSync } from "node:child_process"
 import { randomUUID } from "node:crypto"
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, rmSync, symlinkSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
@@ -26,6 +26,7 @@ import {
   sandboxSpec,
 } from "../actors/sandbox/index.ts"
 import { driverSandbox, VerifierSandbox, verifyEpisode } from "../actors/verifier/index.ts"
+import { HONEST, writePytestTask } from "./pytest-task.ts"
 import { median } from "./stats.ts"
 
 /** The last commit before the seal, canaries and fail-closed guard (issue 40). */
@@ -64,37 +65,8 @@ const iterations = (() => {
   return Number(raw)
 })()
 
-const TESTS = `from pathlib import Path
-
-def check(i):
-    assert Path(f"/app/out{i}.txt").read_text().strip() == str(i), f"out{i}.txt is wrong"
-
-def test_1(): check(1)
-def test_2(): check(2)
-def test_3(): check(3)
-def test_4(): check(4)
-def test_5(): check(5)
-`
-const HONEST = "for i in 1 2; do echo $i > /app/out$i.txt; done"
-
 const hostDir = mkdtempSync(join(tmpdir(), "t1-bench-verify-"))
-const testsDir = join(hostDir, "tests")
-mkdirSync(testsDir)
-writeFileSync(join(testsDir, "test_work.py"), TESTS)
-const TASK = {
-  id: "bench-verify",
-  environment: { allowInternet: false, workdir: "/app" },
-  verifier: {
-    testsDir,
-    testDir: "/tests",
-    kind: "pytest" as const,
-    script: undefined,
-    scriptPath: undefined,
-    parser: undefined,
-    timeoutSec: 60,
-    expectedTests: 5,
-  },
-}
+const TASK = writePytestTask(hostDir, "bench-verify")
 
 /** The modules a verification needs, from this tree or the worktree of BEFORE_COMMIT. */
 interface Side {
