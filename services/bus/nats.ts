@@ -165,6 +165,9 @@ const PUBLISH_NO_RESPONDER_RETRIES = 3
 /** The wait before a publish's first retry; later ones follow `publishRetry`. */
 const PUBLISH_FIRST_RETRY = "100 millis"
 /** jsPublish retries transient failures for about this long, then fails with the last one. */
+/** What JetStream's API answers, or fails to, while a cluster elects a leader. */
+const API_UNANSWERED = /timeout|jetstream is not enabled|no responders|temporarily unavailable/i
+
 const publishRetry = Schedule.min([
   Schedule.exponential("100 millis"),
   Schedule.spaced("1 second"),
@@ -192,6 +195,20 @@ export const makeNatsBus = (
     const noResponderRetries =
       replicas > 1 ? Number.POSITIVE_INFINITY : PUBLISH_NO_RESPONDER_RETRIES
     let manager: Promise<JetStreamManager> | undefined
+    // After a node dies, JetStream's API goes unanswered on a cluster (a timeout, or a 503 that
+    // nats.js reports as "jetstream is not enabled") until the meta group or the stream has
+    // elected a leader: seconds. Opening a stream, bucket or object store is idempotent (asked
+    // first, added only when absent), so on a cluster it is asked again for up to 30 s instead
+    // of failing the caller (seen: t1 serve's coordinator stopped, and the process with it, on
+    // "ensureStream …_EPISODES failed: timeout" while the job store's leader node was killed).
+    const untilApiAnswers = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+      replicas === 1
+        ? effect
+        : Effect.retry(effect, {
+            while: (e) => e instanceof JetStreamError && API_UNANSWERED.test(e.reason),
+            schedule: publishRetry,
+          })
+
     const jsm = (operation: string) =>
       Effect.tryPromise({
         try: () => {
@@ -295,9 +312,13 @@ export const makeNatsBus = (
           }
           const change = yield* Effect.tryPromise({
             try: async () => {
+              // Absent only when the server says so: a timeout during an election is not.
               const existing = await m.streams.info(spec.name).then(
                 (info) => info.config.num_replicas,
-                () => undefined,
+                (e: unknown) => {
+                  if (e instanceof Error && /stream not found/i.test(e.message)) return undefined
+                  throw e
+                },
               )
               if (existing !== undefined) {
                 const { retention: _r, storage: _s, ...mutable } = config
@@ -313,7 +334,7 @@ export const makeNatsBus = (
               natsFailure(`ensureStream ${spec.name}`)(cause),
           })
           yield* reportReplicaChange(m, spec.name, change.from, change.to)
-        }),
+        }).pipe(untilApiAnswers),
       jsPublish: (subject, data, options) =>
         Effect.suspend(() => {
           const msgId = options?.msgId
@@ -407,11 +428,22 @@ export const makeNatsBus = (
         ),
       kv: (bucket, options) =>
         Effect.tryPromise({
-          try: () => new Kvm(nc).create(bucket, { history: options?.history ?? 1, replicas }),
+          try: () =>
+            new Kvm(nc).create(bucket, {
+              history: options?.history ?? 1,
+              replicas,
+              // A direct get is answered by the replica nearest the reader, a follower that has
+              // not applied the latest write among them: the gateway's GetJob right after
+              // SubmitJob answered NOT_FOUND on a loaded three-node cluster. Replicated buckets
+              // are read through their stream's leader (a bucket made with direct gets keeps
+              // them on the server, this client does not use them).
+              ...(replicas > 1 ? { allow_direct: false } : {}),
+            }),
           catch: (cause) =>
             replicaRefusal(nc, replicas, `KV_${bucket}`, cause) ??
             natsFailure(`kv ${bucket}`)(cause),
         }).pipe(
+          untilApiAnswers,
           Effect.tap(() => raiseOnce(`KV_${bucket}`)),
           Effect.map((kv) => natsKvBucket(bucket, kv)),
         ),
@@ -422,6 +454,7 @@ export const makeNatsBus = (
             replicaRefusal(nc, replicas, `OBJ_${bucket}`, cause) ??
             natsFailure(`objectStore ${bucket}`)(cause),
         }).pipe(
+          untilApiAnswers,
           Effect.tap(() => raiseOnce(`OBJ_${bucket}`)),
           Effect.map((store) => natsObjectStore(bucket, store)),
         ),

@@ -138,6 +138,36 @@ describe("--nats-replicas on a three-node cluster", () => {
     expect(again.logs.filter((l) => l.includes("replica"))).toEqual([])
   }, 60_000)
 
+  it("reads replicated KV buckets through the stream leader, not a follower's direct get", async () => {
+    // A direct get is answered by the replica nearest the reader, which may not have applied the
+    // latest write yet: the e2e test's GetJob right after SubmitJob answered NOT_FOUND so.
+    const { result } = await withBus(cluster.urls, 3, (bus) =>
+      Effect.gen(function* () {
+        const kv = yield* bus.kv("leader-read")
+        const rev = yield* kv.put("k", bytes("v1"))
+        yield* kv.update("k", bytes("v2"), rev)
+        return yield* kv.get("k")
+      }),
+    )
+    expect(Option.map(result, (e) => new TextDecoder().decode(e.value))).toEqual(Option.some("v2"))
+    const nc = await connect({ servers: cluster.urls.split(",") })
+    try {
+      const si = await (await jetstreamManager(nc)).streams.info("KV_leader-read")
+      expect(si.config.allow_direct).toBe(false)
+    } finally {
+      await nc.close()
+    }
+    // One copy has no follower to be behind: R1 buckets keep direct gets.
+    await withBus(single.url, 1, (bus) => bus.kv("direct-r1"))
+    const nc1 = await connect({ servers: single.url })
+    try {
+      const si = await (await jetstreamManager(nc1)).streams.info("KV_direct-r1")
+      expect(si.config.allow_direct).toBe(true)
+    } finally {
+      await nc1.close()
+    }
+  }, 60_000)
+
   it("refuses more replicas than the cluster's servers at connect, naming what it saw", async () => {
     const exit = await Effect.runPromise(
       Effect.scoped(makeNatsBus({ servers: cluster.urls, name: "t1-r5", replicas: 5 })).pipe(
