@@ -4,6 +4,11 @@
  * interleaved rounds so machine noise hits both paths alike.
  *
  *   npm run bench:bus -- [--json] [--messages N] [--rounds R] [--size BYTES] [--window N]
+ *                        [--nats-cluster]
+ *
+ * --nats-cluster: then the same rounds again on a private three-node cluster, the publishers on
+ * one node and the subscribers on another, so every message crosses a route. These are core NATS
+ * messages, which no stream holds: nothing is replicated, and what the cluster costs is the hop.
  *
  * A round's clock runs from the first publish to the delivery of its last byte at the subscriber
  * (stronger than a publisher flush, which the Bus does not expose). Both publishers pause after
@@ -21,6 +26,7 @@ import { Cause, Effect, Exit, Stream } from "effect"
 import { assembleBlobs, BlobAssembler, type BusShape, publishBlob } from "../services/bus/index.ts"
 import {
   BenchError,
+  benchCluster,
   benchError,
   benchNats,
   busConnection,
@@ -30,7 +36,7 @@ import {
   UsageError,
 } from "./nats-bench.ts"
 
-const USAGE = `usage: npm run bench:bus -- [--json] [--messages N] [--rounds R] [--size BYTES] [--window N]
+const USAGE = `usage: npm run bench:bus -- [--json] [--messages N] [--rounds R] [--size BYTES] [--window N] [--nats-cluster]
 
   --json          also print one JSON object as the last line of output
   --messages N    messages per round and path (default 1000)
@@ -38,6 +44,8 @@ const USAGE = `usage: npm run bench:bus -- [--json] [--messages N] [--rounds R] 
   --size BYTES    payload bytes per message (default 262144 = 256 KiB)
   --window N      messages published before the publisher waits for the subscriber to be
                   no more than N messages behind (default 16); the same for both paths
+  --nats-cluster  then the same on a private three-node cluster, publishers on one node and
+                  subscribers on another (JSON keys cluster_*, cluster_over_single)
   -h, --help      this text
 
 Starts a private nats-server on 127.0.0.1 unless T1_BENCH_NATS_URL is set.`
@@ -54,10 +62,12 @@ interface Options {
   readonly rounds: number
   readonly size: number
   readonly window: number
+  readonly cluster: boolean
 }
 
 const FLAGS = {
   json: { type: "boolean" },
+  "nats-cluster": { type: "boolean" },
   messages: { type: "string" },
   rounds: { type: "string" },
   size: { type: "string" },
@@ -81,6 +91,7 @@ const parseOptions = (argv: ReadonlyArray<string>): Options | "help" => {
     rounds: positiveInt("rounds", values.rounds, 5),
     size: positiveInt("size", values.size, 256 * 1024),
     window: positiveInt("window", values.window, 16),
+    cluster: values["nats-cluster"] === true,
   }
 }
 
@@ -220,15 +231,22 @@ const t1Round = (
 
 const fmt = (n: number, digits = 1) => n.toFixed(digits)
 
-const bench = (opts: Options) =>
+/** Where a run's publishers and subscribers connect: one server, or two nodes of the cluster. */
+interface Where {
+  readonly pubUrl: string
+  readonly subUrl: string
+  readonly external: boolean
+}
+
+const bench = (opts: Options, where: Where) =>
   Effect.gen(function* () {
-    const { url, external } = yield* benchNats
-    const rawPub = yield* rawConnection(url, "bench-raw-pub")
-    const rawSub = yield* rawConnection(url, "bench-raw-sub")
+    const { pubUrl, subUrl, external } = where
+    const url = pubUrl === subUrl ? pubUrl : `${pubUrl} → ${subUrl}`
+    const rawPub = yield* rawConnection(pubUrl, "bench-raw-pub")
+    const rawSub = yield* rawConnection(subUrl, "bench-raw-sub")
     // Two bus instances, two connections: publisher and consumer as separate services.
-    const t1Bus = (name: string) => busConnection(url, name)
-    const t1Pub = yield* t1Bus("bench-t1-pub")
-    const t1Sub = yield* t1Bus("bench-t1-sub")
+    const t1Pub = yield* busConnection(pubUrl, "bench-t1-pub")
+    const t1Sub = yield* busConnection(subUrl, "bench-t1-sub")
 
     const rawProgress = new Progress()
     // nats.js's fastest way to receive: a callback subscription (no async iterator).
@@ -377,14 +395,48 @@ const main = async (): Promise<number> => {
   const onSignal = () => abort.abort()
   process.once("SIGINT", onSignal)
   process.once("SIGTERM", onSignal)
-  const exit = await Effect.runPromiseExit(Effect.scoped(bench(opts)), { signal: abort.signal })
+  const both = Effect.gen(function* () {
+    const single = yield* Effect.scoped(
+      Effect.flatMap(benchNats, ({ url, external }) =>
+        bench(opts, { pubUrl: url, subUrl: url, external }),
+      ),
+    )
+    if (!opts.cluster) return { single, cluster: undefined }
+    const cluster = yield* Effect.scoped(
+      Effect.flatMap(benchCluster, ([a, b]) =>
+        bench(opts, { pubUrl: a ?? "", subUrl: b ?? "", external: false }),
+      ),
+    )
+    return { single, cluster }
+  })
+  const exit = await Effect.runPromiseExit(both, { signal: abort.signal })
   process.off("SIGINT", onSignal)
   process.off("SIGTERM", onSignal)
   if (Exit.isFailure(exit)) {
     process.stderr.write(`bench:bus failed:\n${Cause.pretty(exit.cause)}\n`)
     return abort.signal.aborted ? 130 : 1
   }
-  const { lines, json } = report(opts, exit.value)
+  const { lines, json } = report(opts, exit.value.single)
+  if (exit.value.cluster !== undefined) {
+    const c = report(opts, exit.value.cluster)
+    const t1Over = (c.json.t1_mb_s as number) / (json.t1_mb_s as number)
+    const rawOver = (c.json.raw_mb_s as number) / (json.raw_mb_s as number)
+    lines.push(
+      "three-node cluster, publishers on node 1 and subscribers on node 2 (every message crosses a route):",
+      ...c.lines,
+      `  cluster / single         t1 ${fmt(t1Over, 3)}, raw ${fmt(rawOver, 3)}`,
+      "",
+    )
+    Object.assign(json, {
+      cluster_raw_mb_s: c.json.raw_mb_s,
+      cluster_t1_mb_s: c.json.t1_mb_s,
+      cluster_ratio: c.json.ratio,
+      cluster_over_single: Number(t1Over.toFixed(3)),
+      cluster_over_single_raw: Number(rawOver.toFixed(3)),
+      cluster_t1_rounds_mb_s: c.json.t1_rounds_mb_s,
+      cluster_raw_rounds_mb_s: c.json.raw_rounds_mb_s,
+    })
+  }
   process.stdout.write(`${lines.join("\n")}\n`)
   if (opts.json) process.stdout.write(`${JSON.stringify(json)}\n`)
   return 0

@@ -5,6 +5,7 @@
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Context, Data, Effect, Layer, type Scope } from "effect"
 import { Bus, type BusShape, NatsBusLive } from "../services/bus/index.ts"
+import { startTestNatsCluster } from "../test/support/nats-cluster.ts"
 import { startNatsServer } from "../test/support/nats-server.ts"
 
 export class UsageError extends Error {}
@@ -44,13 +45,32 @@ export const benchNats: Effect.Effect<
   return { url: server.url, external: false }
 })
 
-/** A plain nats.js connection for the scope: the baseline's side. */
+/**
+ * A private three-node JetStream cluster on 127.0.0.1 for the scope (`--nats-cluster`): every
+ * node's client URL, in node order.
+ */
+export const benchCluster: Effect.Effect<
+  ReadonlyArray<string>,
+  BenchError,
+  Scope.Scope
+> = Effect.map(
+  Effect.acquireRelease(
+    Effect.tryPromise({ try: () => startTestNatsCluster(), catch: benchError("nats cluster") }),
+    (c) => Effect.promise(() => c.close()),
+  ),
+  (c) => c.nodes.map((n) => n.url),
+)
+
+/** A plain nats.js connection for the scope: the baseline's side. `url`: one or a,b,c. */
 export const rawConnection = (
   url: string,
   name: string,
 ): Effect.Effect<NatsConnection, BenchError, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.tryPromise({ try: () => connect({ servers: url, name }), catch: benchError(url) }),
+    Effect.tryPromise({
+      try: () => connect({ servers: url.split(","), name }),
+      catch: benchError(url),
+    }),
     (nc) => Effect.promise(() => nc.close()),
   )
 

@@ -20,6 +20,11 @@
  * throughput and hid most of t1's own cost.
  *
  *   npm run bench:stream -- [--json] [--episodes N] [--tokens N] [--rounds R] [--window N]
+ *                           [--nats-cluster]
+ *
+ * --nats-cluster: then the t1 and raw paths run again on a private three-node JetStream cluster
+ * with three replicas of each stream, every connection given the three URLs (as t1's processes
+ * are), and the cost of replication is printed as R3 over R1 (the single server above).
  *
  * Streams are in memory (work queues, acked), so the disk is not what is measured. Uses its own
  * nats-server on 127.0.0.1 unless T1_BENCH_NATS_URL is set. Reports; never asserts.
@@ -27,11 +32,11 @@
 import { type ChildProcess, fork } from "node:child_process"
 import { parseArgs } from "node:util"
 import { Effect } from "effect"
-import { benchNats, positiveInt, UsageError } from "./nats-bench.ts"
+import { benchCluster, benchNats, positiveInt, UsageError } from "./nats-bench.ts"
 import { EXPERTS, LAYERS, type PathName, type Round, TOP_K } from "./stream/paths.ts"
 import type { FromWorker, ToWorker } from "./stream/worker.ts"
 
-const USAGE = `usage: npm run bench:stream -- [--json] [--episodes N] [--tokens N] [--rounds R] [--window N]
+const USAGE = `usage: npm run bench:stream -- [--json] [--episodes N] [--tokens N] [--rounds R] [--window N] [--nats-cluster]
 
   --json          also print one JSON object as the last line of output
   --episodes N    trajectories per run and path (default 48)
@@ -39,6 +44,8 @@ const USAGE = `usage: npm run bench:stream -- [--json] [--episodes N] [--tokens 
   --rounds R      measured rounds, after one warm-up run per path (default 7): t1 and raw run
                   twice each per round (mirrored order); then JSON runs R times
   --window N      JetStream publishes in flight at once, every path (default 32)
+  --nats-cluster  then t1 and raw again on a private three-node cluster, streams at R3
+                  (JSON keys r1_*, r3_*, r3_over_r1)
   -h, --help      this text
 
 Routing: 48 layers × top-8 of 256 experts per token. Each path runs in a process of its own.
@@ -54,10 +61,12 @@ interface Options {
   readonly tokens: number
   readonly rounds: number
   readonly window: number
+  readonly cluster: boolean
 }
 
 const FLAGS = {
   json: { type: "boolean" },
+  "nats-cluster": { type: "boolean" },
   episodes: { type: "string" },
   tokens: { type: "string" },
   rounds: { type: "string" },
@@ -79,6 +88,7 @@ const parseOptions = (argv: ReadonlyArray<string>): Options | "help" => {
     tokens: positiveInt("tokens", values.tokens, 4096),
     rounds: positiveInt("rounds", values.rounds, 7),
     window: positiveInt("window", values.window, 32),
+    cluster: values["nats-cluster"] === true,
   }
 }
 
@@ -89,10 +99,15 @@ interface PathProcess {
   readonly stop: () => void
 }
 
-const startPath = (path: PathName, url: string, o: Options): Promise<PathProcess> => {
+const startPath = (
+  path: PathName,
+  url: string,
+  o: Options,
+  replicas: number,
+): Promise<PathProcess> => {
   const child: ChildProcess = fork(
     new URL("./stream/worker.ts", import.meta.url).pathname,
-    [path, url, String(o.episodes), String(o.tokens), String(o.window)],
+    [path, url, String(o.episodes), String(o.tokens), String(o.window), String(replicas)],
     { execArgv: process.execArgv, stdio: ["ignore", "inherit", "inherit", "ipc"] },
   )
   let waiting: { resolve: (m: FromWorker) => void; reject: (e: Error) => void } | undefined
@@ -127,10 +142,13 @@ const startPath = (path: PathName, url: string, o: Options): Promise<PathProcess
 const pause = () => new Promise((resolve) => setTimeout(resolve, PAUSE_MS))
 const log = (line: string) => process.stderr.write(`${line}\n`)
 
-const measure = async (o: Options, url: string) => {
+/** The three paths on `url` at `replicas`; without JSON (`withJson` false) only t1 and raw. */
+const measure = async (o: Options, url: string, replicas = 1, withJson = true) => {
   // Started together; each warms up on its own streams before it says it is ready.
   const started = await Promise.allSettled(
-    (["t1", "raw", "json"] as const).map((p) => startPath(p, url, o)),
+    (withJson ? (["t1", "raw", "json"] as const) : (["t1", "raw"] as const)).map((p) =>
+      startPath(p, url, o, replicas),
+    ),
   )
   const ok = started.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []))
   const failed = started.find((s) => s.status === "rejected")
@@ -138,7 +156,7 @@ const measure = async (o: Options, url: string) => {
     for (const p of ok) p.stop()
     throw failed.reason
   }
-  const [t1p, rawp, jsonp] = ok as [PathProcess, PathProcess, PathProcess]
+  const [t1p, rawp, jsonp] = ok as [PathProcess, PathProcess, PathProcess | undefined]
   try {
     const t1: Round[] = []
     const raw: Round[] = []
@@ -157,7 +175,7 @@ const measure = async (o: Options, url: string) => {
         `round ${r + 1}/${o.rounds}: t1 ${fmt(tokS(t1.at(-1) as Round), 0)} ${fmt(tokS(t1.at(-2) as Round), 0)} tok/s, raw ${fmt(tokS(raw.at(-1) as Round), 0)} ${fmt(tokS(raw.at(-2) as Round), 0)} tok/s`,
       )
     }
-    for (let r = 0; r < o.rounds; r++) {
+    for (let r = 0; jsonp !== undefined && r < o.rounds; r++) {
       await pause()
       json.push(await jsonp.run(`r${r}`))
       log(`json round ${r + 1}/${o.rounds}: ${fmt(tokS(json.at(-1) as Round), 0)} tok/s`)
@@ -210,6 +228,18 @@ const main = async () => {
       ),
     ),
   )
+  const clustered = o.cluster
+    ? await Effect.runPromise(
+        Effect.scoped(
+          Effect.flatMap(benchCluster, (urls) =>
+            Effect.promise(async () => {
+              log(`stream bench: t1 and raw on a three-node cluster, streams at R3 (${urls})`)
+              return measure(o, urls.join(","), 3, false)
+            }),
+          ),
+        ),
+      )
+    : undefined
   const t1All = overall(result.t1)
   const rawAll = overall(result.raw)
   const jsonAll = overall(result.json)
@@ -250,8 +280,34 @@ const main = async () => {
     `  routing     ${perChoice} byte per (token, layer, k)  (target <= ${TARGETS.bytesPerChoice})`,
     "",
   ]
+  let r3: Record<string, number> = {}
+  if (clustered !== undefined) {
+    const t1R3 = overall(clustered.t1)
+    const rawR3 = overall(clustered.raw)
+    r3 = {
+      r1_t1_tok_s: figures.t1_tok_s,
+      r1_raw_tok_s: figures.raw_tok_s,
+      r3_t1_tok_s: Math.round(t1R3.tokS),
+      r3_raw_tok_s: Math.round(rawR3.tokS),
+      r3_t1_mb_s: Number(t1R3.mbS.toFixed(1)),
+      r3_raw_mb_s: Number(rawR3.mbS.toFixed(1)),
+      r3_over_r1: Number((t1R3.tokS / t1).toFixed(3)),
+      r3_over_r1_raw: Number((rawR3.tokS / raw).toFixed(3)),
+      r3_ratio_vs_raw: Number((t1R3.tokS / rawR3.tokS).toFixed(3)),
+    }
+    lines.push(
+      "three-node cluster, every stream at R3 (the same runs; every connection given the three URLs):",
+      "",
+      "  path                            tok/s      MB/s   R3 / R1",
+      `  t1 (sampler → NATS → buffer)  ${fmt(t1R3.tokS, 0).padStart(8)}  ${fmt(t1R3.mbS).padStart(8)}  ${fmt(r3.r3_over_r1 ?? 0, 3).padStart(8)}`,
+      `  raw nats.js, same bytes       ${fmt(rawR3.tokS, 0).padStart(8)}  ${fmt(rawR3.mbS).padStart(8)}  ${fmt(r3.r3_over_r1_raw ?? 0, 3).padStart(8)}`,
+      "",
+      `  t1 / raw on R3   ${fmt(r3.r3_ratio_vs_raw ?? 0, 3)}`,
+      "",
+    )
+  }
   process.stdout.write(`${lines.join("\n")}\n`)
-  if (o.json) process.stdout.write(`${JSON.stringify(figures)}\n`)
+  if (o.json) process.stdout.write(`${JSON.stringify({ ...figures, ...r3 })}\n`)
 }
 
 main().catch((e) => {

@@ -192,6 +192,8 @@ export interface PathOptions {
   readonly episodes: number
   readonly tokens: number
   readonly window: number
+  /** Copies of each stream (3 on the --nats-cluster run). */
+  readonly replicas: number
 }
 
 export type PathName = "t1" | "raw" | "json"
@@ -255,6 +257,7 @@ export const streamPath = (path: PathName, opts: PathOptions, url: string) =>
             subjects: [subject],
             retention: RetentionPolicy.Workqueue,
             storage: StorageType.Memory,
+            num_replicas: opts.replicas,
             duplicate_window: 120_000_000_000,
           })
           await jsm.consumers.add(name, {

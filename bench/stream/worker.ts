@@ -4,7 +4,7 @@
  * one warm-up, says `ready`, then runs one measured run per `run` message and answers with its
  * Round.
  *
- *   (forked) bench/stream/worker.ts <t1|raw|json> <nats url> <episodes> <tokens> <window>
+ *   (forked) bench/stream/worker.ts <t1|raw|json> <nats url> <episodes> <tokens> <window> [replicas]
  */
 import { Effect, Exit, Scope } from "effect"
 import { type PathName, type Round, streamPath } from "./paths.ts"
@@ -32,17 +32,24 @@ const describe = (e: unknown): string => {
 }
 
 const main = async () => {
-  const [path, url, episodes, tokens, window] = process.argv.slice(2)
+  const [path, url, episodes, tokens, window, replicas = "1"] = process.argv.slice(2)
   if (process.send === undefined)
     throw new Error("bench/stream/worker.ts runs forked by bench:stream")
   if (!PATHS.includes(path as PathName) || url === undefined)
-    throw new Error(`usage: worker.ts <t1|raw|json> <nats url> <episodes> <tokens> <window>`)
+    throw new Error(
+      `usage: worker.ts <t1|raw|json> <nats url> <episodes> <tokens> <window> [replicas]`,
+    )
   const scope = Effect.runSync(Scope.make())
   const built = await Effect.runPromise(
     Scope.provide(
       streamPath(
         path as PathName,
-        { episodes: Number(episodes), tokens: Number(tokens), window: Number(window) },
+        {
+          episodes: Number(episodes),
+          tokens: Number(tokens),
+          window: Number(window),
+          replicas: Number(replicas),
+        },
         url,
       ),
       scope,
