@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs"
 import { jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
 import { Effect, Logger, Option, type Scope } from "effect"
@@ -35,6 +36,25 @@ afterAll(async () => {
 })
 
 const bytes = (s: string) => new TextEncoder().encode(s)
+
+/** The server leading the JetStream meta group, from a node's monitoring port (/jsz). */
+const metaLeader = async (c: TestNatsCluster): Promise<string> => {
+  for (let i = 0; i < 100; i++) {
+    for (const n of c.nodes) {
+      const port = [
+        ...readFileSync(n.logFile, "utf8").matchAll(/Starting http monitor on [\d.]+:(\d+)/g),
+      ].at(-1)?.[1]
+      if (port === undefined) continue
+      const jsz = (await fetch(`http://127.0.0.1:${port}/jsz`)
+        .then((r) => r.json())
+        .catch(() => undefined)) as { meta_cluster?: { leader?: string } } | undefined
+      const leader = jsz?.meta_cluster?.leader
+      if (leader !== undefined && leader !== "") return leader
+    }
+    await new Promise((r) => setTimeout(r, 200))
+  }
+  throw new Error("no meta leader")
+}
 
 /** Runs `f` over a bus on `servers` with `replicas`; returns its result and the lines logged. */
 const withBus = async <A, E>(
@@ -197,6 +217,29 @@ describe("--nats-replicas on a three-node cluster", () => {
       /the cluster shows 2 server\(s\), --nats-replicas 3 asked; waiting up to 10 s/,
     )
     expect((await replicasByStream(cluster.urls, ["KV_wait-bucket"])).get("KV_wait-bucket")).toBe(3)
+  }, 90_000)
+
+  it("opens existing streams and buckets while the meta leader's node is killed and replaced", async () => {
+    const spec = { name: "ELECT_X", subjects: ["elect.x"], retention: "limits" } as const
+    await withBus(cluster.urls, 3, (bus) =>
+      Effect.andThen(bus.ensureStream(spec), bus.kv("elect-kv")),
+    )
+    // The meta leader answers JetStream's API for the account: with it gone, requests go
+    // unanswered (time out) until the other two have elected one.
+    const leader = await metaLeader(cluster)
+    const node = cluster.nodes.find((n) => n.name === leader)
+    if (node === undefined) throw new Error(`no node named ${leader}`)
+    const t0 = Date.now()
+    const { result } = await withBus(cluster.urls, 3, (bus) =>
+      Effect.gen(function* () {
+        yield* Effect.promise(() => node.kill())
+        yield* bus.ensureStream(spec)
+        const kv = yield* bus.kv("elect-kv")
+        yield* kv.put("k", bytes("v"))
+        return Date.now() - t0
+      }),
+    ).finally(() => node.start())
+    expect(result).toBeLessThan(30_000)
   }, 90_000)
 
   it("a stream the cluster cannot place while a node is down is refused, naming the stream", async () => {
