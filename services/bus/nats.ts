@@ -164,10 +164,10 @@ const PUBLISH_RECONNECT_WAIT_MS = 5_000
 const PUBLISH_NO_RESPONDER_RETRIES = 3
 /** The wait before a publish's first retry; later ones follow `publishRetry`. */
 const PUBLISH_FIRST_RETRY = "100 millis"
-/** jsPublish retries transient failures for about this long, then fails with the last one. */
 /** What JetStream's API answers, or fails to, while a cluster elects a leader. */
 const API_UNANSWERED = /timeout|jetstream is not enabled|no responders|temporarily unavailable/i
 
+/** jsPublish retries transient failures for about this long, then fails with the last one. */
 const publishRetry = Schedule.min([
   Schedule.exponential("100 millis"),
   Schedule.spaced("1 second"),
