@@ -18,9 +18,10 @@
  *
  *   npm run exp:learn -- [--json] [--seeds N] [--ablate [--ablate-seeds N]] [options below]
  *
- * Sandboxes: `--driver local` by default (this host's shell: bwrap episodes still cost twice as
- * much, README); `--driver auto` picks bwrap where it runs here, else docker (both need the t1-base
- * image, `npx t1 image build-base`).
+ * Sandboxes: `--driver local` by default (this host's shell: a bwrap RL update cost twice as
+ * much at 66cc750, docs/recipe.md; its episodes 1.06× local's since, bench:episode); `--driver
+ * auto` picks bwrap where it runs here, else docker (both need the t1-base image, `npx t1 image
+ * build-base`).
  * Reports; never asserts.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -709,9 +710,10 @@ const main = Effect.gen(function* () {
     // Default: enough turns for the longest reference of the chosen rungs (rung 7: 10 commands).
     turns: num("turns", turnsFor(rungs, D.turns), 1),
     concurrency: num("concurrency", D.concurrency, 1),
-    // Not the recipe's `auto`: measured at 66cc750 (README), a bwrap RL update took 25.8 s with its
-    // episodes against local's 12.2 s, so the 18-minute budget fit 30 updates instead of 40 and
-    // the rung-1 figures the acceptance holds would fall. Local until bwrap's episodes cost as much.
+    // Not the recipe's `auto`: measured at 66cc750 (docs/recipe.md), a bwrap RL update took 25.8 s
+    // with its episodes against local's 12.2 s, so the 18-minute budget fit 30 updates instead of
+    // 40 and the rung-1 figures the acceptance holds would fall. A bwrap episode now costs 1.06×
+    // local's (bench:episode); local until an RL run on a quiet machine measures the same.
     driver: choiceOf("driver", values.driver, ["auto", "bwrap", "docker", "local"], EXP_DRIVER),
     dump: values.dump,
     continueOptimizer:

@@ -83,7 +83,7 @@ export interface LadderRecipeOptions {
   /**
    * AdamW's decoupled weight decay in the warm start (RL keeps the learner's own). Larger values
    * keep the policy from memorising which digits follow which word in the demonstrations' names,
-   * the prior that makes it miscopy a held-out name (README, "The warm start and held-out names").
+   * the prior that makes it miscopy a held-out name (docs/recipe.md, the observation rungs).
    */
   readonly sftWeightDecay: number
   readonly rlSteps: number
@@ -135,7 +135,7 @@ export interface LadderRecipeOptions {
 }
 
 /**
- * The recipe's defaults, chosen by measurement on 2 cores (README, `npm run exp:learn`): rung 1
+ * The recipe's defaults, chosen by measurement on 2 cores (docs/recipe.md, `npm run exp:learn`): rung 1
  * (one command per task: at d_model 128 the warm start fails rungs 2–3 by losing the second or
  * third name, and RL on them moved nothing in 21 updates), 8 demonstrations per family, 600 SFT
  * steps at 2e-3, then RL steps of 8 tasks × 4 samples at 3e-4 (1e-3 with a fresh optimiser

@@ -1,7 +1,7 @@
 /**
  * One episode's limits as its work item resolves them, with the contract's defaults applied by
  * the same rule as the rest of a job's spec (unset or zero means the default): the sampler runs
- * episodes by them, and they are documented with the JobSpec in the README.
+ * episodes by them, and they are documented with the JobSpec in docs/grpc.md and docs/cli.md.
  */
 import type { EpisodeWorkItem } from "../../proto/index.ts"
 import { orDefault } from "./schedule.ts"
