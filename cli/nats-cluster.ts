@@ -90,7 +90,8 @@ ${routes.join("\n")}
 `
 }
 
-const listens = (port: number): Promise<boolean> =>
+/** Whether something accepts connections on `port` of the loopback address. */
+export const listens = (port: number): Promise<boolean> =>
   new Promise((resolve) => {
     const s = new Socket()
     s.once("connect", () => {

@@ -1,10 +1,14 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { once } from "node:events"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { Socket } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { CLUSTER_NODES, type NatsCluster, startNatsCluster } from "../../cli/nats-cluster.ts"
+import {
+  CLUSTER_NODES,
+  listens,
+  type NatsCluster,
+  startNatsCluster,
+} from "../../cli/nats-cluster.ts"
 import { freePort, natsServerAvailable } from "./nats-server.ts"
 
 export type { NatsCluster, NatsClusterNode } from "../../cli/nats-cluster.ts"
@@ -76,7 +80,7 @@ export const startTestNatsCluster = async (
       const child = spawn(binary, ["-c", file], { stdio: "ignore" })
       cut.set(i, child)
       const until = Date.now() + 15_000
-      while (!(await listening(n.clientPort))) {
+      while (!(await listens(n.clientPort))) {
         if (child.exitCode !== null || Date.now() > until)
           throw new Error(`partitioned ${n.name} did not listen on ${n.clientPort}`)
         await new Promise((r) => setTimeout(r, 50))
@@ -104,14 +108,3 @@ export const startTestNatsCluster = async (
     },
   }
 }
-
-const listening = (port: number): Promise<boolean> =>
-  new Promise((resolve) => {
-    const s = new Socket()
-    s.once("connect", () => {
-      s.destroy()
-      resolve(true)
-    })
-    s.once("error", () => resolve(false))
-    s.connect(port, "127.0.0.1")
-  })
