@@ -17,10 +17,10 @@ import { Effect, Logger } from "effect"
 import {
   connectDocker,
   makeBwrapDriver,
+  makeLocalDriver,
   type SandboxDriverShape,
   sandboxSpec,
 } from "../actors/sandbox/index.ts"
-import { makeLocalDriver } from "../actors/sandbox/local/index.ts"
 import { driverSandbox, VerifierSandbox, verifyEpisode } from "../actors/verifier/index.ts"
 import { HONEST, writePytestTask } from "./pytest-task.ts"
 import { median } from "./stats.ts"

@@ -193,7 +193,7 @@ export {
   taskBuildNetwork,
   wireTaskFor,
 } from "./image/index.ts"
-export { LocalDriverLive } from "./local/index.ts"
+export { LocalDriverLive, makeLocalDriver } from "./local/index.ts"
 export {
   ensureToolchain,
   TOOLCHAIN_BASH,
